@@ -1,0 +1,201 @@
+-- Tenancy, normalization and small helpers every other file uses.
+-- CREATE OR REPLACE only: this file is re-applied on every migrate.
+
+-- Normalization: one definition for entity names, predicates, objects and
+-- content.  NFKC, Unicode case folding, punctuation to spaces, whitespace
+-- collapsed.  Letters and marks of every script are kept ("Zürich" ->
+-- "zürich", "東京" stays).  The collation that gives Unicode-aware case
+-- folding differs by server version, so the body is written for the server
+-- it is installed on.
+do $do$
+declare
+  folded text;
+begin
+  if exists (select from pg_collation where collname = 'pg_unicode_fast')
+     and exists (select from pg_proc where proname = 'casefold') then
+    folded := 'casefold(normalize(p_text, NFKC) collate pg_unicode_fast)';
+  elsif exists (select from pg_collation where collname = 'pg_c_utf8') then
+    folded := 'lower(normalize(p_text, NFKC) collate pg_c_utf8)';
+  elsif exists (select from pg_collation where collname = 'und-x-icu') then
+    folded := 'lower(normalize(p_text, NFKC) collate "und-x-icu")';
+  else
+    raise warning 'chronomem: no Unicode-aware collation on this server; '
+      'normalize_text folds case with the database default collation';
+    folded := 'lower(normalize(p_text, NFKC))';
+  end if;
+  execute format($f$
+    create or replace function memory.normalize_text(p_text text) returns text
+      language sql immutable strict parallel safe
+      as $body$
+        select btrim(regexp_replace(%s, '[[:punct:][:space:]]+', ' ', 'g'))
+      $body$ $f$, folded);
+end
+$do$;
+comment on function memory.normalize_text(text) is
+  'The one normalization: NFKC, Unicode case fold, punctuation stripped, whitespace collapsed. Used for entity names, predicates, objects and content.';
+
+-- Timestamps without a zone are read as UTC everywhere (the functions that
+-- parse client input run with TimeZone = UTC).
+create or replace function memory_internal.try_timestamptz(p_text text) returns timestamptz
+  language plpgsql stable
+  set timezone = 'UTC'
+as $$
+begin
+  return p_text::timestamptz;
+exception when others then
+  return null;
+end
+$$;
+comment on function memory_internal.try_timestamptz(text) is
+  'Parse client text as timestamptz (zone-less = UTC); NULL when it is not one.';
+
+create or replace function memory_internal.is_uuid(p_text text) returns boolean
+  language sql immutable parallel safe
+  as $$ select p_text ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' $$;
+
+-- The org of a project visible in the current org scope, or an error that
+-- does not reveal whether the project exists elsewhere.
+create or replace function memory_internal.project_org(p_project uuid) returns uuid
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid;
+begin
+  select p.org_id into v_org from memory.projects p where p.project_id = p_project;
+  if v_org is null then
+    raise exception 'project % not found', p_project
+      using errcode = 'no_data_found',
+            hint = 'Call memory.use_org(org) first; projects of other orgs are not visible.';
+  end if;
+  return v_org;
+end
+$$;
+
+create or replace function memory.use_org(p_org uuid, p_transaction_local boolean default null)
+  returns uuid
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_local boolean := p_transaction_local;
+begin
+  if p_org is null then
+    raise exception 'org must not be null' using errcode = 'null_value_not_allowed';
+  end if;
+  -- Inside an explicit transaction block the statement started after the
+  -- transaction did; then the scope ends with the transaction, so a pooled
+  -- connection never carries it into the next one.
+  if v_local is null then
+    v_local := statement_timestamp() <> transaction_timestamp();
+  end if;
+  perform set_config('chronomem.org_id', p_org::text, v_local);
+  if not exists (select from memory.orgs o where o.org_id = p_org) then
+    raise exception 'org % not found', p_org using errcode = 'no_data_found';
+  end if;
+  return p_org;
+end
+$$;
+comment on function memory.use_org(uuid, boolean) is
+  'Scope this transaction (when called inside one) or session to an org. Every table''s row-level security is keyed on it. Pass true/false to choose transaction-local or session scope explicitly.';
+
+create or replace function memory.create_org(p_name text) returns uuid
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := gen_random_uuid();
+  v_prev text := current_setting('chronomem.org_id', true);
+begin
+  if p_name is null or length(btrim(p_name)) = 0 then
+    raise exception 'org name must not be empty' using errcode = 'invalid_parameter_value';
+  end if;
+  perform set_config('chronomem.org_id', v_org::text, true);
+  insert into memory.orgs (org_id, name) values (v_org, btrim(p_name));
+  perform set_config('chronomem.org_id', coalesce(v_prev, ''), true);
+  return v_org;
+end
+$$;
+comment on function memory.create_org(text) is 'Create a tenant; returns its id. Does not change the caller''s org scope.';
+
+create or replace function memory.create_project(p_org uuid, p_name text) returns uuid
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_project uuid;
+begin
+  if p_org is distinct from memory_internal.current_org() then
+    raise exception 'org % not found', p_org
+      using errcode = 'no_data_found', hint = 'Call memory.use_org(org) first.';
+  end if;
+  if p_name is null or length(btrim(p_name)) = 0 then
+    raise exception 'project name must not be empty' using errcode = 'invalid_parameter_value';
+  end if;
+  insert into memory.projects (org_id, name) values (p_org, btrim(p_name))
+  returning project_id into v_project;
+  return v_project;
+exception when unique_violation then
+  raise exception 'project "%" already exists in org %', btrim(p_name), p_org
+    using errcode = 'unique_violation';
+end
+$$;
+comment on function memory.create_project(uuid, text) is
+  'Create a project in the org the caller is scoped to; returns its id.';
+
+-- Counters: added to in the writing transaction, so they roll back with it.
+create or replace function memory_internal.bump_counter(
+  p_org uuid, p_project uuid, p_metric text, p_by bigint)
+  returns void
+  language sql
+  as $$
+    insert into memory_internal.counters as c (org_id, project_id, metric, shard, value)
+    select p_org, p_project, p_metric, (pg_backend_pid() % 8)::smallint, p_by
+    where p_by <> 0
+    on conflict (org_id, project_id, metric, shard) do update set value = c.value + excluded.value
+  $$;
+
+create or replace function memory.counters(p_project uuid default null)
+  returns table (project_id uuid, metric text, value bigint)
+  language sql stable
+  as $$
+    select c.project_id, c.metric, sum(c.value)::bigint
+    from memory_internal.counters c
+    where p_project is null or c.project_id = p_project
+    group by c.project_id, c.metric
+    order by c.project_id, c.metric
+  $$;
+comment on function memory.counters(uuid) is
+  'Totals of facts_inserted, facts_superseded, facts_skipped, facts_refused, facts_retracted, ... per project of the current org (for /metrics).';
+
+-- Append-only guards.  fact_events may lose rows only inside memory.wipe,
+-- which sets chronomem.wiping for its own transaction.
+create or replace function memory_internal.tg_fact_events__append_only() returns trigger
+  language plpgsql
+as $$
+begin
+  if tg_op = 'DELETE' and current_setting('chronomem.wiping', true) = 'on' then
+    return old;
+  end if;
+  raise exception '% is append-only: % refused', tg_table_name, lower(tg_op)
+    using errcode = 'insufficient_privilege';
+end
+$$;
+
+create or replace function memory_internal.tg_audit_log__append_only() returns trigger
+  language plpgsql
+as $$
+begin
+  raise exception 'audit_log is append-only: % refused', lower(tg_op)
+    using errcode = 'insufficient_privilege';
+end
+$$;
+
+create or replace trigger "10_fact_events_append_only"
+  before update or delete on memory.fact_events
+  for each row execute function memory_internal.tg_fact_events__append_only();
+create or replace trigger "10_audit_log_append_only"
+  before update or delete on memory.audit_log
+  for each row execute function memory_internal.tg_audit_log__append_only();

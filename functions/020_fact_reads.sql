@@ -1,0 +1,84 @@
+-- The only two functions that read memory.facts (a lint in tests/py enforces
+-- it): facts_at, the effective-at predicate every read of "what holds"
+-- goes through, and fact_versions, every stored version for the history
+-- and bookkeeping paths that need closed and retracted versions too.
+-- Both are LANGUAGE sql without SET clauses so the planner inlines them and
+-- pushes the caller's filters into the indexed scans.
+
+-- The valid window a fact had as the store believed it at p_known_at: the
+-- new_range of the last range change recorded at or before that instant.
+create or replace function memory_internal.range_believed(
+  p_org uuid, p_fact uuid, p_known_at timestamptz)
+  returns tstzrange
+  language sql stable parallel safe
+  as $$
+    select e.new_range
+    from memory.fact_events e
+    where e.org_id = p_org and e.fact_id = p_fact
+      and e.new_range is not null and e.occurred_at <= p_known_at
+    order by e.occurred_at desc, e.event_id desc
+    limit 1
+  $$;
+
+create or replace function memory.facts_at(
+  p_project uuid,
+  p_at timestamptz default now(),
+  p_known_at timestamptz default now())
+  returns setof memory.facts
+  language sql stable parallel safe
+  as $$
+    -- Believed now and unchanged since p_known_at: a plain indexed read.
+    select f.*
+    from memory.facts f
+    where f.project_id = p_project
+      and f.invalid_at is null
+      and f.recorded_at <= p_known_at
+      and f.range_changed_at <= p_known_at
+      and f.valid_range @> p_at
+    union all
+    -- Retracted or re-windowed after p_known_at: the window as believed then.
+    select f.org_id, f.project_id, f.fact_id, f.fact_seq, f.subject_id, f.predicate,
+           f.predicate_label, f.object_entity_id, f.object_literal, f.object_key,
+           f.identity_object, f.content, f.content_key, f.confidence, f.source,
+           f.source_episode_id, f.actor, f.valid_from, f.asserted_until,
+           b.valid_range, f.recorded_at, f.range_changed_at, f.invalid_at,
+           f.support_count, f.last_seen_at
+    from memory.facts f
+    cross join lateral (
+      select case when f.range_changed_at <= p_known_at then f.valid_range
+                  else memory_internal.range_believed(f.org_id, f.fact_id, p_known_at)
+             end as valid_range
+    ) b
+    where f.project_id = p_project
+      and f.recorded_at <= p_known_at
+      and (f.invalid_at > p_known_at or (f.invalid_at is null and f.range_changed_at > p_known_at))
+      and b.valid_range @> p_at
+  $$;
+comment on function memory.facts_at(uuid, timestamptz, timestamptz) is
+  'The effective-at predicate: facts of a project that hold at world instant p_at, as the store believed at p_known_at (both default now). Every read of facts goes through it.';
+
+create or replace function memory_internal.fact_versions(p_project uuid)
+  returns setof memory.facts
+  language sql stable parallel safe
+  as $$
+    select f.* from memory.facts f where f.project_id = p_project
+  $$;
+comment on function memory_internal.fact_versions(uuid) is
+  'Every stored version of a project''s facts, closed and retracted ones included: for history, the write path and edge bookkeeping. Reads of what holds use memory.facts_at.';
+
+create or replace function memory.edges_at(
+  p_project uuid,
+  p_at timestamptz default now(),
+  p_known_at timestamptz default now())
+  returns setof memory.edges
+  language sql stable parallel safe
+  as $$
+    select e.*
+    from memory.edges e
+    where e.project_id = p_project
+      and e.recorded_at <= p_known_at
+      and (e.expired_at is null or e.expired_at > p_known_at)
+      and e.valid_range @> p_at
+  $$;
+comment on function memory.edges_at(uuid, timestamptz, timestamptz) is
+  'Graph edges of a project effective at world instant p_at as believed at p_known_at.';

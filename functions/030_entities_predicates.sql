@@ -1,0 +1,207 @@
+-- Entity resolution (exact on the normalized name or an alias, never fuzzy)
+-- and predicate cardinality.
+
+-- The entity a name resolves to in a project: its own normalized name
+-- first, then an alias.  NULL when there is none.
+create or replace function memory_internal.find_entity(
+  p_org uuid, p_project uuid, p_normalized text)
+  returns uuid
+  language sql stable
+  as $$
+    select coalesce(
+      (select e.entity_id from memory.entities e
+        where e.org_id = p_org and e.project_id = p_project and e.normalized_name = p_normalized),
+      (select a.entity_id from memory.entity_aliases a
+        where a.org_id = p_org and a.project_id = p_project and a.normalized_alias = p_normalized))
+  $$;
+
+-- Find or create.  Safe under concurrency: a concurrent creator of the same
+-- name makes our insert a no-op and the second lookup sees its row.
+create or replace function memory_internal.ensure_entity(
+  p_org uuid, p_project uuid, p_name text, p_type text default null)
+  returns uuid
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_norm text := memory.normalize_text(p_name);
+  v_id uuid;
+begin
+  if v_norm is null or v_norm = '' then
+    raise exception 'entity name "%" is empty after normalization', p_name
+      using errcode = 'invalid_parameter_value';
+  end if;
+  v_id := memory_internal.find_entity(p_org, p_project, v_norm);
+  if v_id is not null then
+    return v_id;
+  end if;
+  insert into memory.entities (org_id, project_id, name, normalized_name, entity_type)
+  values (p_org, p_project, btrim(p_name), v_norm, p_type)
+  on conflict (org_id, project_id, normalized_name) do nothing
+  returning entity_id into v_id;
+  return coalesce(v_id, memory_internal.find_entity(p_org, p_project, v_norm));
+end
+$$;
+
+create or replace function memory.upsert_entity(
+  p_project uuid, p_name text, p_type text default null, p_summary text default null)
+  returns uuid
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_id uuid := memory_internal.ensure_entity(v_org, p_project, p_name, p_type);
+begin
+  if p_type is not null or p_summary is not null then
+    update memory.entities e
+       set entity_type = coalesce(p_type, e.entity_type),
+           summary = coalesce(p_summary, e.summary)
+     where e.org_id = v_org and e.entity_id = v_id
+       and (e.entity_type is distinct from coalesce(p_type, e.entity_type)
+            or e.summary is distinct from coalesce(p_summary, e.summary));
+  end if;
+  return v_id;
+end
+$$;
+comment on function memory.upsert_entity(uuid, text, text, text) is
+  'Resolve a name to its entity in the project (exact normalized name or alias), creating it if missing; sets type/summary when given.';
+
+create or replace function memory.add_alias(p_project uuid, p_entity text, p_alias text)
+  returns uuid
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_entity uuid := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_entity));
+  v_norm text := memory.normalize_text(p_alias);
+  v_other uuid;
+begin
+  if v_entity is null then
+    raise exception 'entity "%" not found in project %', p_entity, p_project
+      using errcode = 'no_data_found';
+  end if;
+  if v_norm is null or v_norm = '' then
+    raise exception 'alias "%" is empty after normalization', p_alias
+      using errcode = 'invalid_parameter_value';
+  end if;
+  v_other := memory_internal.find_entity(v_org, p_project, v_norm);
+  if v_other = v_entity then
+    return v_entity;
+  elsif v_other is not null then
+    raise exception 'alias "%" already names another entity', p_alias
+      using errcode = 'unique_violation';
+  end if;
+  insert into memory.entity_aliases (org_id, project_id, normalized_alias, alias, entity_id)
+  values (v_org, p_project, v_norm, btrim(p_alias), v_entity);
+  return v_entity;
+end
+$$;
+comment on function memory.add_alias(uuid, text, text) is
+  'Make another name resolve to an existing entity. Refused when the name already resolves to a different entity.';
+
+-- Advisory lock keys, always taken in this order: project, predicates,
+-- identities (each group sorted).  Writers hold the project and predicate
+-- locks shared and identity locks exclusive; wipe holds the project lock
+-- exclusive and declare_predicate the predicate lock, so neither races a
+-- write.
+create or replace function memory_internal.project_lock_key(p_project uuid)
+  returns bigint
+  language sql immutable parallel safe
+  as $$ select hashtextextended('chronomem.project:' || p_project::text, 0) $$;
+
+create or replace function memory_internal.predicate_lock_key(p_project uuid, p_predicate text)
+  returns bigint
+  language sql immutable parallel safe
+  as $$ select hashtextextended('chronomem.predicate:' || p_project::text || ':' || p_predicate, 0) $$;
+
+create or replace function memory_internal.identity_lock_key(
+  p_project uuid, p_subject uuid, p_predicate text, p_identity_object text)
+  returns bigint
+  language sql immutable parallel safe
+  as $$
+    select hashtextextended(
+      'chronomem.identity:' || p_project::text || ':' || p_subject::text || ':'
+      || p_predicate || ':' || p_identity_object, 0)
+  $$;
+
+create or replace function memory_internal.cardinality(
+  p_org uuid, p_project uuid, p_predicate text)
+  returns text
+  language sql stable
+  as $$
+    select coalesce(
+      (select d.cardinality from memory.predicates d
+        where d.org_id = p_org and d.project_id = p_project and d.predicate = p_predicate),
+      'many')
+  $$;
+
+create or replace function memory.declare_predicate(
+  p_project uuid, p_predicate text, p_cardinality text)
+  returns text
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_pred text := memory.normalize_text(p_predicate);
+  v_card text := lower(btrim(p_cardinality));
+  v_example text;
+begin
+  if v_pred is null or v_pred = '' then
+    raise exception 'predicate "%" is empty after normalization', p_predicate
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if v_card is null or v_card not in ('one', 'many') then
+    raise exception 'cardinality must be ''one'' or ''many'', not %', coalesce(quote_literal(p_cardinality), 'NULL')
+      using errcode = 'invalid_parameter_value';
+  end if;
+  perform pg_advisory_xact_lock(memory_internal.predicate_lock_key(p_project, v_pred));
+
+  insert into memory.predicates as d (org_id, project_id, predicate, cardinality)
+  values (v_org, p_project, v_pred, v_card)
+  on conflict (org_id, project_id, predicate)
+  do update set cardinality = excluded.cardinality, declared_at = now()
+  where d.cardinality <> excluded.cardinality;
+
+  -- Re-key stored facts so identities follow the declaration.  Switching to
+  -- 'one' is refused while a subject has overlapping current facts with
+  -- different objects: which one holds is the caller's decision.
+  begin
+    update memory.facts f
+       set identity_object = case v_card when 'one' then '' else f.object_key end
+     where f.fact_id in (
+             select v.fact_id from memory_internal.fact_versions(p_project) v
+              where v.predicate = v_pred
+                and v.identity_object <> case v_card when 'one' then '' else v.object_key end)
+       and f.org_id = v_org;
+  exception when exclusion_violation then
+    select e.name into v_example
+      from memory.facts_at(p_project) a
+      join memory.facts_at(p_project) b
+        on b.subject_id = a.subject_id and b.predicate = a.predicate and b.object_key <> a.object_key
+      join memory.entities e on e.org_id = a.org_id and e.entity_id = a.subject_id
+     where a.predicate = v_pred
+     limit 1;
+    raise exception 'cannot declare "%" cardinality one: subjects such as "%" hold several objects over overlapping windows', v_pred, coalesce(v_example, '?')
+      using errcode = 'exclusion_violation',
+            hint = 'Retract or expire the extra facts first, then declare again.';
+  end;
+  return v_card;
+end
+$$;
+comment on function memory.declare_predicate(uuid, text, text) is
+  'Declare a predicate ''one'' (a new object supersedes the old: works_at, lives_in) or ''many'' (likes, knows). Undeclared predicates are ''many''.';
+
+create or replace function memory.predicates_of(p_project uuid)
+  returns table (predicate text, cardinality text, declared_at timestamptz)
+  language sql stable
+  as $$
+    select d.predicate, d.cardinality, d.declared_at
+    from memory.predicates d where d.project_id = p_project order by d.predicate
+  $$;
+comment on function memory.predicates_of(uuid) is 'Declared predicates of a project with their cardinality.';

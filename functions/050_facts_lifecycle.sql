@@ -1,0 +1,197 @@
+-- After a fact is written: retraction (the claim never held), closing a
+-- window (contradiction, expiry), and the history readers.
+
+-- Lock a stored fact's identity and return the fact as it is once locked.
+create or replace function memory_internal.lock_fact(p_org uuid, p_project uuid, p_fact uuid)
+  returns memory.facts
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  f memory.facts;
+begin
+  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
+  select v.* into f from memory_internal.fact_versions(p_project) v
+   where v.org_id = p_org and v.fact_id = p_fact;
+  if f.fact_id is null then
+    raise exception 'fact % not found in project %', p_fact, p_project using errcode = 'no_data_found';
+  end if;
+  perform pg_advisory_xact_lock(memory_internal.identity_lock_key(
+    p_project, f.subject_id, f.predicate, f.identity_object));
+  -- Re-read: the lock holder before us may have changed it.
+  select v.* into f from memory_internal.fact_versions(p_project) v
+   where v.org_id = p_org and v.fact_id = p_fact;
+  return f;
+end
+$$;
+
+create or replace function memory.retract_fact(
+  p_project uuid, p_fact uuid, p_reason text default null, p_actor text default null)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_actor text := coalesce(p_actor, session_user);
+  f memory.facts := memory_internal.lock_fact(v_org, p_project, p_fact);
+  v_restored uuid[] := '{}';
+  v_src uuid[] := '{}'; v_tgt uuid[] := '{}';
+  r record;
+begin
+  if f.invalid_at is not null then
+    return jsonb_build_object('fact_id', p_fact, 'status', 'already_retracted',
+                              'retracted_at', f.invalid_at);
+  end if;
+
+  update memory.facts set invalid_at = now()
+   where org_id = v_org and fact_id = p_fact;
+  insert into memory.fact_events
+    (org_id, project_id, fact_id, event_type, old_fact_id, old_range, actor, reason)
+  values (v_org, p_project, p_fact, 'retracted', p_fact, f.valid_range, v_actor, p_reason);
+  insert into memory.tombstones (org_id, project_id, subject_id, predicate, object_key, fact_id, reason)
+  values (v_org, p_project, f.subject_id, f.predicate, f.object_key, p_fact, p_reason)
+  on conflict do nothing;
+
+  -- A retracted claim never held: what it closed gets its window back.
+  for r in select * from memory_internal.restitch(
+             v_org, p_project, f.subject_id, f.predicate, f.identity_object,
+             'superseded', v_actor, format('retraction of %s', p_fact)) loop
+    if r.grew then
+      v_restored := v_restored || r.fact_id;
+    end if;
+    v_src := v_src || f.subject_id;
+    v_tgt := v_tgt || r.object_entity_id;
+  end loop;
+  v_src := v_src || f.subject_id;
+  v_tgt := v_tgt || f.object_entity_id;
+  perform memory_internal.sync_edges(
+    v_org, p_project, v_src, v_tgt, array_fill(f.predicate, array[cardinality(v_src)]));
+
+  perform memory_internal.bump_counter(v_org, p_project, 'facts_retracted', 1);
+  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+  values (v_org, p_project, 'retract_fact', 'fact:' || p_fact, v_actor,
+          jsonb_build_object('restored', cardinality(v_restored)));
+  return jsonb_build_object('fact_id', p_fact, 'status', 'retracted', 'restored', to_jsonb(v_restored));
+end
+$$;
+comment on function memory.retract_fact(uuid, uuid, text, text) is
+  'Retract a fact: its record time ends, the claim is tombstoned (assert_facts refuses it again unless overridden), its edge expires unless another fact asserts it, and any window it had closed is given back.';
+
+create or replace function memory.close_fact(
+  p_project uuid, p_fact uuid, p_at timestamptz default now(),
+  p_reason text default null, p_kind text default 'expired', p_actor text default null)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_actor text := coalesce(p_actor, session_user);
+  f memory.facts;
+  v_until timestamptz;
+  v_logged boolean := false;
+  r record;
+begin
+  if p_kind is null or p_kind not in ('expired', 'contradicted') then
+    raise exception 'kind must be expired or contradicted, not %', coalesce(p_kind, 'NULL')
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if p_at is null or not isfinite(p_at) then
+    raise exception 'the closing instant must be a finite timestamp' using errcode = 'invalid_parameter_value';
+  end if;
+  f := memory_internal.lock_fact(v_org, p_project, p_fact);
+  if f.invalid_at is not null then
+    raise exception 'fact % is retracted', p_fact using errcode = 'invalid_parameter_value';
+  end if;
+  -- Closed at or before its start: the claim held at no instant.
+  v_until := greatest(p_at, f.valid_from);
+  if f.asserted_until is not null and f.asserted_until <= v_until then
+    return jsonb_build_object('fact_id', p_fact, 'status', 'unchanged', 'valid_range', f.valid_range);
+  end if;
+
+  update memory.facts set asserted_until = v_until where org_id = v_org and fact_id = p_fact;
+  for r in select * from memory_internal.restitch(
+             v_org, p_project, f.subject_id, f.predicate, f.identity_object,
+             p_kind, v_actor, p_reason) loop
+    v_logged := v_logged or r.fact_id = p_fact;
+  end loop;
+  if not v_logged then
+    -- Its window already ended earlier (a successor), but its claimed end
+    -- moved: log it, it matters if the successor is retracted.
+    insert into memory.fact_events
+      (org_id, project_id, fact_id, event_type, old_fact_id, old_range, new_range, actor, reason)
+    values (v_org, p_project, p_fact, p_kind, p_fact, f.valid_range, f.valid_range, v_actor, p_reason);
+  end if;
+  perform memory_internal.sync_edges(
+    v_org, p_project, array[f.subject_id], array[f.object_entity_id], array[f.predicate]);
+  perform memory_internal.bump_counter(v_org, p_project, 'facts_' || p_kind, 1);
+
+  select v.valid_range into f.valid_range from memory_internal.fact_versions(p_project) v
+   where v.org_id = v_org and v.fact_id = p_fact;
+  return jsonb_build_object('fact_id', p_fact, 'status', p_kind, 'valid_range', f.valid_range);
+end
+$$;
+comment on function memory.close_fact(uuid, uuid, timestamptz, text, text, text) is
+  'End a fact''s world-time window at p_at (it stops holding; nothing replaces it). p_kind: expired (default) or contradicted. Logged as an event; the edge closes with it.';
+
+create or replace function memory.fact_history(p_project uuid, p_fact uuid)
+  returns table (
+    event_id bigint, occurred_at timestamptz, event_type text, fact_id uuid,
+    old_fact_id uuid, new_fact_id uuid, old_range tstzrange, new_range tstzrange,
+    actor text, reason text, subject text, predicate text, object text, content text)
+  language sql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    with target as (
+      select v.org_id, v.subject_id, v.predicate, v.identity_object
+        from memory_internal.fact_versions(p_project) v where v.fact_id = p_fact
+    ), versions as (
+      select v.* from memory_internal.fact_versions(p_project) v
+        join target t on t.org_id = v.org_id and t.subject_id = v.subject_id
+                     and t.predicate = v.predicate and t.identity_object = v.identity_object
+    )
+    select e.event_id, e.occurred_at, e.event_type, e.fact_id, e.old_fact_id, e.new_fact_id,
+           e.old_range, e.new_range, e.actor, e.reason,
+           s.name, v.predicate_label, coalesce(o.name, v.object_literal), v.content
+      from versions v
+      join memory.fact_events e on e.org_id = v.org_id and e.fact_id = v.fact_id
+      join memory.entities s on s.org_id = v.org_id and s.entity_id = v.subject_id
+      left join memory.entities o on o.org_id = v.org_id and o.entity_id = v.object_entity_id
+     order by e.occurred_at, e.event_id
+  $$;
+comment on function memory.fact_history(uuid, uuid) is
+  'Every event of every version of the fact''s identity (same subject, predicate and, unless cardinality one, object), oldest first: when did this change, and to what?';
+
+create or replace function memory.subject_timeline(
+  p_project uuid, p_subject text, p_predicate text default null)
+  returns table (
+    fact_id uuid, predicate text, object text, content text, valid_from timestamptz,
+    valid_range tstzrange, recorded_at timestamptz, invalid_at timestamptz,
+    status text, events jsonb)
+  language sql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    select v.fact_id, v.predicate_label, coalesce(o.name, v.object_literal), v.content,
+           v.valid_from, v.valid_range, v.recorded_at, v.invalid_at,
+           case when v.invalid_at is not null then 'retracted'
+                when isempty(v.valid_range) then 'superseded'
+                when v.valid_range @> now() then 'current'
+                when lower(v.valid_range) > now() then 'future'
+                else 'ended' end,
+           (select jsonb_agg(jsonb_build_object(
+                     'event', e.event_type, 'at', e.occurred_at, 'window', e.new_range::text,
+                     'new_fact_id', e.new_fact_id, 'actor', e.actor, 'reason', e.reason)
+                   order by e.occurred_at, e.event_id)
+              from memory.fact_events e where e.org_id = v.org_id and e.fact_id = v.fact_id)
+      from memory_internal.fact_versions(p_project) v
+      left join memory.entities o on o.org_id = v.org_id and o.entity_id = v.object_entity_id
+     where v.subject_id = memory_internal.find_entity(
+             memory_internal.project_org(p_project), p_project, memory.normalize_text(p_subject))
+       and (p_predicate is null or v.predicate = memory.normalize_text(p_predicate))
+     order by v.predicate, v.valid_from, v.fact_seq
+  $$;
+comment on function memory.subject_timeline(uuid, text, text) is
+  'Every version of a subject''s facts (optionally one predicate) in world-time order, with its window, record time, status and the events that shaped it.';

@@ -1,0 +1,217 @@
+-- Wipe (hard delete of content; no tombstones) and edge reconciliation.
+
+create or replace function memory.wipe(
+  p_project uuid, p_session text default null, p_subject text default null,
+  p_actor text default null)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_actor text := coalesce(p_actor, session_user);
+  v_scope text;
+  v_session uuid;
+  v_entity uuid;
+  v_facts uuid[];
+  v_counts jsonb;
+  v_n_facts integer := 0; v_n_events integer := 0; v_n_edges integer := 0;
+  v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
+  v_n_tombstones integer := 0;
+  r record;
+begin
+  if p_session is not null and p_subject is not null then
+    raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
+  end if;
+  -- No writer of this project runs while content disappears under it.
+  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  perform set_config('chronomem.wiping', 'on', true);
+
+  if p_session is null and p_subject is null then
+    v_scope := 'project';
+    delete from memory.fact_events where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_events = row_count;
+    delete from memory.edges where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_edges = row_count;
+    delete from memory.tombstones where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_tombstones = row_count;
+    delete from memory.facts where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_facts = row_count;
+    delete from memory.entity_aliases where org_id = v_org and project_id = p_project;
+    delete from memory.entities where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_entities = row_count;
+    delete from memory.episodes where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_episodes = row_count;
+    delete from memory.sessions where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_sessions = row_count;
+  else
+    if p_session is not null then
+      v_scope := 'session';
+      select s.session_id into v_session from memory.sessions s
+       where s.org_id = v_org and s.project_id = p_project and s.external_id = p_session;
+      if v_session is null then
+        raise exception 'session "%" not found in project %', p_session, p_project
+          using errcode = 'no_data_found';
+      end if;
+      select coalesce(array_agg(v.fact_id), '{}') into v_facts
+        from memory_internal.fact_versions(p_project) v
+        join memory.episodes e on e.org_id = v.org_id and e.episode_id = v.source_episode_id
+       where v.org_id = v_org and e.session_id = v_session;
+    else
+      v_scope := 'subject';
+      v_entity := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_subject));
+      if v_entity is null then
+        raise exception 'subject "%" not found in project %', p_subject, p_project
+          using errcode = 'no_data_found';
+      end if;
+      select coalesce(array_agg(v.fact_id), '{}') into v_facts
+        from memory_internal.fact_versions(p_project) v
+       where v.org_id = v_org and (v.subject_id = v_entity or v.object_entity_id = v_entity);
+    end if;
+
+    -- The identities and edge keys the wiped facts shared with facts that
+    -- stay: those are laid out again as if the wiped facts never existed.
+    create temp table if not exists pg_temp.chronomem_wiped_keys (
+      subject_id uuid, predicate text, identity_object text, object_entity_id uuid) on commit drop;
+    truncate pg_temp.chronomem_wiped_keys;
+    insert into pg_temp.chronomem_wiped_keys
+    select distinct v.subject_id, v.predicate, v.identity_object, v.object_entity_id
+      from memory_internal.fact_versions(p_project) v
+     where v.org_id = v_org and v.fact_id = any (v_facts);
+
+    delete from memory.fact_events where org_id = v_org and fact_id = any (v_facts);
+    get diagnostics v_n_events = row_count;
+    delete from memory.tombstones where org_id = v_org and fact_id = any (v_facts);
+    get diagnostics v_n_tombstones = row_count;
+    delete from memory.edges e using pg_temp.chronomem_wiped_keys k
+     where e.org_id = v_org and e.project_id = p_project and e.source_id = k.subject_id
+       and e.relation = k.predicate and e.target_id = k.object_entity_id;
+    get diagnostics v_n_edges = row_count;
+    delete from memory.facts where org_id = v_org and fact_id = any (v_facts);
+    get diagnostics v_n_facts = row_count;
+
+    for r in select distinct k.subject_id, k.predicate, k.identity_object
+               from pg_temp.chronomem_wiped_keys k
+              where v_entity is null or k.subject_id <> v_entity loop
+      perform pg_advisory_xact_lock(memory_internal.identity_lock_key(
+        p_project, r.subject_id, r.predicate, r.identity_object));
+      perform memory_internal.restitch(v_org, p_project, r.subject_id, r.predicate,
+                                       r.identity_object, 'superseded', v_actor, 'wipe');
+    end loop;
+    perform memory_internal.sync_edges(
+      v_org, p_project, array_agg(k.subject_id), array_agg(k.object_entity_id), array_agg(k.predicate))
+      from pg_temp.chronomem_wiped_keys k
+     where v_entity is null or (k.subject_id <> v_entity and k.object_entity_id <> v_entity);
+
+    if v_scope = 'session' then
+      delete from memory.episodes where org_id = v_org and session_id = v_session;
+      get diagnostics v_n_episodes = row_count;
+      delete from memory.sessions where org_id = v_org and session_id = v_session;
+      get diagnostics v_n_sessions = row_count;
+    else
+      delete from memory.tombstones where org_id = v_org and project_id = p_project
+         and subject_id = v_entity;
+      delete from memory.edges where org_id = v_org and project_id = p_project
+         and (source_id = v_entity or target_id = v_entity);
+      delete from memory.entity_aliases where org_id = v_org and entity_id = v_entity;
+      delete from memory.entities where org_id = v_org and entity_id = v_entity;
+      get diagnostics v_n_entities = row_count;
+    end if;
+  end if;
+
+  v_counts := jsonb_build_object(
+    'facts', v_n_facts, 'fact_events', v_n_events, 'edges', v_n_edges,
+    'entities', v_n_entities, 'episodes', v_n_episodes, 'sessions', v_n_sessions,
+    'tombstones', v_n_tombstones);
+  -- The audit row names the scope and counts, never the wiped content.
+  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+  values (v_org, p_project, 'wipe', v_scope, v_actor, v_counts);
+  perform memory_internal.bump_counter(v_org, p_project, 'facts_purged', v_n_facts);
+  return jsonb_build_object('scope', v_scope) || v_counts;
+end
+$$;
+comment on function memory.wipe(uuid, text, text, text) is
+  'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards.';
+
+create or replace function memory.reconcile_edges(
+  p_batch integer default 1000, p_project uuid default null)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.current_org();
+  v_project uuid;
+  v_healed jsonb := '[]';
+  v_expired integer := 0; v_inserted integer := 0; v_keys integer := 0;
+  r record;
+  s record;
+begin
+  if p_batch is null or p_batch < 1 then
+    raise exception 'batch must be a positive number of edge keys' using errcode = 'invalid_parameter_value';
+  end if;
+  if v_org is null then
+    raise exception 'no org scope' using errcode = 'no_data_found', hint = 'Call memory.use_org(org) first.';
+  end if;
+  for v_project in
+    select p.project_id from memory.projects p
+     where p.org_id = v_org and (p_project is null or p.project_id = p_project)
+     order by p.project_id
+  loop
+    exit when v_keys >= p_batch;
+    -- Keys whose current edges differ from the union of their facts' windows.
+    for r in
+      with wanted as (
+        select v.subject_id as src, v.object_entity_id as tgt, v.predicate as rel,
+               array_agg(m order by m) as ranges
+          from (select v.subject_id, v.object_entity_id, v.predicate,
+                       range_agg(v.valid_range) as mr
+                  from memory_internal.fact_versions(v_project) v
+                 where v.org_id = v_org and v.invalid_at is null
+                   and v.object_entity_id is not null and not isempty(v.valid_range)
+                 group by 1, 2, 3) v
+          cross join lateral unnest(v.mr) m
+         group by 1, 2, 3
+      ), have as (
+        select e.source_id as src, e.target_id as tgt, e.relation as rel,
+               array_agg(e.valid_range order by e.valid_range) as ranges
+          from memory.edges e
+         where e.org_id = v_org and e.project_id = v_project and e.expired_at is null
+         group by 1, 2, 3
+      )
+      select coalesce(w.src, h.src) as src, coalesce(w.tgt, h.tgt) as tgt,
+             coalesce(w.rel, h.rel) as rel
+        from wanted w
+        full join have h on h.src = w.src and h.tgt = w.tgt and h.rel = w.rel
+       where w.ranges is distinct from h.ranges
+       order by 1, 2, 3
+       limit p_batch - v_keys
+    loop
+      -- Writers of this key hold one of these identity locks.
+      perform pg_advisory_xact_lock(k) from (
+        select memory_internal.identity_lock_key(v_project, r.src, r.rel, '') as k
+        union
+        select memory_internal.identity_lock_key(v_project, r.src, r.rel, e.normalized_name)
+          from memory.entities e where e.org_id = v_org and e.entity_id = r.tgt
+        order by 1) keys;
+      select * into s from memory_internal.sync_edges(
+        v_org, v_project, array[r.src], array[r.tgt], array[r.rel]);
+      v_keys := v_keys + 1;
+      if s.edges_expired + s.edges_inserted > 0 then
+        v_expired := v_expired + s.edges_expired;
+        v_inserted := v_inserted + s.edges_inserted;
+        v_healed := v_healed || jsonb_build_object(
+          'project_id', v_project, 'source_id', r.src, 'target_id', r.tgt, 'relation', r.rel,
+          'expired', s.edges_expired, 'inserted', s.edges_inserted);
+      end if;
+    end loop;
+  end loop;
+  return jsonb_build_object('keys_checked', v_keys, 'keys_healed', jsonb_array_length(v_healed),
+                            'edges_expired', v_expired, 'edges_inserted', v_inserted,
+                            'healed', v_healed);
+end
+$$;
+comment on function memory.reconcile_edges(integer, uuid) is
+  'Heal drift between edges and facts in the current org (or one project), at most p_batch edge keys per call; reports each key it healed.';

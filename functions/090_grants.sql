@@ -1,0 +1,44 @@
+-- Explicit grants, re-applied after every migrate (a function created since
+-- the last run starts with PUBLIC execute, which this revokes).
+
+revoke execute on all functions in schema memory, memory_internal from public;
+
+-- Row-level security calls these as the querying role; the invoker-rights
+-- readers call the rest.
+grant execute on function
+  memory_internal.current_org(),
+  memory_internal.range_believed(uuid, uuid, timestamptz),
+  memory_internal.project_org(uuid),
+  memory_internal.find_entity(uuid, uuid, text)
+  to chronomem_app, chronomem_analyst;
+
+-- Readers: app and analyst.
+grant execute on function
+  memory.use_org(uuid, boolean),
+  memory.normalize_text(text),
+  memory.facts_at(uuid, timestamptz, timestamptz),
+  memory.edges_at(uuid, timestamptz, timestamptz),
+  memory.fact_history(uuid, uuid),
+  memory.subject_timeline(uuid, text, text),
+  memory.predicates_of(uuid),
+  memory.counters(uuid)
+  to chronomem_app, chronomem_analyst;
+grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
+
+-- Writers: the app role only.  These are security definer: they write as
+-- the owner, under the same forced row-level security.
+grant execute on function
+  memory.create_org(text),
+  memory.create_project(uuid, text),
+  memory.declare_predicate(uuid, text, text),
+  memory.upsert_entity(uuid, text, text, text),
+  memory.add_alias(uuid, text, text),
+  memory.assert_facts(uuid, jsonb, text, uuid, boolean, text),
+  memory.retract_fact(uuid, uuid, text, text),
+  memory.close_fact(uuid, uuid, timestamptz, text, text, text),
+  memory.wipe(uuid, text, text, text),
+  memory.reconcile_edges(integer, uuid)
+  to chronomem_app;
+
+grant select on all tables in schema memory to chronomem_app, chronomem_analyst;
+grant select on memory_internal.counters to chronomem_app, chronomem_analyst;
