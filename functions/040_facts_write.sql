@@ -3,94 +3,112 @@
 -- one identity's facts out in world-time order, and sync_edges, which keeps
 -- edges equal to the union of the windows of the facts asserting them.
 
--- Lay out the current (not retracted) facts of one identity in world-time
--- order: each one's window is [valid_from, least(asserted_until, start of
--- the next one)).  Ties on valid_from go to the newer assertion.  Windows
--- that shrink are updated before windows that grow, so the exclusion
--- constraint holds after every statement.  Each change is an event whose
--- new_range lets facts_at answer for earlier known_at instants.
--- Callers hold the identity's advisory lock.
+-- Lay out the current (not retracted) facts of each given identity in
+-- world-time order: each one's window is [valid_from, least(asserted_until,
+-- start of the next one)).  Ties on valid_from go to the newer assertion
+-- (higher fact_seq).  p_new are facts to add (at most one per identity,
+-- newer than every stored one): they are inserted straight into their
+-- place.  Order of writes: shrink stored windows, insert the new facts,
+-- grow stored windows, so the exclusion constraint holds after each
+-- statement.  Every change is an event whose new_range lets facts_at answer
+-- for earlier known_at instants.  Callers hold the identities' locks.
 create or replace function memory_internal.restitch(
-  p_org uuid, p_project uuid, p_subject uuid, p_predicate text, p_identity_object text,
-  p_shrink_event text, p_actor text, p_reason text default null, p_new_fact uuid default null)
-  returns table (fact_id uuid, object_entity_id uuid, old_range tstzrange, new_range tstzrange,
-                 closed_by uuid, grew boolean)
+  p_org uuid, p_project uuid,
+  p_subjects uuid[], p_predicates text[], p_identity_objects text[],
+  p_shrink_event text, p_actor text, p_reason text default null,
+  p_new memory_internal.fact_input[] default '{}', p_source text default 'api')
+  returns table (fact_id uuid, subject_id uuid, predicate text, object_entity_id uuid,
+                 old_range tstzrange, new_range tstzrange, closed_by uuid, grew boolean)
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
+declare
+  v_ids uuid[]; v_subjects uuid[]; v_predicates text[]; v_objects uuid[];
+  v_old tstzrange[]; v_new tstzrange[]; v_closers uuid[]; v_grew boolean[]; v_is_new boolean[];
 begin
-  return query
-  with ordered as (
-    select v.fact_id, v.valid_range, v.valid_from, v.asserted_until,
-           lead(v.valid_from) over w as next_from,
-           lead(v.fact_id) over w as next_id
-      from memory_internal.fact_versions(p_project) v
-     where v.org_id = p_org and v.subject_id = p_subject and v.predicate = p_predicate
-       and v.identity_object = p_identity_object and v.invalid_at is null
-    window w as (order by v.valid_from, v.fact_seq)
-  ), desired as (
-    select o.*,
-           tstzrange(o.valid_from,
-                     case when o.next_from is null then o.asserted_until
-                          when o.asserted_until is null then o.next_from
-                          else least(o.asserted_until, o.next_from) end) as want
-      from ordered o
-  ), changed as (
-    update memory.facts f
-       set valid_range = d.want, range_changed_at = now()
-      from desired d
-     where f.org_id = p_org and f.fact_id = d.fact_id
-       and f.valid_range <> d.want and f.valid_range @> d.want
-    returning f.fact_id, f.object_entity_id, d.valid_range as old_range, d.want as new_range,
-              case when not isempty(d.want) and upper(d.want) = d.next_from then d.next_id
-                   when isempty(d.want) then d.next_id end as closed_by
-  ), logged as (
-    insert into memory.fact_events
-      (org_id, project_id, fact_id, event_type, old_fact_id, new_fact_id, old_range, new_range, actor, reason)
-    select p_org, p_project, c.fact_id, p_shrink_event, c.fact_id, c.closed_by, c.old_range,
-           c.new_range, p_actor, p_reason
-      from changed c
-  )
-  select c.fact_id, c.object_entity_id, c.old_range, c.new_range, c.closed_by, false from changed c;
+  -- The layout is a function of the identities' facts (valid_from,
+  -- asserted_until, order), which the writes below do not change: compute
+  -- it once, new facts included.
+  select array_agg(d.fact_id), array_agg(d.subject_id), array_agg(d.predicate),
+         array_agg(d.object_entity_id), array_agg(d.valid_range), array_agg(d.want),
+         array_agg(case when isempty(d.want) or upper(d.want) = d.next_from then d.next_id end),
+         array_agg(not d.is_new and not d.valid_range @> d.want), array_agg(d.is_new)
+    into v_ids, v_subjects, v_predicates, v_objects, v_old, v_new, v_closers, v_grew, v_is_new
+    from (
+      select o.*,
+             tstzrange(o.valid_from,
+                       case when o.next_from is null then o.asserted_until
+                            when o.asserted_until is null then o.next_from
+                            else least(o.asserted_until, o.next_from) end) as want
+        from (
+          select v.*,
+                 lead(v.valid_from) over w as next_from,
+                 lead(v.fact_id) over w as next_id
+            from (
+              select f.fact_id, f.subject_id, f.predicate, f.identity_object, f.object_entity_id,
+                     f.valid_range, f.valid_from, f.asserted_until, f.fact_seq, false as is_new
+                from (select distinct s, p, o
+                        from unnest(p_subjects, p_predicates, p_identity_objects) u(s, p, o)) ids
+               cross join lateral (
+                 -- offset 0 keeps this a per-identity index lookup whatever
+                 -- the statistics say.
+                 select x.* from memory_internal.fact_versions(p_project) x
+                  where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
+                    and x.identity_object = ids.o and x.invalid_at is null
+                 offset 0) f
+              union all
+              select n.fact_id, n.subject_id, n.predicate, n.identity_object, n.object_entity_id,
+                     'empty'::tstzrange, n.valid_from, n.valid_to, null::bigint, true
+                from unnest(p_new) n) v
+          window w as (partition by v.subject_id, v.predicate, v.identity_object
+                       order by v.valid_from, v.is_new, v.fact_seq)) o) d
+   where d.is_new or d.valid_range <> d.want;
+  if v_ids is null then
+    return;
+  end if;
 
+  update memory.facts f set valid_range = c.want, range_changed_at = now()
+    from unnest(v_ids, v_new, v_grew, v_is_new) c(id, want, grew, is_new)
+   where f.org_id = p_org and f.fact_id = c.id and not c.grew and not c.is_new;
+
+  insert into memory.facts (
+    org_id, project_id, fact_id, subject_id, predicate, predicate_label, object_entity_id,
+    object_literal, object_key, identity_object, content, content_key, confidence,
+    source, source_episode_id, actor, valid_from, asserted_until, valid_range)
+  select p_org, p_project, n.fact_id, n.subject_id, n.predicate, n.predicate_label,
+         n.object_entity_id, case when n.object_entity_id is null then n.object_name end,
+         n.object_key, n.identity_object, n.content, n.content_key, n.confidence, p_source,
+         n.source_episode_id, p_actor, n.valid_from, n.valid_to, c.want
+    from unnest(p_new) n
+    join unnest(v_ids, v_new) c(id, want) on c.id = n.fact_id
+   order by n.idx;
+
+  update memory.facts f set valid_range = c.want, range_changed_at = now()
+    from unnest(v_ids, v_new, v_grew) c(id, want, grew)
+   where f.org_id = p_org and f.fact_id = c.id and c.grew;
+
+  insert into memory.fact_events
+    (org_id, project_id, fact_id, event_type, old_fact_id, new_fact_id, old_range, new_range,
+     actor, reason)
+  select p_org, p_project, c.id,
+         case when c.is_new then 'asserted' when c.grew then 'restored' else p_shrink_event end,
+         case when c.is_new then null else c.id end,
+         case when c.is_new then c.id when not c.grew then c.closer end,
+         case when c.is_new then null else c.old end,
+         c.want, p_actor,
+         case when c.is_new then null else p_reason end
+    from unnest(v_ids, v_old, v_new, v_closers, v_grew, v_is_new) c(id, old, want, closer, grew, is_new);
+
+  -- Stored facts whose window changed; new facts are reported by the caller.
   return query
-  with ordered as (
-    select v.fact_id, v.valid_range, v.valid_from, v.asserted_until,
-           lead(v.valid_from) over w as next_from
-      from memory_internal.fact_versions(p_project) v
-     where v.org_id = p_org and v.subject_id = p_subject and v.predicate = p_predicate
-       and v.identity_object = p_identity_object and v.invalid_at is null
-    window w as (order by v.valid_from, v.fact_seq)
-  ), desired as (
-    select o.*,
-           tstzrange(o.valid_from,
-                     case when o.next_from is null then o.asserted_until
-                          when o.asserted_until is null then o.next_from
-                          else least(o.asserted_until, o.next_from) end) as want
-      from ordered o
-  ), changed as (
-    update memory.facts f
-       set valid_range = d.want, range_changed_at = now()
-      from desired d
-     where f.org_id = p_org and f.fact_id = d.fact_id and f.valid_range <> d.want
-    returning f.fact_id, f.object_entity_id, d.valid_range as old_range, d.want as new_range
-  ), logged as (
-    insert into memory.fact_events
-      (org_id, project_id, fact_id, event_type, old_fact_id, new_fact_id, old_range, new_range, actor, reason)
-    select p_org, p_project, c.fact_id,
-           case when c.fact_id = p_new_fact then 'asserted' else 'restored' end,
-           case when c.fact_id = p_new_fact then null else c.fact_id end,
-           case when c.fact_id = p_new_fact then c.fact_id end,
-           case when c.fact_id = p_new_fact then null else c.old_range end,
-           c.new_range, p_actor,
-           case when c.fact_id = p_new_fact then null else p_reason end
-      from changed c
-  )
-  select c.fact_id, c.object_entity_id, c.old_range, c.new_range, null::uuid, true from changed c;
+  select c.id, c.s, c.p, c.o, c.old, c.want, c.closer, c.grew
+    from unnest(v_ids, v_subjects, v_predicates, v_objects, v_old, v_new, v_closers, v_grew,
+                v_is_new) c(id, s, p, o, old, want, closer, grew, is_new)
+   where not c.is_new;
 end
 $$;
-comment on function memory_internal.restitch(uuid, uuid, uuid, text, text, text, text, text, uuid) is
-  'Recompute the valid windows of one identity''s current facts in world-time order and log every change. Caller holds the identity lock.';
+comment on function memory_internal.restitch(uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text) is
+  'Lay out the given identities'' current facts (and p_new, inserted here) in world-time order and log every window change. Caller holds the identity locks.';
 
 -- Make the current edges of the given (source, target, relation) keys equal
 -- to the maximal windows over which some current fact asserts them.  Edge
@@ -180,6 +198,105 @@ create or replace function memory_internal.json_text(p_value jsonb) returns text
     select case when jsonb_typeof(p_value) in ('string', 'number', 'boolean') then p_value #>> '{}' end
   $$;
 
+
+-- Parse and validate a batch.  One row per element: the fact (resolved
+-- fields still empty) or the field that is wrong and why.  The first
+-- problem found is the one reported.
+create or replace function memory_internal.parse_facts(
+  p_org uuid, p_project uuid, p_facts jsonb, p_default_episode uuid)
+  returns table (idx integer, item memory_internal.fact_input, field text, message text)
+  language sql volatile
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    with raw as (
+      select (t.ord - 1)::integer as idx, t.e, jsonb_typeof(t.e) = 'object' as is_object
+        from jsonb_array_elements(p_facts) with ordinality t(e, ord)
+    ), f as (
+      select r.idx, r.e, r.is_object,
+             memory_internal.json_text(r.e -> 'subject') as subject,
+             memory_internal.json_text(r.e -> 'predicate') as predicate,
+             memory_internal.json_text(r.e -> 'object') as object,
+             coalesce(memory_internal.json_text(r.e -> 'object_type'), 'auto') as object_kind,
+             memory_internal.json_text(r.e -> 'content') as content,
+             coalesce(jsonb_typeof(r.e -> 'content'), 'null') as content_type,
+             coalesce(jsonb_typeof(r.e -> 'confidence'), 'null') as confidence_type,
+             coalesce(jsonb_typeof(r.e -> 'source_episode_id'), 'null') as episode_type,
+             coalesce(jsonb_typeof(r.e -> 'valid_from'), 'null') as from_type,
+             coalesce(jsonb_typeof(r.e -> 'valid_to'), 'null') as to_type
+        from raw r
+    ), g as (
+      select f.*,
+             memory.normalize_text(f.subject) as subject_norm,
+             memory.normalize_text(f.predicate) as predicate_norm,
+             memory.normalize_text(f.object) as object_norm,
+             case when f.from_type = 'string'
+                  then memory_internal.try_timestamptz(f.e ->> 'valid_from') end as vf,
+             case when f.to_type = 'string'
+                  then memory_internal.try_timestamptz(f.e ->> 'valid_to') end as vt,
+             case when f.episode_type = 'null' then p_default_episode
+                  when f.episode_type = 'string' and memory_internal.is_uuid(f.e ->> 'source_episode_id')
+                  then (f.e ->> 'source_episode_id')::uuid end as episode_id
+        from f
+    ), h as (
+      select g.*, ep.occurred_at as episode_at,
+             case when g.vt in ('infinity') then null else g.vt end as valid_to
+        from g
+        left join memory.episodes ep
+          on ep.org_id = p_org and ep.project_id = p_project and ep.episode_id = g.episode_id
+    ), checked as (
+      select h.*,
+             -- World time: the fact's own window, else its episode's, else now.
+             coalesce(h.vf, h.episode_at, now()) as valid_from,
+             case
+               when not h.is_object then array['fact', 'each fact must be a JSON object']
+               when coalesce(btrim(h.subject), '') = '' then
+                 array['subject', 'subject is required and must be a non-empty string']
+               when h.subject_norm = '' then array['subject', 'subject has no letters or digits']
+               when length(h.subject) > 500 then array['subject', 'subject is longer than 500 characters']
+               when coalesce(h.predicate_norm, '') = '' then
+                 array['predicate', 'predicate is required and must contain letters or digits']
+               when length(h.predicate) > 200 then
+                 array['predicate', 'predicate is longer than 200 characters']
+               when coalesce(h.object_norm, '') = '' then
+                 array['object', 'object is required and must contain letters or digits']
+               when length(h.object) > 2000 then array['object', 'object is longer than 2000 characters']
+               when h.object_kind not in ('auto', 'entity', 'literal') then
+                 array['object_type', 'object_type must be entity or literal']
+               when h.content_type not in ('null', 'string') or (h.content_type = 'string' and btrim(h.content) = '') then
+                 array['content', 'content must be a non-empty string']
+               when length(h.content) > 8192 then array['content', 'content is longer than 8192 characters']
+               when h.confidence_type not in ('null', 'number') then
+                 array['confidence', 'confidence must be a number between 0 and 1']
+               when h.confidence_type = 'number' and (h.e ->> 'confidence')::numeric not between 0 and 1 then
+                 array['confidence', 'confidence must be a number between 0 and 1']
+               when h.episode_type not in ('null', 'string') or (h.episode_type = 'string' and h.episode_id is null) then
+                 array['source_episode_id', 'source_episode_id must be a UUID string']
+               when h.episode_id is not null and h.episode_at is null then
+                 array['source_episode_id', format('episode %s not found in this project', h.episode_id)]
+               when h.from_type <> 'null' and (h.vf is null or not isfinite(h.vf)) then
+                 array['valid_from', 'valid_from must be an ISO 8601 timestamp']
+               when h.to_type <> 'null' and (h.vt is null or h.vt = '-infinity') then
+                 array['valid_to', 'valid_to must be an ISO 8601 timestamp']
+             end as problem
+        from h
+    )
+    select c.idx,
+           case when c.problem is null then row(
+             c.idx, gen_random_uuid(), btrim(c.subject), c.subject_norm,
+             memory_internal.json_text(c.e -> 'subject_type'),
+             c.predicate_norm, btrim(c.predicate), btrim(c.object), c.object_norm, c.object_kind,
+             memory_internal.json_text(c.e -> 'object_entity_type'),
+             coalesce(btrim(c.content), btrim(c.subject) || ' ' || btrim(c.predicate) || ' ' || btrim(c.object)),
+             memory.normalize_text(coalesce(c.content, c.subject || ' ' || c.predicate || ' ' || c.object)),
+             coalesce((c.e ->> 'confidence')::real, 1),
+             c.valid_from, c.valid_to, c.episode_id,
+             null, null, null, null, null, null)::memory_internal.fact_input end,
+           coalesce(c.problem[1], case when c.valid_to <= c.valid_from then 'valid_to' end),
+           coalesce(c.problem[2], case when c.valid_to <= c.valid_from
+                                       then 'valid_to must be later than valid_from' end)
+      from checked c
+  $$;
+
 create or replace function memory.assert_facts(
   p_project uuid,
   p_facts jsonb,
@@ -198,24 +315,14 @@ declare
   v_org uuid := memory_internal.project_org(p_project);
   v_actor text := coalesce(p_actor, session_user);
   v_n integer;
-  v_fact jsonb;
-  v_items memory_internal.fact_input[] := '{}';
-  v_item memory_internal.fact_input;
+  v_items memory_internal.fact_input[];
+  v_round memory_internal.fact_input[];
+  v_errors jsonb[];
+  v_error jsonb;
   v_results jsonb[];
-  v_i integer;
-  v_field text;
-  v_error text;
-  v_subject text; v_predicate text; v_object text; v_object_type text;
-  v_pred_norm text; v_obj_norm text; v_content text;
-  v_conf real;
-  v_from timestamptz; v_to timestamptz;
-  v_episode uuid; v_episode_at timestamptz;
-  v_subject_id uuid; v_object_id uuid;
-  v_key bigint;
-  v_existing uuid;
-  v_tomb uuid;
-  v_new uuid;
-  v_closed uuid[];
+  v_rounds integer;
+  v_skip uuid[]; v_new uuid[]; v_lift_tomb uuid[]; v_lift_by uuid[];
+  v_closed jsonb := '{}';
   v_pairs jsonb := '[]';
   v_edge_src uuid[] := '{}'; v_edge_tgt uuid[] := '{}'; v_edge_rel text[] := '{}';
   v_inserted integer := 0; v_superseded integer := 0; v_skipped integer := 0;
@@ -226,7 +333,7 @@ begin
     raise exception 'assert_facts needs READ COMMITTED isolation, not %',
       current_setting('transaction_isolation')
       using errcode = 'invalid_transaction_state',
-            hint = 'Identity locks order the writers; a repeatable-read snapshot cannot see the facts they wrote.';
+            hint = 'Identity locks order the writers; an older snapshot cannot see the facts they wrote.';
   end if;
   if p_facts is null or jsonb_typeof(p_facts) <> 'array' then
     raise exception 'facts must be a JSON array of fact objects'
@@ -244,221 +351,175 @@ begin
   v_results := array_fill(null::jsonb, array[v_n]);
   perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
 
-  -- Pass 1: validate and resolve each fact.  A bad fact is reported at its
-  -- index and costs nothing else.
-  for v_i in 0 .. v_n - 1 loop
-    v_fact := p_facts -> v_i;
-    v_field := null;
-    if jsonb_typeof(v_fact) <> 'object' then
-      v_results[v_i + 1] := memory_internal.fact_error(v_i, 'fact', 'each fact must be a JSON object');
-      v_invalid := v_invalid + 1;
-      continue;
-    end if;
-    v_subject := memory_internal.json_text(v_fact -> 'subject');
-    v_predicate := memory_internal.json_text(v_fact -> 'predicate');
-    v_object := memory_internal.json_text(v_fact -> 'object');
-    v_object_type := coalesce(memory_internal.json_text(v_fact -> 'object_type'), 'auto');
-    v_content := memory_internal.json_text(v_fact -> 'content');
-    v_pred_norm := memory.normalize_text(v_predicate);
-    v_obj_norm := memory.normalize_text(v_object);
-    v_from := null; v_to := null; v_conf := 1; v_episode := p_source_episode; v_episode_at := null;
+  -- 1. Parse and validate.  A bad fact is reported at its index and costs
+  -- nothing else.
+  select coalesce(array_agg(p.item order by p.idx) filter (where p.field is null), '{}'),
+         coalesce(array_agg(memory_internal.fact_error(p.idx, p.field, p.message))
+                    filter (where p.field is not null), '{}')
+    into v_items, v_errors
+    from memory_internal.parse_facts(v_org, p_project, p_facts, p_source_episode) p;
+  foreach v_error in array v_errors loop
+    v_results[(v_error ->> 'index')::integer + 1] := v_error;
+  end loop;
+  v_invalid := cardinality(v_errors);
 
-    if coalesce(btrim(v_subject), '') = '' then
-      v_field := 'subject'; v_error := 'subject is required and must be a non-empty string';
-    elsif memory.normalize_text(v_subject) = '' then
-      v_field := 'subject'; v_error := 'subject has no letters or digits';
-    elsif length(v_subject) > 500 then
-      v_field := 'subject'; v_error := 'subject is longer than 500 characters';
-    elsif coalesce(v_pred_norm, '') = '' then
-      v_field := 'predicate'; v_error := 'predicate is required and must contain letters or digits';
-    elsif length(v_predicate) > 200 then
-      v_field := 'predicate'; v_error := 'predicate is longer than 200 characters';
-    elsif coalesce(v_obj_norm, '') = '' then
-      v_field := 'object'; v_error := 'object is required and must contain letters or digits';
-    elsif length(v_object) > 2000 then
-      v_field := 'object'; v_error := 'object is longer than 2000 characters';
-    elsif v_object_type not in ('auto', 'entity', 'literal') then
-      v_field := 'object_type'; v_error := 'object_type must be entity or literal';
-    elsif v_fact ? 'content' and jsonb_typeof(v_fact -> 'content') <> 'null'
-          and (jsonb_typeof(v_fact -> 'content') <> 'string' or btrim(v_content) = '') then
-      v_field := 'content'; v_error := 'content must be a non-empty string';
-    elsif length(v_content) > 8192 then
-      v_field := 'content'; v_error := 'content is longer than 8192 characters';
-    elsif v_fact ? 'confidence' and jsonb_typeof(v_fact -> 'confidence') <> 'null'
-          and (jsonb_typeof(v_fact -> 'confidence') <> 'number'
-               or (v_fact ->> 'confidence')::numeric not between 0 and 1) then
-      v_field := 'confidence'; v_error := 'confidence must be a number between 0 and 1';
-    end if;
+  -- 2. Predicates' shared locks (cardinality cannot change under us), then
+  -- the entities the batch names, created in name order so concurrent
+  -- batches never wait on each other in a cycle.
+  perform pg_advisory_xact_lock_shared(k)
+     from (select distinct memory_internal.predicate_lock_key(p_project, i.predicate) as k
+             from unnest(v_items) i order by 1) keys;
+  insert into memory.entities (org_id, project_id, name, normalized_name, entity_type)
+  select distinct on (n.norm) v_org, p_project, n.name, n.norm, n.type
+    from (select i.subject_name, i.subject_norm, i.subject_type, i.idx from unnest(v_items) i
+          union all
+          select i.object_name, i.object_norm, i.object_entity_type, i.idx
+            from unnest(v_items) i where i.object_kind = 'entity') n(name, norm, type, idx)
+   where memory_internal.find_entity(v_org, p_project, n.norm) is null
+   order by n.norm, n.idx
+  on conflict (org_id, project_id, normalized_name) do nothing;
 
-    if v_field is null and jsonb_typeof(v_fact -> 'source_episode_id') = 'string' then
-      if not memory_internal.is_uuid(v_fact ->> 'source_episode_id') then
-        v_field := 'source_episode_id'; v_error := 'source_episode_id is not a UUID';
+  -- 3. Resolve identities.  An entity object is keyed by its canonical
+  -- name, so an alias or a plain string naming it share one identity.
+  -- round = how many earlier facts of the batch share the identity, + 1.
+  select coalesce(array_agg(row(
+           x.idx, x.fact_id, x.subject_name, x.subject_norm, x.subject_type, x.predicate,
+           x.predicate_label, x.object_name, x.object_norm, x.object_kind, x.object_entity_type,
+           x.content, x.content_key, x.confidence, x.valid_from, x.valid_to, x.source_episode_id,
+           x.subject_id, x.object_entity_id, x.object_key, x.identity_object,
+           memory_internal.identity_lock_key(p_project, x.subject_id, x.predicate, x.identity_object),
+           x.round
+         )::memory_internal.fact_input order by x.idx), '{}')
+    into v_items
+    from (select y.*, row_number() over (
+                   partition by y.subject_id, y.predicate, y.identity_object order by y.idx)::integer
+                   as round
+    from (select i.idx, i.fact_id, i.subject_name, i.subject_norm, i.subject_type, i.predicate,
+                 i.predicate_label, i.object_name, i.object_norm, i.object_kind,
+                 i.object_entity_type, i.content, i.content_key, i.confidence, i.valid_from,
+                 i.valid_to, i.source_episode_id, e.subject_id, e.object_entity_id,
+                 coalesce(oe.normalized_name, i.object_norm) as object_key,
+                 case memory_internal.cardinality(v_org, p_project, i.predicate)
+                   when 'one' then '' else coalesce(oe.normalized_name, i.object_norm) end
+                   as identity_object
+            from unnest(v_items) i
+           cross join lateral (
+             select memory_internal.find_entity(v_org, p_project, i.subject_norm) as subject_id,
+                    case when i.object_kind <> 'literal'
+                         then memory_internal.find_entity(v_org, p_project, i.object_norm) end
+                      as object_entity_id) e
+            left join memory.entities oe
+              on oe.org_id = v_org and oe.entity_id = e.object_entity_id) y) x;
+
+  -- 4. Lock every identity of the batch in one fixed order, so concurrent
+  -- batches over the same identities queue instead of deadlocking.
+  perform pg_advisory_xact_lock(k)
+     from (select distinct i.lock_key as k from unnest(v_items) i order by 1) keys;
+
+  -- 5. Apply in rounds: round n holds the n-th fact of each identity in
+  -- batch order, so within a round identities are distinct and the work is
+  -- set-based, and a later fact of the batch is the newer assertion.
+  select coalesce(max(i.round), 0) into v_rounds from unnest(v_items) i;
+  for v_r in 1 .. v_rounds loop
+    v_round := array(select i from unnest(v_items) i where i.round = v_r);
+    v_skip := '{}'; v_new := '{}'; v_lift_tomb := '{}'; v_lift_by := '{}';
+
+    for r in
+      select i.idx, i.fact_id, t.fact_id as tomb_id, x.fact_id as existing_id
+        from unnest(v_round) i
+        -- A retracted claim stays refused unless the caller overrides.
+        left join lateral (
+          select tb.fact_id from memory.tombstones tb
+           where tb.org_id = v_org and tb.project_id = p_project and tb.subject_id = i.subject_id
+             and tb.predicate = i.predicate and tb.object_key = i.object_key
+             and tb.lifted_at is null
+           limit 1) t on true
+        -- The same claim already holds from this instant on: an idempotent
+        -- retry or a repetition; it only counts as support.
+        left join lateral (
+          select v.fact_id from memory_internal.fact_versions(p_project) v
+           where v.org_id = v_org and v.subject_id = i.subject_id
+             and v.predicate = i.predicate and v.identity_object = i.identity_object
+             and v.invalid_at is null
+             and v.object_key = i.object_key and v.content_key = i.content_key
+             and v.valid_range @> i.valid_from
+             and coalesce(i.valid_to, 'infinity') <= coalesce(v.asserted_until, 'infinity')
+           limit 1) x on true
+       order by i.idx
+    loop
+      if r.tomb_id is not null and not p_override_tombstones then
+        v_refused := v_refused + 1;
+        v_results[r.idx + 1] := jsonb_build_object(
+          'index', r.idx, 'status', 'refused', 'reason', 'retracted', 'retracted_fact_id', r.tomb_id);
+      elsif r.existing_id is not null then
+        v_skipped := v_skipped + 1;
+        v_skip := v_skip || r.existing_id;
+        v_results[r.idx + 1] := jsonb_build_object(
+          'index', r.idx, 'status', 'skipped', 'fact_id', r.existing_id);
       else
-        v_episode := (v_fact ->> 'source_episode_id')::uuid;
-      end if;
-    elsif v_field is null and v_fact ? 'source_episode_id'
-          and jsonb_typeof(v_fact -> 'source_episode_id') <> 'null' then
-      v_field := 'source_episode_id'; v_error := 'source_episode_id must be a UUID string';
-    end if;
-    if v_field is null and v_episode is not null then
-      select e.occurred_at into v_episode_at from memory.episodes e
-       where e.org_id = v_org and e.project_id = p_project and e.episode_id = v_episode;
-      if v_episode_at is null then
-        v_field := 'source_episode_id';
-        v_error := format('episode %s not found in this project', v_episode);
-      end if;
-    end if;
-
-    if v_field is null and v_fact ? 'valid_from' and jsonb_typeof(v_fact -> 'valid_from') <> 'null' then
-      v_from := case when jsonb_typeof(v_fact -> 'valid_from') = 'string'
-                     then memory_internal.try_timestamptz(v_fact ->> 'valid_from') end;
-      if v_from is null or not isfinite(v_from) then
-        v_field := 'valid_from'; v_error := 'valid_from must be an ISO 8601 timestamp';
-      end if;
-    end if;
-    if v_field is null and v_fact ? 'valid_to' and jsonb_typeof(v_fact -> 'valid_to') <> 'null' then
-      v_to := case when jsonb_typeof(v_fact -> 'valid_to') = 'string'
-                   then memory_internal.try_timestamptz(v_fact ->> 'valid_to') end;
-      if v_to is null or v_to = '-infinity' then
-        v_field := 'valid_to'; v_error := 'valid_to must be an ISO 8601 timestamp';
-      elsif v_to = 'infinity' then
-        v_to := null;
-      end if;
-    end if;
-    if v_field is null then
-      -- World time: the fact's own window, else its episode's, else now.
-      v_from := coalesce(v_from, v_episode_at, now());
-      if v_to is not null and v_to <= v_from then
-        v_field := 'valid_to'; v_error := 'valid_to must be later than valid_from';
-      end if;
-    end if;
-
-    if v_field is not null then
-      v_results[v_i + 1] := memory_internal.fact_error(v_i, v_field, v_error);
-      v_invalid := v_invalid + 1;
-      continue;
-    end if;
-
-    v_subject_id := memory_internal.ensure_entity(
-      v_org, p_project, v_subject, memory_internal.json_text(v_fact -> 'subject_type'));
-    v_object_id := case v_object_type
-      when 'entity' then memory_internal.ensure_entity(
-        v_org, p_project, v_object, memory_internal.json_text(v_fact -> 'object_entity_type'))
-      when 'literal' then null
-      else memory_internal.find_entity(v_org, p_project, v_obj_norm) end;
-    if v_object_id is not null then
-      -- An entity object is keyed by its canonical name, so an alias or a
-      -- plain string naming it share one identity.
-      select e.normalized_name into v_obj_norm from memory.entities e
-       where e.org_id = v_org and e.entity_id = v_object_id;
-    end if;
-    -- Cardinality is read under the predicate's shared lock.
-    perform pg_advisory_xact_lock_shared(memory_internal.predicate_lock_key(p_project, v_pred_norm));
-    v_content := coalesce(btrim(v_content), btrim(v_subject) || ' ' || btrim(v_predicate) || ' ' || btrim(v_object));
-
-    v_item := row(
-      v_i, v_subject_id, v_pred_norm, btrim(v_predicate), v_object_id,
-      case when v_object_id is null then btrim(v_object) end,
-      v_obj_norm,
-      case memory_internal.cardinality(v_org, p_project, v_pred_norm) when 'one' then '' else v_obj_norm end,
-      v_content, memory.normalize_text(v_content),
-      coalesce((v_fact ->> 'confidence')::real, 1),
-      v_from, v_to, v_episode, null)::memory_internal.fact_input;
-    v_item.lock_key := memory_internal.identity_lock_key(
-      p_project, v_item.subject_id, v_item.predicate, v_item.identity_object);
-    v_items := v_items || v_item;
-  end loop;
-
-  -- Pass 2: lock every identity of the batch in one fixed order, so
-  -- concurrent batches over the same identities queue instead of deadlock.
-  for v_key in select distinct i.lock_key from unnest(v_items) i order by 1 loop
-    perform pg_advisory_xact_lock(v_key);
-  end loop;
-
-  -- Pass 3: apply in batch order (a later fact of the batch is the newer
-  -- assertion).
-  foreach v_item in array v_items loop
-    -- A retracted claim stays refused unless the caller overrides.
-    select t.fact_id into v_tomb from memory.tombstones t
-     where t.org_id = v_org and t.project_id = p_project and t.subject_id = v_item.subject_id
-       and t.predicate = v_item.predicate and t.object_key = v_item.object_key
-       and t.lifted_at is null;
-    if v_tomb is not null and not p_override_tombstones then
-      v_refused := v_refused + 1;
-      v_results[v_item.idx + 1] := jsonb_build_object(
-        'index', v_item.idx, 'status', 'refused', 'reason', 'retracted',
-        'retracted_fact_id', v_tomb);
-      continue;
-    end if;
-
-    -- The same claim already holds from this instant on: an idempotent
-    -- retry, or a repetition.  Count the support and write nothing else.
-    select v.fact_id into v_existing
-      from memory_internal.fact_versions(p_project) v
-     where v.org_id = v_org and v.subject_id = v_item.subject_id
-       and v.predicate = v_item.predicate and v.identity_object = v_item.identity_object
-       and v.invalid_at is null
-       and v.object_key = v_item.object_key and v.content_key = v_item.content_key
-       and v.valid_range @> v_item.valid_from
-       and coalesce(v_item.valid_to, 'infinity') <= coalesce(v.asserted_until, 'infinity')
-     limit 1;
-    if v_existing is not null then
-      update memory.facts f set support_count = f.support_count + 1, last_seen_at = now()
-       where f.org_id = v_org and f.fact_id = v_existing;
-      v_skipped := v_skipped + 1;
-      v_results[v_item.idx + 1] := jsonb_build_object(
-        'index', v_item.idx, 'status', 'skipped', 'fact_id', v_existing);
-      continue;
-    end if;
-
-    -- New claim: stored with an empty window, then restitch gives it its
-    -- place in world time and closes whatever it follows.
-    insert into memory.facts (
-      org_id, project_id, subject_id, predicate, predicate_label, object_entity_id,
-      object_literal, object_key, identity_object, content, content_key, confidence,
-      source, source_episode_id, actor, valid_from, asserted_until, valid_range)
-    values (
-      v_org, p_project, v_item.subject_id, v_item.predicate, v_item.predicate_label,
-      v_item.object_entity_id, v_item.object_literal, v_item.object_key, v_item.identity_object,
-      v_item.content, v_item.content_key, v_item.confidence, p_source, v_item.source_episode_id,
-      v_actor, v_item.valid_from, v_item.valid_to, 'empty')
-    returning fact_id into v_new;
-
-    if v_tomb is not null then
-      update memory.tombstones t set lifted_at = now(), lifted_by = v_new
-       where t.org_id = v_org and t.fact_id = v_tomb;
-    end if;
-
-    v_closed := '{}';
-    for r in select * from memory_internal.restitch(
-               v_org, p_project, v_item.subject_id, v_item.predicate, v_item.identity_object,
-               'superseded', v_actor, null, v_new) loop
-      if not r.grew then
-        v_closed := v_closed || r.fact_id;
-        v_pairs := v_pairs || jsonb_build_object('old_fact_id', r.fact_id, 'new_fact_id', r.closed_by);
-      end if;
-      if r.object_entity_id is not null then
-        v_edge_src := v_edge_src || v_item.subject_id;
-        v_edge_tgt := v_edge_tgt || r.object_entity_id;
-        v_edge_rel := v_edge_rel || v_item.predicate;
+        v_new := v_new || r.fact_id;
+        if r.tomb_id is not null then
+          v_lift_tomb := v_lift_tomb || r.tomb_id;
+          v_lift_by := v_lift_by || r.fact_id;
+        end if;
       end if;
     end loop;
-    v_inserted := v_inserted + 1;
-    v_superseded := v_superseded + cardinality(v_closed);
-    v_results[v_item.idx + 1] := jsonb_build_object(
-      'index', v_item.idx, 'status', 'inserted', 'fact_id', v_new,
-      'superseded', to_jsonb(v_closed));
+
+    if cardinality(v_skip) > 0 then
+      update memory.facts f set support_count = f.support_count + 1, last_seen_at = now()
+       where f.org_id = v_org and f.fact_id = any (v_skip);
+    end if;
+    continue when cardinality(v_new) = 0;
+
+    update memory.tombstones t set lifted_at = now(), lifted_by = l.by
+      from unnest(v_lift_tomb, v_lift_by) l(tomb, by)
+     where t.org_id = v_org and t.fact_id = l.tomb;
+
+    -- restitch inserts the new claims into their place in world time and
+    -- closes whatever they follow.
+    for r in
+      select c.* from memory_internal.restitch(
+        v_org, p_project,
+        array(select i.subject_id from unnest(v_round) i where i.fact_id = any (v_new)),
+        array(select i.predicate from unnest(v_round) i where i.fact_id = any (v_new)),
+        array(select i.identity_object from unnest(v_round) i where i.fact_id = any (v_new)),
+        'superseded', v_actor, null,
+        array(select i from unnest(v_round) i where i.fact_id = any (v_new)), p_source) c
+    loop
+      v_superseded := v_superseded + 1;
+      v_pairs := v_pairs || jsonb_build_object('old_fact_id', r.fact_id, 'new_fact_id', r.closed_by);
+      if r.closed_by is not null then
+        v_closed := jsonb_set(v_closed, array[r.closed_by::text],
+                              coalesce(v_closed -> r.closed_by::text, '[]') || to_jsonb(r.fact_id));
+      end if;
+      if r.object_entity_id is not null then
+        v_edge_src := v_edge_src || r.subject_id;
+        v_edge_tgt := v_edge_tgt || r.object_entity_id;
+        v_edge_rel := v_edge_rel || r.predicate;
+      end if;
+    end loop;
+    v_inserted := v_inserted + cardinality(v_new);
+    select v_edge_src || array_agg(i.subject_id), v_edge_tgt || array_agg(i.object_entity_id),
+           v_edge_rel || array_agg(i.predicate)
+      into v_edge_src, v_edge_tgt, v_edge_rel
+      from unnest(v_round) i
+     where i.fact_id = any (v_new) and i.object_entity_id is not null;
+
+    for r in select i.idx, i.fact_id from unnest(v_round) i where i.fact_id = any (v_new) loop
+      v_results[r.idx + 1] := jsonb_build_object(
+        'index', r.idx, 'status', 'inserted', 'fact_id', r.fact_id,
+        'superseded', coalesce(v_closed -> r.fact_id::text, '[]'));
+    end loop;
   end loop;
 
   if cardinality(v_edge_src) > 0 then
     perform memory_internal.sync_edges(v_org, p_project, v_edge_src, v_edge_tgt, v_edge_rel);
   end if;
 
-  perform memory_internal.bump_counter(v_org, p_project, 'facts_inserted', v_inserted);
-  perform memory_internal.bump_counter(v_org, p_project, 'facts_superseded', v_superseded);
-  perform memory_internal.bump_counter(v_org, p_project, 'facts_skipped', v_skipped);
-  perform memory_internal.bump_counter(v_org, p_project, 'facts_refused', v_refused);
-  perform memory_internal.bump_counter(v_org, p_project, 'facts_invalid', v_invalid);
+  perform memory_internal.bump_counter(v_org, p_project, m.metric, m.n)
+     from (values ('facts_inserted', v_inserted), ('facts_superseded', v_superseded),
+                  ('facts_skipped', v_skipped), ('facts_refused', v_refused),
+                  ('facts_invalid', v_invalid)) m(metric, n);
 
   return jsonb_build_object(
     'inserted', v_inserted, 'superseded', v_superseded, 'skipped', v_skipped,
@@ -468,4 +529,4 @@ begin
 end
 $$;
 comment on function memory.assert_facts(uuid, jsonb, text, uuid, boolean, text) is
-  'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?}. Each fact is inserted (closing what it follows in world time), skipped (the same claim already holds), refused (retracted claim; p_override_tombstones lifts it) or invalid (reported with the field). Returns counts, superseded_pairs and a per-fact result.';
+  'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?}. Each fact is inserted (closing what it follows in world time), skipped (the same claim already holds), refused (a retracted claim; p_override_tombstones lifts it) or invalid (reported with its field). Zone-less timestamps are UTC. Returns counts, superseded_pairs and a per-fact result.';

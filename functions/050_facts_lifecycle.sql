@@ -56,7 +56,7 @@ begin
 
   -- A retracted claim never held: what it closed gets its window back.
   for r in select * from memory_internal.restitch(
-             v_org, p_project, f.subject_id, f.predicate, f.identity_object,
+             v_org, p_project, array[f.subject_id], array[f.predicate], array[f.identity_object],
              'superseded', v_actor, format('retraction of %s', p_fact)) loop
     if r.grew then
       v_restored := v_restored || r.fact_id;
@@ -114,7 +114,7 @@ begin
 
   update memory.facts set asserted_until = v_until where org_id = v_org and fact_id = p_fact;
   for r in select * from memory_internal.restitch(
-             v_org, p_project, f.subject_id, f.predicate, f.identity_object,
+             v_org, p_project, array[f.subject_id], array[f.predicate], array[f.identity_object],
              p_kind, v_actor, p_reason) loop
     v_logged := v_logged or r.fact_id = p_fact;
   end loop;

@@ -19,7 +19,6 @@ declare
   v_n_facts integer := 0; v_n_events integer := 0; v_n_edges integer := 0;
   v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
   v_n_tombstones integer := 0;
-  r record;
 begin
   if p_session is not null and p_subject is not null then
     raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
@@ -91,14 +90,15 @@ begin
     delete from memory.facts where org_id = v_org and fact_id = any (v_facts);
     get diagnostics v_n_facts = row_count;
 
-    for r in select distinct k.subject_id, k.predicate, k.identity_object
-               from pg_temp.chronomem_wiped_keys k
-              where v_entity is null or k.subject_id <> v_entity loop
-      perform pg_advisory_xact_lock(memory_internal.identity_lock_key(
-        p_project, r.subject_id, r.predicate, r.identity_object));
-      perform memory_internal.restitch(v_org, p_project, r.subject_id, r.predicate,
-                                       r.identity_object, 'superseded', v_actor, 'wipe');
-    end loop;
+    perform pg_advisory_xact_lock(l.k)
+       from (select distinct memory_internal.identity_lock_key(
+                               p_project, k.subject_id, k.predicate, k.identity_object) as k
+               from pg_temp.chronomem_wiped_keys k order by 1) l;
+    perform memory_internal.restitch(
+      v_org, p_project, array_agg(k.subject_id), array_agg(k.predicate),
+      array_agg(k.identity_object), 'superseded', v_actor, 'wipe')
+      from pg_temp.chronomem_wiped_keys k
+     where v_entity is null or k.subject_id <> v_entity;
     perform memory_internal.sync_edges(
       v_org, p_project, array_agg(k.subject_id), array_agg(k.object_entity_id), array_agg(k.predicate))
       from pg_temp.chronomem_wiped_keys k

@@ -209,10 +209,10 @@ comment on column memory.facts.valid_range is
   'World-time window the store currently believes; earlier beliefs are kept in memory.fact_events.';
 comment on column memory.facts.invalid_at is 'Set by retraction: the store stopped believing the fact.';
 
--- The write path's lookup: all versions of one identity in world-time order.
+-- The write path's lookup (all versions of one identity in world-time
+-- order); its prefix also serves per-subject history and wipe.
 create index facts_identity_idx on memory.facts
-  (org_id, project_id, subject_id, predicate, identity_object, valid_from, fact_seq)
-  where invalid_at is null;
+  (org_id, project_id, subject_id, predicate, identity_object, valid_from, fact_seq);
 -- facts_at, known_at = now: current beliefs by instant.
 create index facts_current_range_idx on memory.facts using gist (org_id, project_id, valid_range)
   where invalid_at is null;
@@ -222,7 +222,6 @@ create index facts_invalid_at_idx on memory.facts (org_id, project_id, invalid_a
   where invalid_at is not null;
 create index facts_object_idx on memory.facts (org_id, object_entity_id)
   where object_entity_id is not null;
-create index facts_subject_idx on memory.facts (org_id, subject_id);
 create index facts_episode_idx on memory.facts (org_id, source_episode_id)
   where source_episode_id is not null;
 
@@ -327,23 +326,32 @@ create table memory_internal.counters (
 comment on table memory_internal.counters is
   'Monotonic counters (facts_superseded, facts_retracted, facts_refused, ...), sharded; read through memory.counters.';
 
--- One fact of an assert_facts batch after validation and resolution.
+-- One fact of an assert_facts batch: as parsed and validated (first
+-- block), then resolved to entities and an identity (second block).
 create type memory_internal.fact_input as (
-  idx               integer,
-  subject_id        uuid,
-  predicate         text,
-  predicate_label   text,
-  object_entity_id  uuid,
-  object_literal    text,
-  object_key        text,
-  identity_object   text,
-  content           text,
-  content_key       text,
-  confidence        real,
-  valid_from        timestamptz,
-  valid_to          timestamptz,
-  source_episode_id uuid,
-  lock_key          bigint
+  idx                integer,
+  fact_id            uuid,
+  subject_name       text,
+  subject_norm       text,
+  subject_type       text,
+  predicate          text,
+  predicate_label    text,
+  object_name        text,
+  object_norm        text,
+  object_kind        text,
+  object_entity_type text,
+  content            text,
+  content_key        text,
+  confidence         real,
+  valid_from         timestamptz,
+  valid_to           timestamptz,
+  source_episode_id  uuid,
+  subject_id         uuid,
+  object_entity_id   uuid,
+  object_key         text,
+  identity_object    text,
+  lock_key           bigint,
+  round              integer
 );
 
 --------------------------------------------------------------------------
