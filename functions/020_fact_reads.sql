@@ -37,12 +37,14 @@ create or replace function memory.facts_at(
       and f.valid_range @> p_at
     union all
     -- Retracted or re-windowed after p_known_at: the window as believed then.
+    -- (Columns listed in table order: a migration that adds a column to
+    -- memory.facts must add it here, or this file fails to apply.)
     select f.org_id, f.project_id, f.fact_id, f.fact_seq, f.subject_id, f.predicate,
            f.predicate_label, f.object_entity_id, f.object_literal, f.object_key,
            f.identity_object, f.content, f.content_key, f.confidence, f.source,
            f.source_episode_id, f.actor, f.valid_from, f.asserted_until,
            b.valid_range, f.recorded_at, f.range_changed_at, f.invalid_at,
-           f.support_count, f.last_seen_at
+           f.support_count, f.last_seen_at, f.embedding
     from memory.facts f
     cross join lateral (
       select case when f.range_changed_at <= p_known_at then f.valid_range
@@ -82,3 +84,21 @@ create or replace function memory.edges_at(
   $$;
 comment on function memory.edges_at(uuid, timestamptz, timestamptz) is
   'Graph edges of a project effective at world instant p_at as believed at p_known_at.';
+
+create or replace function memory.readable_facts_at(
+  p_project uuid,
+  p_at timestamptz default now(),
+  p_known_at timestamptz default now())
+  returns table (fact_id uuid, subject text, predicate text, object text, content text,
+                 valid_from timestamptz, valid_until timestamptz, confidence real)
+  language sql stable parallel safe
+  as $$
+    select f.fact_id, s.name, f.predicate_label, coalesce(o.name, f.object_literal), f.content,
+           lower(f.valid_range), upper(f.valid_range), f.confidence
+      from memory.facts_at(p_project, p_at, p_known_at) f
+      join memory.entities s on s.org_id = f.org_id and s.entity_id = f.subject_id
+      left join memory.entities o on o.org_id = f.org_id and o.entity_id = f.object_entity_id
+     order by s.name, f.predicate_label, lower(f.valid_range)
+  $$;
+comment on function memory.readable_facts_at(uuid, timestamptz, timestamptz) is
+  'facts_at with names instead of ids, for people reading in psql: subject, predicate, object, content and the window.';

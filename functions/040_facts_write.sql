@@ -11,12 +11,15 @@
 -- place.  Order of writes: shrink stored windows, insert the new facts,
 -- grow stored windows, so the exclusion constraint holds after each
 -- statement.  Every change is an event whose new_range lets facts_at answer
--- for earlier known_at instants.  Callers hold the identities' locks.
+-- for earlier known_at instants (p_forget_old_ranges: wipe, whose events
+-- must not keep the windows wiped facts had imposed).  Callers hold the
+-- identities' locks.
 create or replace function memory_internal.restitch(
   p_org uuid, p_project uuid,
   p_subjects uuid[], p_predicates text[], p_identity_objects text[],
   p_shrink_event text, p_actor text, p_reason text default null,
-  p_new memory_internal.fact_input[] default '{}', p_source text default 'api')
+  p_new memory_internal.fact_input[] default '{}', p_source text default 'api',
+  p_forget_old_ranges boolean default false)
   returns table (fact_id uuid, subject_id uuid, predicate text, object_entity_id uuid,
                  old_range tstzrange, new_range tstzrange, closed_by uuid, grew boolean)
   language plpgsql
@@ -94,7 +97,7 @@ begin
          case when c.is_new then 'asserted' when c.grew then 'restored' else p_shrink_event end,
          case when c.is_new then null else c.id end,
          case when c.is_new then c.id when not c.grew then c.closer end,
-         case when c.is_new then null else c.old end,
+         case when c.is_new or p_forget_old_ranges then null else c.old end,
          c.want, p_actor,
          case when c.is_new then null else p_reason end
     from unnest(v_ids, v_old, v_new, v_closers, v_grew, v_is_new) c(id, old, want, closer, grew, is_new);
@@ -107,7 +110,7 @@ begin
    where not c.is_new;
 end
 $$;
-comment on function memory_internal.restitch(uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text) is
+comment on function memory_internal.restitch(uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean) is
   'Lay out the given identities'' current facts (and p_new, inserted here) in world-time order and log every window change. Caller holds the identity locks.';
 
 -- Make the current edges of the given (source, target, relation) keys equal

@@ -79,7 +79,10 @@ begin
       from memory_internal.fact_versions(p_project) v
      where v.org_id = v_org and v.fact_id = any (v_facts);
 
-    delete from memory.fact_events where org_id = v_org and fact_id = any (v_facts);
+    -- Events of facts that stay but name a wiped one (the closing it
+    -- caused) go too: the wiped facts are as if never asserted.
+    delete from memory.fact_events where org_id = v_org
+       and (fact_id = any (v_facts) or old_fact_id = any (v_facts) or new_fact_id = any (v_facts));
     get diagnostics v_n_events = row_count;
     delete from memory.tombstones where org_id = v_org and fact_id = any (v_facts);
     get diagnostics v_n_tombstones = row_count;
@@ -94,11 +97,18 @@ begin
        from (select distinct memory_internal.identity_lock_key(
                                p_project, k.subject_id, k.predicate, k.identity_object) as k
                from pg_temp.chronomem_wiped_keys k order by 1) l;
-    perform memory_internal.restitch(
-      v_org, p_project, array_agg(k.subject_id), array_agg(k.predicate),
-      array_agg(k.identity_object), 'superseded', v_actor, 'wipe')
-      from pg_temp.chronomem_wiped_keys k
-     where v_entity is null or k.subject_id <> v_entity;
+    -- restitch reports the facts that stay whose windows it changed (the
+    -- ones the wiped facts had closed): their edge keys are synced too.
+    insert into pg_temp.chronomem_wiped_keys (subject_id, predicate, identity_object, object_entity_id)
+    select x.subject_id, x.predicate, '', x.object_entity_id
+      from (select array_agg(k.subject_id) as s, array_agg(k.predicate) as p,
+                   array_agg(k.identity_object) as o
+              from pg_temp.chronomem_wiped_keys k
+             where v_entity is null or k.subject_id <> v_entity) a
+     cross join lateral memory_internal.restitch(
+       v_org, p_project, a.s, a.p, a.o, 'superseded', v_actor, 'wipe',
+       p_forget_old_ranges => true) x
+     where x.object_entity_id is not null;
     perform memory_internal.sync_edges(
       v_org, p_project, array_agg(k.subject_id), array_agg(k.object_entity_id), array_agg(k.predicate))
       from pg_temp.chronomem_wiped_keys k

@@ -17,11 +17,14 @@ grant execute on function
   memory.use_org(uuid, boolean),
   memory.normalize_text(text),
   memory.facts_at(uuid, timestamptz, timestamptz),
+  memory.readable_facts_at(uuid, timestamptz, timestamptz),
   memory.edges_at(uuid, timestamptz, timestamptz),
   memory.fact_history(uuid, uuid),
   memory.subject_timeline(uuid, text, text),
   memory.predicates_of(uuid),
-  memory.counters(uuid)
+  memory.counters(uuid),
+  memory.embedding_dim(),
+  memory.queue_stats()
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
 
@@ -37,7 +40,21 @@ grant execute on function
   memory.retract_fact(uuid, uuid, text, text),
   memory.close_fact(uuid, uuid, timestamptz, text, text, text),
   memory.wipe(uuid, text, text, text),
-  memory.reconcile_edges(integer, uuid)
+  memory.reconcile_edges(integer, uuid),
+  memory.ingest(uuid, text, jsonb, text, jsonb),
+  memory.embedding_inputs(uuid, text, uuid[]),
+  memory.store_embeddings(text, uuid[], vector[]),
+  memory.extraction_context(uuid, integer),
+  memory.apply_extraction(uuid, jsonb, real),
+  memory.claim_jobs(text, text[], integer, interval),
+  memory.complete_job(uuid, bigint, text, jsonb),
+  memory.fail_job(uuid, bigint, text, text, boolean),
+  memory.park_job(uuid, bigint, text, text),
+  memory.resume_waiting_jobs(text[]),
+  memory.enqueue_due_jobs(),
+  memory.purge_done_jobs(interval)
+  to chronomem_app;
+grant execute on function memory_internal.try_timestamptz(text), memory_internal.is_uuid(text)
   to chronomem_app;
 
 grant select on all tables in schema memory to chronomem_app, chronomem_analyst;

@@ -1,0 +1,201 @@
+-- Extraction: what the model is shown for an episode, and how its answer
+-- is applied.  The worker only calls the model; every rule is here.
+
+-- Everything the enrich job sends the model about one episode.
+create or replace function memory.extraction_context(p_episode uuid, p_turns integer default 6)
+  returns jsonb
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  ep memory.episodes;
+  v_norm text;
+  v_turns jsonb;
+  v_facts jsonb;
+  v_predicates jsonb;
+begin
+  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  if ep.episode_id is null then
+    raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
+  end if;
+  select coalesce(jsonb_agg(jsonb_build_object('role', t.role, 'content', t.content,
+                                               'occurred_at', t.occurred_at) order by t.seq), '[]')
+    into v_turns
+    from (select e.* from memory.episodes e
+           where e.org_id = ep.org_id and e.session_id = ep.session_id and e.seq < ep.seq
+           order by e.seq desc limit greatest(p_turns, 0)) t;
+
+  -- Current facts about the entities the episode and its recent turns name
+  -- (exact normalized-name or alias occurrence), as they hold at the
+  -- episode's instant: the ids the model may list as contradicted.
+  v_norm := ' ' || memory.normalize_text(
+    ep.content || ' ' || coalesce((select string_agg(x ->> 'content', ' ') from jsonb_array_elements(v_turns) x), ''))
+    || ' ';
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'fact_id', f.fact_id, 'subject', f.subject, 'predicate', f.predicate,
+           'object', f.object, 'content', f.content, 'valid_from', f.valid_from,
+           'valid_until', f.valid_until) order by f.subject, f.predicate), '[]')
+    into v_facts
+    from memory.readable_facts_at(ep.project_id, ep.occurred_at) f
+   where f.fact_id in (
+           select x.fact_id from memory.facts_at(ep.project_id, ep.occurred_at) x
+            where x.subject_id in (
+                    select n.entity_id from memory.entities n
+                     where n.org_id = ep.org_id and n.project_id = ep.project_id
+                       and strpos(v_norm, ' ' || n.normalized_name || ' ') > 0
+                    union
+                    select a.entity_id from memory.entity_aliases a
+                     where a.org_id = ep.org_id and a.project_id = ep.project_id
+                       and strpos(v_norm, ' ' || a.normalized_alias || ' ') > 0));
+
+  select coalesce(jsonb_agg(jsonb_build_object('predicate', d.predicate, 'cardinality', d.cardinality)
+                            order by d.predicate), '[]')
+    into v_predicates
+    from memory.predicates_of(ep.project_id) d;
+
+  return jsonb_build_object(
+    'episode', jsonb_build_object('episode_id', ep.episode_id, 'role', ep.role,
+                                  'content', ep.content, 'occurred_at', ep.occurred_at),
+    'recent_turns', v_turns,
+    'known_facts', v_facts,
+    'predicates', v_predicates);
+end
+$$;
+comment on function memory.extraction_context(uuid, integer) is
+  'What the extraction model sees for an episode: the episode, its last turns, the project''s facts about the entities they name (as of the episode''s instant, with ids it may contradict) and the declared predicates.';
+
+-- Apply a model's answer for an episode.  Each section runs in its own
+-- savepoint: a failing section is rolled back whole and reported, the
+-- others stand.  Re-applying the same answer is a no-op (facts skip,
+-- entities and notes upsert, contradictions already closed are unchanged).
+create or replace function memory.apply_extraction(
+  p_episode uuid, p_payload jsonb, p_min_confidence real default 0.5)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+declare
+  ep memory.episodes;
+  v_report jsonb := '{}';
+  v_failed text[] := '{}';
+  v_facts jsonb;
+  v_kept jsonb;
+  v_dropped_low integer;
+  v_dropped_dead integer;
+  v_result jsonb;
+  v_closed integer := 0; v_unknown integer := 0;
+  v_n integer;
+  x jsonb;
+  v_target memory.facts;
+  v_section text;
+begin
+  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  if ep.episode_id is null then
+    raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
+  end if;
+  if p_payload is null or jsonb_typeof(p_payload) <> 'object' then
+    raise exception 'extraction payload must be a JSON object' using errcode = 'invalid_parameter_value';
+  end if;
+  foreach v_section in array array['entities', 'facts', 'contradictions', 'notes'] loop
+    if coalesce(jsonb_typeof(p_payload -> v_section), 'array') <> 'array' then
+      raise exception 'extraction payload: % must be an array', v_section
+        using errcode = 'invalid_parameter_value';
+    end if;
+  end loop;
+
+  -- Entities: names (with type and summary) and their aliases.
+  begin
+    v_n := 0;
+    for x in select * from jsonb_array_elements(coalesce(p_payload -> 'entities', '[]')) loop
+      perform memory.upsert_entity(ep.project_id, x ->> 'name', x ->> 'type', x ->> 'summary');
+      perform memory.add_alias(ep.project_id, x ->> 'name', a)
+         from jsonb_array_elements_text(coalesce(x -> 'aliases', '[]')) a
+        where memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(a)) is null;
+      v_n := v_n + 1;
+    end loop;
+    v_report := v_report || jsonb_build_object('entities', jsonb_build_object('upserted', v_n));
+  exception when others then
+    v_failed := v_failed || 'entities'::text;
+    v_report := v_report || jsonb_build_object('entities', jsonb_build_object('error', sqlerrm));
+  end;
+
+  -- Facts: through assert_facts, so supersession, tombstones and world-time
+  -- order apply; valid_from defaults to the episode's instant.  Facts below
+  -- the confidence floor and windows that end before they start are
+  -- dropped here.
+  begin
+    v_facts := coalesce(p_payload -> 'facts', '[]');
+    select coalesce(jsonb_agg(f.e order by f.ord) filter (where k.keep), '[]'),
+           count(*) filter (where f.low), count(*) filter (where f.dead and not f.low)
+      into v_kept, v_dropped_low, v_dropped_dead
+      from (select t.e, t.ord,
+                   jsonb_typeof(t.e -> 'confidence') = 'number'
+                     and (t.e ->> 'confidence')::numeric < p_min_confidence as low,
+                   jsonb_typeof(t.e -> 'valid_to') = 'string'
+                     and memory_internal.try_timestamptz(t.e ->> 'valid_to')
+                         <= coalesce(memory_internal.try_timestamptz(t.e ->> 'valid_from'), ep.occurred_at)
+                     as dead
+              from jsonb_array_elements(v_facts) with ordinality t(e, ord)) f
+      cross join lateral (select not coalesce(f.low, false) and not coalesce(f.dead, false) as keep) k
+      group by ();
+    v_result := memory.assert_facts(ep.project_id, v_kept, 'extraction', p_episode, false, 'extraction');
+    v_report := v_report || jsonb_build_object('facts',
+      (v_result - 'results') || jsonb_build_object(
+        'dropped_low_confidence', v_dropped_low, 'dropped_born_dead', v_dropped_dead,
+        'errors', (select coalesce(jsonb_agg(r), '[]') from jsonb_array_elements(v_result -> 'results') r
+                    where r ->> 'status' = 'invalid')));
+  exception when others then
+    v_failed := v_failed || 'facts'::text;
+    v_report := v_report || jsonb_build_object('facts', jsonb_build_object('error', sqlerrm));
+  end;
+
+  -- Contradictions: the model names fact ids it was shown; each is closed
+  -- at the episode's instant with a 'contradicted' event.
+  begin
+    for x in select * from jsonb_array_elements(coalesce(p_payload -> 'contradictions', '[]')) loop
+      if not memory_internal.is_uuid(x ->> 'fact_id') then
+        v_unknown := v_unknown + 1;
+        continue;
+      end if;
+      select v.* into v_target from memory_internal.fact_versions(ep.project_id) v
+       where v.fact_id = (x ->> 'fact_id')::uuid and v.invalid_at is null;
+      if v_target.fact_id is null then
+        v_unknown := v_unknown + 1;
+        continue;
+      end if;
+      if memory.close_fact(ep.project_id, v_target.fact_id, ep.occurred_at,
+                           coalesce(x ->> 'reason', 'contradicted by episode ' || p_episode),
+                           'contradicted', 'extraction') ->> 'status' = 'contradicted' then
+        v_closed := v_closed + 1;
+      end if;
+    end loop;
+    v_report := v_report || jsonb_build_object('contradictions',
+      jsonb_build_object('closed', v_closed, 'unknown_ids', v_unknown));
+  exception when others then
+    v_failed := v_failed || 'contradictions'::text;
+    v_report := v_report || jsonb_build_object('contradictions', jsonb_build_object('error', sqlerrm));
+  end;
+
+  -- Notes: preferences and summaries that are not triples.
+  begin
+    insert into memory.notes (org_id, project_id, episode_id, kind, subject_id, content)
+    select ep.org_id, ep.project_id, p_episode, n.e ->> 'kind',
+           case when coalesce(n.e ->> 'subject', '') <> '' then
+             memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(n.e ->> 'subject')) end,
+           btrim(n.e ->> 'content')
+      from jsonb_array_elements(coalesce(p_payload -> 'notes', '[]')) n(e)
+    on conflict (org_id, project_id, episode_id, kind, content) do nothing;
+    get diagnostics v_n = row_count;
+    v_report := v_report || jsonb_build_object('notes', jsonb_build_object('inserted', v_n));
+  exception when others then
+    v_failed := v_failed || 'notes'::text;
+    v_report := v_report || jsonb_build_object('notes', jsonb_build_object('error', sqlerrm));
+  end;
+
+  return v_report || jsonb_build_object('episode_id', p_episode, 'failed_sections', to_jsonb(v_failed));
+end
+$$;
+comment on function memory.apply_extraction(uuid, jsonb, real) is
+  'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant. Reports per section and lists failed_sections.';

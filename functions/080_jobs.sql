@@ -1,0 +1,257 @@
+-- The job queue: enqueued by triggers in the writing transaction, claimed
+-- with FOR UPDATE SKIP LOCKED, woken by NOTIFY, retried with exponential
+-- backoff, dead after max_attempts, leases recovered when a worker dies.
+
+create or replace function memory_internal.enqueue(
+  p_org uuid, p_project uuid, p_kind text, p_payload jsonb, p_run_at timestamptz default now())
+  returns void
+  language sql
+  as $$
+    insert into memory.jobs (org_id, project_id, kind, payload, run_at)
+    values (p_org, p_project, p_kind, p_payload, p_run_at)
+  $$;
+comment on function memory_internal.enqueue(uuid, uuid, text, jsonb, timestamptz) is
+  'The one way to queue a job; triggers call it in the writing transaction.';
+
+create or replace function memory_internal.tg_episodes__enqueue() returns trigger
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  -- One model call per episode; one embed job per statement.
+  insert into memory.jobs (org_id, project_id, kind, payload)
+  select n.org_id, n.project_id, 'enrich', jsonb_build_object('episode_id', n.episode_id)
+    from new_rows n order by n.seq;
+  insert into memory.jobs (org_id, project_id, kind, payload)
+  select n.org_id, n.project_id, 'embed',
+         jsonb_build_object('kind', 'episode', 'ids', jsonb_agg(n.episode_id order by n.seq))
+    from new_rows n group by n.org_id, n.project_id;
+  return null;
+end
+$$;
+
+create or replace function memory_internal.tg_facts__enqueue_embed() returns trigger
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  insert into memory.jobs (org_id, project_id, kind, payload)
+  select n.org_id, n.project_id, 'embed',
+         jsonb_build_object('kind', 'fact', 'ids', jsonb_agg(n.fact_id))
+    from new_rows n group by n.org_id, n.project_id;
+  return null;
+end
+$$;
+
+create or replace function memory_internal.tg_entities__enqueue_embed() returns trigger
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  insert into memory.jobs (org_id, project_id, kind, payload)
+  select n.org_id, n.project_id, 'embed',
+         jsonb_build_object('kind', 'entity', 'ids', jsonb_agg(n.entity_id))
+    from new_rows n group by n.org_id, n.project_id;
+  return null;
+end
+$$;
+
+create or replace function memory_internal.tg_jobs__notify() returns trigger
+  language plpgsql
+as $$
+begin
+  -- Delivered at commit, so a worker never wakes for a rolled-back job.
+  perform pg_notify('chronomem_jobs', '');
+  return null;
+end
+$$;
+
+create or replace function memory_internal.tg_orgs__schedule() returns trigger
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  insert into memory.job_schedules (org_id, kind, every)
+  values (new.org_id, 'reconcile_edges', interval '1 hour'),
+         (new.org_id, 'communities', interval '6 hours'),
+         (new.org_id, 'purge', interval '1 day');
+  return null;
+end
+$$;
+
+create or replace trigger "50_enqueue" after insert on memory.episodes
+  referencing new table as new_rows
+  for each statement execute function memory_internal.tg_episodes__enqueue();
+create or replace trigger "50_enqueue_embed" after insert on memory.facts
+  referencing new table as new_rows
+  for each statement execute function memory_internal.tg_facts__enqueue_embed();
+create or replace trigger "50_enqueue_embed" after insert on memory.entities
+  referencing new table as new_rows
+  for each statement execute function memory_internal.tg_entities__enqueue_embed();
+create or replace trigger "90_notify" after insert on memory.jobs
+  for each statement execute function memory_internal.tg_jobs__notify();
+create or replace trigger "50_schedule" after insert on memory.orgs
+  for each row execute function memory_internal.tg_orgs__schedule();
+
+-- Claim up to p_limit ready jobs of the given kinds, across orgs, and
+-- lease them to p_worker.  Expired leases (a worker that died) are ready
+-- again.
+create or replace function memory.claim_jobs(
+  p_worker text, p_kinds text[], p_limit integer default 1,
+  p_lease interval default interval '5 minutes')
+  returns setof memory.jobs
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  if p_worker is null or p_worker = '' then
+    raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
+  end if;
+  if p_limit is null or p_limit < 1 or p_limit > 1000 then
+    raise exception 'limit must be between 1 and 1000' using errcode = 'invalid_parameter_value';
+  end if;
+  return query
+  update memory.jobs j
+     set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+         locked_until = clock_timestamp() + p_lease
+   where (j.org_id, j.job_id) in (
+           select c.org_id, c.job_id from memory.jobs c
+            where c.kind = any (p_kinds)
+              and ((c.status = 'queued' and c.run_at <= clock_timestamp())
+                   or (c.status = 'running' and c.locked_until < clock_timestamp()
+                       and c.attempts < c.max_attempts))
+            order by c.run_at, c.job_id
+            limit p_limit
+              for update skip locked)
+  returning j.*;
+end
+$$;
+comment on function memory.claim_jobs(text, text[], integer, interval) is
+  'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again.';
+
+create or replace function memory.complete_job(
+  p_org uuid, p_job bigint, p_worker text, p_result jsonb default null)
+  returns boolean
+  language sql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    with done as (
+      update memory.jobs j
+         set status = 'done', result = p_result, locked_by = null, locked_until = null,
+             finished_at = clock_timestamp(), last_error = null
+       where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+      returning 1)
+    select exists (select from done)
+  $$;
+comment on function memory.complete_job(uuid, bigint, text, jsonb) is
+  'Mark a leased job done. False when the lease was lost (another worker reclaimed it): the caller''s work must then be idempotent, as every job''s is.';
+
+create or replace function memory.fail_job(
+  p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean default true)
+  returns text
+  language sql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    update memory.jobs j
+       set status = case when p_retryable and j.attempts < j.max_attempts then 'queued' else 'dead' end,
+           -- Exponential backoff: 2, 4, 8 ... seconds, at most an hour.
+           run_at = clock_timestamp() + least(interval '1 hour', interval '1 second' * power(2, j.attempts)),
+           last_error = left(p_error, 4000), locked_by = null, locked_until = null,
+           finished_at = case when p_retryable and j.attempts < j.max_attempts then null else clock_timestamp() end
+     where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+    returning j.status
+  $$;
+comment on function memory.fail_job(uuid, bigint, text, text, boolean) is
+  'Record a failed attempt: queued again with exponential backoff, or dead (kept with its last error) after max_attempts or when not retryable. Returns the new status.';
+
+create or replace function memory.park_job(p_org uuid, p_job bigint, p_worker text, p_reason text)
+  returns boolean
+  language sql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    with parked as (
+      update memory.jobs j
+         set status = 'waiting', attempts = greatest(j.attempts - 1, 0), last_error = p_reason,
+             locked_by = null, locked_until = null
+       where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+      returning 1)
+    select exists (select from parked)
+  $$;
+comment on function memory.park_job(uuid, bigint, text, text) is
+  'Set a job aside as waiting (e.g. enrich with no LLM endpoint configured), with the reason; the attempt does not count.';
+
+create or replace function memory.resume_waiting_jobs(p_kinds text[]) returns integer
+  language sql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    with resumed as (
+      update memory.jobs j set status = 'queued', run_at = clock_timestamp(), last_error = null
+       where j.status = 'waiting' and j.kind = any (p_kinds)
+      returning 1)
+    select count(*)::integer from resumed
+  $$;
+comment on function memory.resume_waiting_jobs(text[]) is 'Queue waiting jobs of these kinds again (a worker that can now run them calls it at start).';
+
+create or replace function memory.enqueue_due_jobs() returns integer
+  language sql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    with due as (
+      select s.org_id, s.kind from memory.job_schedules s
+       where s.next_run_at <= clock_timestamp()
+         for update skip locked
+    ), advanced as (
+      update memory.job_schedules s set next_run_at = clock_timestamp() + s.every
+        from due d where s.org_id = d.org_id and s.kind = d.kind
+      returning s.org_id, s.kind
+    ), queued as (
+      insert into memory.jobs (org_id, kind, payload)
+      select a.org_id, a.kind, '{}' from advanced a
+      returning 1)
+    select count(*)::integer from queued
+  $$;
+comment on function memory.enqueue_due_jobs() is 'Turn due periodic schedules (per org) into jobs; safe to call from several workers at once.';
+
+create or replace function memory.queue_stats()
+  returns table (kind text, queued bigint, running bigint, waiting bigint, dead bigint,
+                 done bigint, oldest_queued_age interval)
+  language sql stable
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    select k.kind,
+           count(*) filter (where j.status = 'queued'),
+           count(*) filter (where j.status = 'running'),
+           count(*) filter (where j.status = 'waiting'),
+           count(*) filter (where j.status = 'dead'),
+           count(*) filter (where j.status = 'done'),
+           clock_timestamp() - min(j.created_at) filter (where j.status = 'queued')
+      from unnest(array['enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities',
+                        'purge']) k(kind)
+      left join memory.jobs j on j.kind = k.kind
+     group by k.kind
+     order by k.kind
+  $$;
+comment on function memory.queue_stats() is
+  'Queue depth per kind and status, and the age of the oldest queued job, across all orgs (for operators and /metrics).';
+
+create or replace function memory.purge_done_jobs(p_older_than interval default interval '7 days')
+  returns integer
+  language sql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    with gone as (
+      delete from memory.jobs j
+       where j.org_id = memory_internal.current_org() and j.status = 'done'
+         and j.finished_at < clock_timestamp() - p_older_than
+      returning 1)
+    select count(*)::integer from gone
+  $$;
+comment on function memory.purge_done_jobs(interval) is 'Delete the current org''s finished jobs older than the given age (the periodic purge job).';
