@@ -1,0 +1,28 @@
+# Shared by scripts/up and scripts/test (sourced, not run).
+
+# ensure_venv EXTRA: create .venv if missing and `pip install -e .[EXTRA]` into it.
+# The install is skipped when pyproject.toml has not changed since the last one.
+ensure_venv() {
+  local spec="." stamp
+  [ -n "${1:-}" ] && spec=".[$1]"
+  if [ ! -x .venv/bin/python ]; then
+    local py="${PYTHON:-python3}"
+    "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+      || { echo "need Python 3.11+ ($py is $("$py" -V 2>&1)); set PYTHON=..." >&2; exit 1; }
+    if ! "$py" -m venv .venv 2>/dev/null; then
+      # Debian/Ubuntu ship venv's ensurepip separately.
+      rm -rf .venv
+      if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        local ver
+        ver=$("$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+        apt-get update -qq && apt-get install -y -qq "python${ver}-venv" >/dev/null
+      fi
+      "$py" -m venv .venv
+    fi
+  fi
+  stamp=".venv/.chronomem-installed-${1:-base}"
+  if [ ! -f "$stamp" ] || ! cmp -s pyproject.toml "$stamp"; then
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e "$spec"
+    cp pyproject.toml "$stamp"
+  fi
+}

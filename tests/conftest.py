@@ -1,0 +1,83 @@
+"""Session fixtures: one migrated test database for pgTAP files and pytest tests.
+
+This conftest sits in tests/ rather than tests/py/ because pytest only applies a
+conftest to tests below it, and the pgTAP files in tests/sql/ need the same database
+(through the pgtap_connection and _pgtap_runner overrides below).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.abc import Query
+from psycopg.rows import scalar_row
+from pytest_pgtap.pgtap import Runner
+from testdb import MissingPgTap, TestDatabase, admin_server, provision
+
+
+@pytest.fixture(scope="session")
+def chronomem_db() -> Iterator[TestDatabase]:
+    with admin_server() as server_admin:
+        try:
+            db = provision(server_admin)
+        except MissingPgTap as err:
+            pytest.fail(str(err), pytrace=False)
+        os.environ.update(db.env())
+        yield db
+
+
+@pytest.fixture(scope="session")
+def admin_dsn(chronomem_db: TestDatabase) -> str:
+    """Superuser on the test database."""
+    return chronomem_db.admin
+
+
+@pytest.fixture(scope="session")
+def owner_dsn(chronomem_db: TestDatabase) -> str:
+    return chronomem_db.owner
+
+
+@pytest.fixture(scope="session")
+def app_dsn(chronomem_db: TestDatabase) -> str:
+    return chronomem_db.app
+
+
+@pytest.fixture(scope="session")
+def analyst_dsn(chronomem_db: TestDatabase) -> str:
+    return chronomem_db.analyst
+
+
+@pytest.fixture(scope="session")
+def pgtap_connection(admin_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """Superuser connection, so pgTAP files can `set role` to the app/analyst roles."""
+    with psycopg.connect(admin_dsn) as conn:
+        yield conn
+
+
+class RollbackRunner(Runner):
+    """Runs a test file, then always rolls back.
+
+    The stock Runner wraps each file in conn.transaction(). A file in the standard
+    `BEGIN; select plan(n); ... ROLLBACK;` form works under it (the server only warns
+    "already a transaction in progress" / "no transaction in progress"), but a file
+    that forgets its ROLLBACK would be committed into the shared test database. Here
+    the file runs in the connection's implicit transaction and is rolled back whatever
+    it did, so it cannot leak state into the next file.
+    """
+
+    def run(self, query: Query) -> list[str]:
+        try:
+            cur = self.conn.cursor(row_factory=scalar_row)
+            cur.execute(query)
+            return self._collectrows(cur)
+        finally:
+            self.conn.rollback()
+
+
+@pytest.fixture(scope="session")
+def _pgtap_runner(pgtap_connection: psycopg.Connection[Any]) -> Runner:
+    return RollbackRunner(pgtap_connection)

@@ -1,0 +1,55 @@
+"""`chronomem up --no-serve` end to end, on a fresh embedded data dir, twice."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from testdb import embedded_data_dir
+
+pytestmark = pytest.mark.smoke
+
+# A psql table's header rule ("-----" or "----+----") or its row count footer.
+PSQL_TABLE = re.compile(r"^-+(\+-+)*$|^\(\d+ rows?\)$", re.MULTILINE)
+
+
+def _cli() -> list[str]:
+    script = Path(sys.executable).with_name("chronomem")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "chronomem"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("DATABASE_URL", None)  # this test is about the embedded server
+    return env
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    with embedded_data_dir() as path:
+        yield path
+        subprocess.run([*_cli(), "down", "--data-dir", str(path)], env=_env(), check=False)
+
+
+def _up(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*_cli(), "up", "--no-serve", "--data-dir", str(data_dir)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_up_twice_on_a_fresh_data_dir(data_dir: Path) -> None:
+    # The second run attaches to the running server: bootstrap and migrate are no-ops.
+    for run in ("first", "second"):
+        result = _up(data_dir)
+        output = f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+        assert result.returncode == 0, f"{run} `chronomem up` failed\n{output}"
+        assert PSQL_TABLE.search(result.stdout), f"{run} run printed no psql table\n{output}"
