@@ -72,24 +72,20 @@ begin
 end
 $$;
 
-create or replace function memory.use_org(p_org uuid, p_transaction_local boolean default null)
+create or replace function memory.use_org(p_org uuid, p_transaction_local boolean default true)
   returns uuid
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
-declare
-  v_local boolean := p_transaction_local;
 begin
-  if p_org is null then
-    raise exception 'org must not be null' using errcode = 'null_value_not_allowed';
+  if p_org is null or p_transaction_local is null then
+    raise exception 'org and transaction_local must not be null' using errcode = 'null_value_not_allowed';
   end if;
-  -- Inside an explicit transaction block the statement started after the
-  -- transaction did; then the scope ends with the transaction, so a pooled
-  -- connection never carries it into the next one.
-  if v_local is null then
-    v_local := statement_timestamp() <> transaction_timestamp();
-  end if;
-  perform set_config('chronomem.org_id', p_org::text, v_local);
+  -- Transaction-local by default, so a pooled connection never carries one
+  -- request's org into the next (SQL cannot tell reliably whether it runs
+  -- inside a transaction block: drivers' extended protocol defeats the
+  -- usual timestamp test).  Session scope is asked for explicitly.
+  perform set_config('chronomem.org_id', p_org::text, p_transaction_local);
   if not exists (select from memory.orgs o where o.org_id = p_org) then
     raise exception 'org % not found', p_org using errcode = 'no_data_found';
   end if;
@@ -97,7 +93,7 @@ begin
 end
 $$;
 comment on function memory.use_org(uuid, boolean) is
-  'Scope this transaction (when called inside one) or session to an org. Every table''s row-level security is keyed on it. Pass true/false to choose transaction-local or session scope explicitly.';
+  'Scope the current transaction (default) or, with p_transaction_local => false, the session to an org. Every table''s row-level security is keyed on it. In psql autocommit use memory.use_org(org, false).';
 
 create or replace function memory.create_org(p_name text) returns uuid
   language plpgsql
@@ -144,6 +140,26 @@ end
 $$;
 comment on function memory.create_project(uuid, text) is
   'Create a project in the org the caller is scoped to; returns its id.';
+
+-- Fix this transaction's record-time instant once a writer's locks are
+-- held: now(), unless rows it is about to change were stamped later by a
+-- writer that committed while this one waited (p_floor).  Monotonic within
+-- the transaction.
+create or replace function memory_internal.begin_write(p_floor timestamptz default null)
+  returns timestamptz
+  language plpgsql
+as $$
+declare
+  v_at timestamptz := greatest(now(), p_floor, memory_internal.txn_instant());
+begin
+  if v_at > now() then
+    perform set_config('chronomem.write_instant', v_at::text, true);
+  end if;
+  return v_at;
+end
+$$;
+comment on function memory_internal.begin_write(timestamptz) is
+  'Fix the record-time instant for the rest of the transaction: now(), or p_floor (the latest stamp on rows the writer will change) when that is later.';
 
 -- Counters: added to in the writing transaction, so they roll back with it.
 create or replace function memory_internal.bump_counter(

@@ -23,7 +23,7 @@ create or replace function memory_internal.range_believed(
 create or replace function memory.facts_at(
   p_project uuid,
   p_at timestamptz default now(),
-  p_known_at timestamptz default now())
+  p_known_at timestamptz default memory_internal.txn_instant())
   returns setof memory.facts
   language sql stable parallel safe
   as $$
@@ -57,7 +57,7 @@ create or replace function memory.facts_at(
       and b.valid_range @> p_at
   $$;
 comment on function memory.facts_at(uuid, timestamptz, timestamptz) is
-  'The effective-at predicate: facts of a project that hold at world instant p_at, as the store believed at p_known_at (both default now). Every read of facts goes through it.';
+  'The effective-at predicate: facts of a project that hold at world instant p_at, as the store believed at p_known_at (both default now; known_at''s now includes this transaction''s own writes). Every read of facts goes through it.';
 
 create or replace function memory_internal.fact_versions(p_project uuid)
   returns setof memory.facts
@@ -71,7 +71,7 @@ comment on function memory_internal.fact_versions(uuid) is
 create or replace function memory.edges_at(
   p_project uuid,
   p_at timestamptz default now(),
-  p_known_at timestamptz default now())
+  p_known_at timestamptz default memory_internal.txn_instant())
   returns setof memory.edges
   language sql stable parallel safe
   as $$
@@ -88,7 +88,7 @@ comment on function memory.edges_at(uuid, timestamptz, timestamptz) is
 create or replace function memory.readable_facts_at(
   p_project uuid,
   p_at timestamptz default now(),
-  p_known_at timestamptz default now())
+  p_known_at timestamptz default memory_internal.txn_instant())
   returns table (fact_id uuid, subject text, predicate text, object text, content text,
                  valid_from timestamptz, valid_until timestamptz, confidence real)
   language sql stable parallel safe

@@ -70,7 +70,7 @@ begin
     return;
   end if;
 
-  update memory.facts f set valid_range = c.want, range_changed_at = now()
+  update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
     from unnest(v_ids, v_new, v_grew, v_is_new) c(id, want, grew, is_new)
    where f.org_id = p_org and f.fact_id = c.id and not c.grew and not c.is_new;
 
@@ -86,7 +86,7 @@ begin
     join unnest(v_ids, v_new) c(id, want) on c.id = n.fact_id
    order by n.idx;
 
-  update memory.facts f set valid_range = c.want, range_changed_at = now()
+  update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
     from unnest(v_ids, v_new, v_grew) c(id, want, grew)
    where f.org_id = p_org and f.fact_id = c.id and c.grew;
 
@@ -116,7 +116,7 @@ comment on function memory_internal.restitch(uuid, uuid, uuid[], text[], text[],
 -- Make the current edges of the given (source, target, relation) keys equal
 -- to the maximal windows over which some current fact asserts them.  Edge
 -- rows never change but for expired_at, so a window that closes expires
--- the old row and inserts the closed one, in this transaction, at now().
+-- the old row and inserts the closed one, at this transaction's instant.
 create or replace function memory_internal.sync_edges(
   p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[])
   returns table (edges_expired integer, edges_inserted integer)
@@ -142,7 +142,7 @@ begin
      ) d
   ), gone as (
     update memory.edges e
-       set expired_at = now()
+       set expired_at = memory_internal.txn_instant()
       from keys k
      where e.org_id = p_org and e.project_id = p_project
        and e.source_id = k.src and e.target_id = k.tgt and e.relation = k.rel
@@ -183,6 +183,33 @@ end
 $$;
 comment on function memory_internal.sync_edges(uuid, uuid, uuid[], uuid[], text[]) is
   'Make the current edges of the given keys equal to the union of the windows of the current facts asserting them (invariant 4).';
+
+-- The latest record-time stamp on the facts and edges of some identities:
+-- the floor for a writer's record-time instant once it holds their locks.
+create or replace function memory_internal.identities_floor(
+  p_org uuid, p_project uuid, p_subjects uuid[], p_predicates text[], p_identity_objects text[])
+  returns timestamptz
+  language sql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    with ids as (
+      select distinct s, p, o from unnest(p_subjects, p_predicates, p_identity_objects) u(s, p, o)
+    )
+    select greatest(
+      (select max(greatest(f.recorded_at, f.range_changed_at, f.invalid_at))
+         from ids cross join lateral (
+           select x.recorded_at, x.range_changed_at, x.invalid_at
+             from memory_internal.fact_versions(p_project) x
+            where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
+              and x.identity_object = ids.o
+           offset 0) f),
+      (select max(greatest(e.recorded_at, e.expired_at))
+         from ids cross join lateral (
+           select y.recorded_at, y.expired_at from memory.edges y
+            where y.org_id = p_org and y.project_id = p_project and y.source_id = ids.s
+              and y.relation = ids.p
+           offset 0) e))
+  $$;
 
 -- One error for one fact of a batch: reported, never raised.
 create or replace function memory_internal.fact_error(p_idx integer, p_field text, p_message text)
@@ -418,6 +445,10 @@ begin
   -- batches over the same identities queue instead of deadlocking.
   perform pg_advisory_xact_lock(k)
      from (select distinct i.lock_key as k from unnest(v_items) i order by 1) keys;
+  perform memory_internal.begin_write(memory_internal.identities_floor(
+    v_org, p_project, array(select i.subject_id from unnest(v_items) i),
+    array(select i.predicate from unnest(v_items) i),
+    array(select i.identity_object from unnest(v_items) i)));
 
   -- 5. Apply in rounds: round n holds the n-th fact of each identity in
   -- batch order, so within a round identities are distinct and the work is
@@ -437,16 +468,20 @@ begin
              and tb.predicate = i.predicate and tb.object_key = i.object_key
              and tb.lifted_at is null
            limit 1) t on true
-        -- The same claim already holds from this instant on: an idempotent
-        -- retry or a repetition; it only counts as support.
+        -- The same claim from the same instant is already stored: a retry.
+        -- It only counts as support.  (A restatement from a later instant
+        -- is a new fact: skipping it would lose its start if a fact
+        -- arriving later cut the earlier window, and the end state would
+        -- depend on arrival order.)  An open-ended claim repeats a stored
+        -- one whatever end a contradiction or expiry has given that since.
         left join lateral (
           select v.fact_id from memory_internal.fact_versions(p_project) v
            where v.org_id = v_org and v.subject_id = i.subject_id
              and v.predicate = i.predicate and v.identity_object = i.identity_object
              and v.invalid_at is null
              and v.object_key = i.object_key and v.content_key = i.content_key
-             and v.valid_range @> i.valid_from
-             and coalesce(i.valid_to, 'infinity') <= coalesce(v.asserted_until, 'infinity')
+             and v.valid_from = i.valid_from
+             and (i.valid_to is null or v.asserted_until = i.valid_to)
            limit 1) x on true
        order by i.idx
     loop
@@ -469,12 +504,12 @@ begin
     end loop;
 
     if cardinality(v_skip) > 0 then
-      update memory.facts f set support_count = f.support_count + 1, last_seen_at = now()
+      update memory.facts f set support_count = f.support_count + 1, last_seen_at = memory_internal.txn_instant()
        where f.org_id = v_org and f.fact_id = any (v_skip);
     end if;
     continue when cardinality(v_new) = 0;
 
-    update memory.tombstones t set lifted_at = now(), lifted_by = l.by
+    update memory.tombstones t set lifted_at = memory_internal.txn_instant(), lifted_by = l.by
       from unnest(v_lift_tomb, v_lift_by) l(tomb, by)
      where t.org_id = v_org and t.fact_id = l.tomb;
 

@@ -1,7 +1,8 @@
 -- After a fact is written: retraction (the claim never held), closing a
 -- window (contradiction, expiry), and the history readers.
 
--- Lock a stored fact's identity and return the fact as it is once locked.
+-- Lock a stored fact's identity, take the record-time instant, and return
+-- the fact as it is once locked.
 create or replace function memory_internal.lock_fact(p_org uuid, p_project uuid, p_fact uuid)
   returns memory.facts
   language plpgsql
@@ -18,6 +19,8 @@ begin
   end if;
   perform pg_advisory_xact_lock(memory_internal.identity_lock_key(
     p_project, f.subject_id, f.predicate, f.identity_object));
+  perform memory_internal.begin_write(memory_internal.identities_floor(
+    p_org, p_project, array[f.subject_id], array[f.predicate], array[f.identity_object]));
   -- Re-read: the lock holder before us may have changed it.
   select v.* into f from memory_internal.fact_versions(p_project) v
    where v.org_id = p_org and v.fact_id = p_fact;
@@ -45,7 +48,7 @@ begin
                               'retracted_at', f.invalid_at);
   end if;
 
-  update memory.facts set invalid_at = now()
+  update memory.facts set invalid_at = memory_internal.txn_instant()
    where org_id = v_org and fact_id = p_fact;
   insert into memory.fact_events
     (org_id, project_id, fact_id, event_type, old_fact_id, old_range, actor, reason)

@@ -24,7 +24,11 @@ begin
     raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
   end if;
   -- No writer of this project runs while content disappears under it.
+  -- Nothing else writes this project now: every row it has is committed.
   perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  perform memory_internal.begin_write((
+    select max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at))
+      from memory_internal.fact_versions(p_project) v));
   perform set_config('chronomem.wiping', 'on', true);
 
   if p_session is null and p_subject is null then
@@ -206,6 +210,10 @@ begin
         select memory_internal.identity_lock_key(v_project, r.src, r.rel, e.normalized_name)
           from memory.entities e where e.org_id = v_org and e.entity_id = r.tgt
         order by 1) keys;
+      perform memory_internal.begin_write(memory_internal.identities_floor(
+        v_org, v_project, array[r.src, r.src], array[r.rel, r.rel],
+        array['', (select e.normalized_name from memory.entities e
+                    where e.org_id = v_org and e.entity_id = r.tgt)]));
       select * into s from memory_internal.sync_edges(
         v_org, v_project, array[r.src], array[r.tgt], array[r.rel]);
       v_keys := v_keys + 1;

@@ -7,6 +7,7 @@ revoke execute on all functions in schema memory, memory_internal from public;
 -- readers call the rest.
 grant execute on function
   memory_internal.current_org(),
+  memory_internal.txn_instant(),
   memory_internal.range_believed(uuid, uuid, timestamptz),
   memory_internal.project_org(uuid),
   memory_internal.find_entity(uuid, uuid, text)
@@ -23,8 +24,7 @@ grant execute on function
   memory.subject_timeline(uuid, text, text),
   memory.predicates_of(uuid),
   memory.counters(uuid),
-  memory.embedding_dim(),
-  memory.queue_stats()
+  memory.embedding_dim()
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
 
@@ -52,7 +52,9 @@ grant execute on function
   memory.park_job(uuid, bigint, text, text),
   memory.resume_waiting_jobs(text[]),
   memory.enqueue_due_jobs(),
-  memory.purge_done_jobs(interval)
+  memory.purge_done_jobs(interval),
+  -- Counts across orgs: for the operator's /metrics, not for tenants' analysts.
+  memory.queue_stats()
   to chronomem_app;
 grant execute on function memory_internal.try_timestamptz(text), memory_internal.is_uuid(text)
   to chronomem_app;

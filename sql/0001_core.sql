@@ -43,6 +43,19 @@ create function memory_internal.current_org() returns uuid
 comment on function memory_internal.current_org() is
   'The org the current transaction (or session) is scoped to, or NULL.';
 
+-- Record time.  A writer stamps it with now(), its transaction's start,
+-- unless it waited for a lock while another writer committed rows it now
+-- changes: then with the latest instant among those rows, so record time
+-- never runs backwards for a row.  memory_internal.begin_write() fixes the
+-- instant once the locks are held; defaults and record-time reads use it.
+create function memory_internal.txn_instant() returns timestamptz
+  language sql stable parallel safe
+  as $$
+    select coalesce(nullif(current_setting('chronomem.write_instant', true), '')::timestamptz, now())
+  $$;
+comment on function memory_internal.txn_instant() is
+  'This transaction''s record-time instant: now(), or later when memory_internal.begin_write() found newer rows under its locks.';
+
 --------------------------------------------------------------------------
 -- Tenancy
 --------------------------------------------------------------------------
@@ -183,11 +196,11 @@ create table memory.facts (
   -- Record time.  recorded_at: when the store started believing the fact;
   -- invalid_at: when a retraction ended that belief; range_changed_at: when
   -- valid_range last changed (earlier ranges are in fact_events).
-  recorded_at       timestamptz not null default now(),
-  range_changed_at  timestamptz not null default now(),
+  recorded_at       timestamptz not null default memory_internal.txn_instant(),
+  range_changed_at  timestamptz not null default memory_internal.txn_instant(),
   invalid_at        timestamptz,
   support_count     integer not null default 1 check (support_count >= 1),
-  last_seen_at      timestamptz not null default now(),
+  last_seen_at      timestamptz not null default memory_internal.txn_instant(),
   primary key (org_id, fact_id),
   foreign key (org_id, project_id) references memory.projects on delete cascade,
   foreign key (org_id, subject_id) references memory.entities,
@@ -236,7 +249,7 @@ create table memory.fact_events (
   new_fact_id uuid,
   old_range   tstzrange,
   new_range   tstzrange,
-  occurred_at timestamptz not null default now(),
+  occurred_at timestamptz not null default memory_internal.txn_instant(),
   actor       text,
   reason      text,
   primary key (org_id, event_id),
@@ -255,7 +268,7 @@ create table memory.tombstones (
   object_key text not null,
   fact_id    uuid not null,
   reason     text,
-  created_at timestamptz not null default now(),
+  created_at timestamptz not null default memory_internal.txn_instant(),
   lifted_at  timestamptz,
   lifted_by  uuid,
   primary key (org_id, fact_id),
@@ -277,7 +290,7 @@ create table memory.edges (
   target_id   uuid not null,
   relation    text not null,
   valid_range tstzrange not null check (not isempty(valid_range)),
-  recorded_at timestamptz not null default now(),
+  recorded_at timestamptz not null default memory_internal.txn_instant(),
   expired_at  timestamptz,
   primary key (org_id, edge_id),
   foreign key (org_id, project_id) references memory.projects on delete cascade,
@@ -307,7 +320,7 @@ create table memory.audit_log (
   resource    text,
   actor       text not null default current_user,
   counts      jsonb not null default '{}',
-  occurred_at timestamptz not null default now(),
+  occurred_at timestamptz not null default memory_internal.txn_instant(),
   primary key (org_id, audit_id)
 );
 comment on table memory.audit_log is
