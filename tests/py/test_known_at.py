@@ -1,0 +1,358 @@
+"""Record time across committed transactions: what the store believed at an instant.
+
+Every write here is its own committed transaction (as chronomem_app), so recorded_at,
+invalid_at and range changes carry real, distinct instants; an instant "between" two
+writes is now() of a transaction run after the first committed and before the second
+started.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.range import Range
+
+JAN = datetime(2024, 1, 1, tzinfo=UTC)
+
+# (subject, predicate, object, (lower, upper))
+Row = tuple[str, str, str, tuple[datetime | None, datetime | None]]
+
+
+def day(n: int) -> datetime:
+    return JAN + timedelta(days=n)
+
+
+@dataclass
+class Store:
+    """The app role's view of one project; each method is one committed transaction."""
+
+    conn: psycopg.Connection[Any]
+    org: uuid.UUID
+    project: uuid.UUID
+
+    def _one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
+        with self.conn.transaction():
+            self.conn.execute("select memory.use_org(%s)", (self.org,))
+            row = self.conn.execute(query, params).fetchone()
+        assert row is not None
+        return row[0]
+
+    def _all(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self.conn.transaction():
+            self.conn.execute("select memory.use_org(%s)", (self.org,))
+            return self.conn.execute(query, params).fetchall()
+
+    def now(self) -> datetime:
+        """An instant after every transaction committed so far, before any later one."""
+        instant: datetime = self._one("select now()")
+        return instant
+
+    def assert_facts(self, *facts: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._one(
+            "select memory.assert_facts(%s, %s::jsonb)", (self.project, json.dumps(facts))
+        )
+        assert result["invalid"] == 0, result
+        return result
+
+    def fact_id(self, result: dict[str, Any], index: int = 0) -> uuid.UUID:
+        return uuid.UUID(result["results"][index]["fact_id"])
+
+    def retract(self, fact_id: uuid.UUID) -> dict[str, Any]:
+        result: dict[str, Any] = self._one(
+            "select memory.retract_fact(%s, %s, 'test')", (self.project, fact_id)
+        )
+        return result
+
+    def facts_at(self, at: datetime, known_at: datetime | None = None) -> set[Row]:
+        query = """
+            select s.name, f.predicate, coalesce(o.name, f.object_literal), f.valid_range
+              from memory.facts_at(%s, %s{known_at}) f
+              join memory.entities s on s.org_id = f.org_id and s.entity_id = f.subject_id
+              left join memory.entities o
+                on o.org_id = f.org_id and o.entity_id = f.object_entity_id
+        """
+        if known_at is None:  # the default: now
+            rows = self._all(query.format(known_at=""), (self.project, at))
+        else:
+            rows = self._all(query.format(known_at=", %s"), (self.project, at, known_at))
+        return {(s, p, o, _bounds(r)) for s, p, o, r in rows}
+
+    def edges_at(self, at: datetime, known_at: datetime) -> int:
+        n: int = self._one(
+            "select count(*) from memory.edges_at(%s, %s, %s)", (self.project, at, known_at)
+        )
+        return n
+
+
+def _bounds(rng: Range[datetime]) -> tuple[datetime | None, datetime | None]:
+    assert rng.bounds == "[)", rng
+    return rng.lower, rng.upper
+
+
+@pytest.fixture
+def conn(app_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(app_dsn, autocommit=False) as c:
+        yield c
+
+
+@pytest.fixture
+def org(conn: psycopg.Connection[Any]) -> uuid.UUID:
+    with conn.transaction():
+        row = conn.execute("select memory.create_org('known_at')").fetchone()
+    assert row is not None
+    org_id: uuid.UUID = row[0]
+    return org_id
+
+
+def new_store(conn: psycopg.Connection[Any], org: uuid.UUID, name: str) -> Store:
+    with conn.transaction():
+        conn.execute("select memory.use_org(%s)", (org,))
+        row = conn.execute("select memory.create_project(%s, %s)", (org, name)).fetchone()
+        assert row is not None
+        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (row[0],))
+    return Store(conn, org, row[0])
+
+
+@pytest.fixture
+def store(conn: psycopg.Connection[Any], org: uuid.UUID) -> Store:
+    return new_store(conn, org, "main")
+
+
+def test_retracted_fact_is_still_seen_at_an_earlier_known_at(store: Store) -> None:
+    before = store.now()
+    tea = {
+        "subject": "alice",
+        "predicate": "likes",
+        "object": "tea",
+        "valid_from": day(0).isoformat(),
+    }
+    coffee = {**tea, "object": "coffee"}
+    result = store.assert_facts(tea, coffee)
+    t1 = store.now()
+    assert store.retract(store.fact_id(result, 0))["status"] == "retracted"
+
+    both = {("alice", "likes", "tea", (day(0), None)), ("alice", "likes", "coffee", (day(0), None))}
+    # Believed at t1 (after the assertion, before the retraction): both facts.
+    assert store.facts_at(day(30), t1) == both
+    # Believed now: the retracted one is gone; coffee (never retracted) stays.
+    only_coffee = {("alice", "likes", "coffee", (day(0), None))}
+    assert store.facts_at(day(30), store.now()) == only_coffee
+    assert store.facts_at(day(30)) == only_coffee  # known_at defaults to now
+    # Before the assertion was recorded, neither was believed.
+    assert store.facts_at(day(30), before) == set()
+    # World time still applies at the earlier known_at.
+    assert store.facts_at(day(-1), t1) == set()
+
+
+def test_supersession_keeps_the_earlier_window_for_earlier_known_at(store: Store) -> None:
+    gold = {
+        "subject": "bob",
+        "predicate": "plan",
+        "object": "gold",
+        "valid_from": day(0).isoformat(),
+    }
+    store.assert_facts(gold)
+    t1 = store.now()
+    store.assert_facts({**gold, "object": "silver", "valid_from": day(60).isoformat()})
+    t2 = store.now()
+    # Arrives last but holds in between: closes gold's window a second time.
+    store.assert_facts({**gold, "object": "bronze", "valid_from": day(30).isoformat()})
+    t3 = store.now()
+
+    gold_open = ("bob", "plan", "gold", (day(0), None))
+    # At t1 the store believed gold's window open: gold holds in January, February and
+    # April, once (not also with the window believed later).
+    assert store.facts_at(day(10), t1) == {gold_open}
+    assert store.facts_at(day(45), t1) == {gold_open}
+    assert store.facts_at(day(90), t1) == {gold_open}
+    # At t2: silver from day 60 closed gold's window there.
+    assert store.facts_at(day(45), t2) == {("bob", "plan", "gold", (day(0), day(60)))}
+    assert store.facts_at(day(90), t2) == {("bob", "plan", "silver", (day(60), None))}
+    # At t3 (and now): bronze took days 30..60 from gold.
+    for known_at in (t3, None):
+        assert store.facts_at(day(10), known_at) == {("bob", "plan", "gold", (day(0), day(30)))}
+        assert store.facts_at(day(45), known_at) == {("bob", "plan", "bronze", (day(30), day(60)))}
+        assert store.facts_at(day(90), known_at) == {("bob", "plan", "silver", (day(60), None))}
+    # Before anything was recorded: nothing.
+    assert store.facts_at(day(10), t1 - timedelta(hours=1)) == set()
+
+
+def test_retraction_gives_back_the_window_it_closed_only_from_then_on(store: Store) -> None:
+    gold = {
+        "subject": "carol",
+        "predicate": "plan",
+        "object": "gold",
+        "valid_from": day(0).isoformat(),
+    }
+    store.assert_facts(gold)
+    silver = store.assert_facts({**gold, "object": "silver", "valid_from": day(30).isoformat()})
+    t1 = store.now()
+    store.retract(store.fact_id(silver))
+    t2 = store.now()
+    # Believed at t1: silver holds from day 30, gold had ended there.
+    assert store.facts_at(day(40), t1) == {("carol", "plan", "silver", (day(30), None))}
+    assert store.facts_at(day(10), t1) == {("carol", "plan", "gold", (day(0), day(30)))}
+    # From the retraction on: silver never held, gold's window is open again.
+    for known_at in (t2, None):
+        assert store.facts_at(day(40), known_at) == {("carol", "plan", "gold", (day(0), None))}
+
+
+def _seed(store: Store) -> dict[str, Any]:
+    """A current fact, a superseded one, a retracted one and an entity-to-entity fact
+    (with its edge), each in its own transaction; returns the instants between them."""
+    marks: dict[str, Any] = {"start": store.now()}
+    base = {"subject": "dora", "predicate": "plan", "valid_from": day(0).isoformat()}
+    store.assert_facts({**base, "object": "gold"})
+    marks["asserted"] = store.now()
+    store.assert_facts({**base, "object": "silver", "valid_from": day(30).isoformat()})
+    marks["superseded"] = store.now()
+    result = store.assert_facts(
+        {"subject": "dora", "predicate": "likes", "object": "tea", "valid_from": day(5).isoformat()}
+    )
+    marks["tea"] = store.fact_id(result)
+    marks["tea asserted"] = store.now()
+    store.retract(marks["tea"])
+    marks["retracted"] = store.now()
+    store.assert_facts(
+        {
+            "subject": "dora",
+            "predicate": "works at",
+            "object": "Acme",
+            "object_type": "entity",
+            "valid_from": day(1).isoformat(),
+        }
+    )
+    marks["edge"] = store.now()
+    return marks
+
+
+def test_wipe_leaves_nothing_visible_at_any_instant(
+    conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    wiped = new_store(conn, org, "wiped")
+    kept = new_store(conn, org, "kept")  # positive control: same history, not wiped
+    marks = {name: _seed(s) for name, s in (("wiped", wiped), ("kept", kept))}
+    before_wipe = wiped.now()
+
+    counts = wiped._one("select memory.wipe(%s)", (wiped.project,))
+    assert counts["scope"] == "project" and counts["facts"] == 4 and counts["edges"] >= 1
+
+    ats = [
+        day(-1),
+        day(0),
+        day(2),
+        day(10),
+        day(45),
+        datetime.now(UTC),
+        datetime.now(UTC) + timedelta(days=400),
+    ]
+    for name, s in (("wiped", wiped), ("kept", kept)):
+        m = marks[name]
+        knowns = [
+            m["start"],
+            m["asserted"],
+            m["superseded"],
+            m["tea asserted"],
+            m["retracted"],
+            m["edge"],
+            before_wipe,
+            s.now(),
+        ]
+        seen = {(at, k): s.facts_at(at, k) for at in ats for k in knowns}
+        edges = {(at, k): s.edges_at(at, k) for at in ats for k in knowns}
+        if name == "wiped":
+            assert all(rows == set() for rows in seen.values()), seen
+            assert all(n == 0 for n in edges.values()), edges
+        else:
+            # The control answers at those same instants.
+            assert seen[(day(10), m["asserted"])] == {("dora", "plan", "gold", (day(0), None))}
+            assert ("dora", "likes", "tea", (day(5), None)) in seen[(day(10), m["tea asserted"])]
+            assert ("dora", "likes", "tea", (day(5), None)) not in seen[(day(10), before_wipe)]
+            assert seen[(day(45), before_wipe)] >= {("dora", "plan", "silver", (day(30), None))}
+            assert edges[(day(10), before_wipe)] == 1
+
+    # The history readers and the tables have nothing of it either.
+    assert wiped._all("select * from memory_internal.fact_versions(%s)", (wiped.project,)) == []
+    assert (
+        wiped._all(
+            "select * from memory.fact_history(%s, %s)", (wiped.project, marks["wiped"]["tea"])
+        )
+        == []
+    )
+    assert wiped._all("select * from memory.subject_timeline(%s, 'dora')", (wiped.project,)) == []
+    for table in ("fact_events", "tombstones", "edges", "entities"):
+        assert (
+            wiped._one(
+                f"select count(*) from memory.{table} where project_id = %s", (wiped.project,)
+            )
+            == 0
+        ), table
+        assert (
+            kept._one(f"select count(*) from memory.{table} where project_id = %s", (kept.project,))
+            > 0
+        ), table
+    # Wipe writes no tombstones: the retracted claim may be asserted again...
+    tea = {
+        "subject": "dora",
+        "predicate": "likes",
+        "object": "tea",
+        "valid_from": day(5).isoformat(),
+    }
+    assert wiped.assert_facts(tea)["inserted"] == 1
+    # ...while in the project that was not wiped it stays refused.
+    assert kept.assert_facts(tea)["refused"] == 1
+
+
+def test_subject_wipe_removes_the_subject_at_every_known_at(
+    conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    store = new_store(conn, org, "subject wipe")
+    store.assert_facts(
+        {"subject": "eve", "predicate": "plan", "object": "gold", "valid_from": day(0).isoformat()},
+        {
+            "subject": "frank",
+            "predicate": "plan",
+            "object": "gold",
+            "valid_from": day(0).isoformat(),
+        },
+        {
+            "subject": "frank",
+            "predicate": "knows",
+            "object": "eve",
+            "object_type": "entity",
+            "valid_from": day(0).isoformat(),
+        },
+        {
+            "subject": "frank",
+            "predicate": "knows",
+            "object": "gus",
+            "object_type": "entity",
+            "valid_from": day(0).isoformat(),
+        },
+    )
+    t1 = store.now()
+    store.assert_facts(
+        {
+            "subject": "eve",
+            "predicate": "plan",
+            "object": "silver",
+            "valid_from": day(30).isoformat(),
+        }
+    )
+    t2 = store.now()
+    store._one("select memory.wipe(%s, p_subject => 'Eve')", (store.project,))
+
+    # Facts about eve, and facts naming eve as their object, are gone at every known_at;
+    # frank's other facts (and his edge to gus) remain.
+    frank = {("frank", "plan", "gold", (day(0), None)), ("frank", "knows", "gus", (day(0), None))}
+    for known_at in (t1, t2, None):
+        for at in (day(10), day(40)):
+            assert store.facts_at(at, known_at) == frank, (at, known_at)
+        assert store.edges_at(day(10), known_at or store.now()) == 1

@@ -1,0 +1,108 @@
+-- 02 normalization and entity resolution: one Unicode-aware normalize_text;
+-- entities resolve exactly (name or alias), per project, never fuzzily.
+-- Runs as chronomem_app, as the API does.  Fixture ids live in a temp table
+-- (this file is sent as one query string: no psql variables).
+BEGIN;
+select plan(34);
+
+create temp table ids (k text primary key, id uuid not null);
+grant all on ids to public;
+create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
+declare v uuid;
+begin
+  select i.id into v from pg_temp.ids i where i.k = p_k;
+  if v is null then raise exception 'test fixture % missing', p_k; end if;
+  return v;
+end $$;
+
+set local role chronomem_app;
+do $$
+declare o uuid := memory.create_org('normalize org');
+begin
+  perform memory.use_org(o, true);
+  insert into pg_temp.ids values ('org', o),
+    ('p1', memory.create_project(o, 'p1')), ('p2', memory.create_project(o, 'p2'));
+end $$;
+
+-- normalize_text ---------------------------------------------------------
+select is(memory.normalize_text('Zürich'), 'zürich', 'letters with diacritics are kept (Zürich)');
+select is(memory.normalize_text('ZÜRICH!'), 'zürich', 'upper case folds, punctuation goes (ZÜRICH!)');
+select is(memory.normalize_text('東京'), '東京', 'CJK text is kept (東京)');
+select is(memory.normalize_text('東京、日本。'), '東京 日本', 'CJK punctuation is punctuation');
+-- casefold() (PostgreSQL 18) maps ß to ss; older servers lower-case only.
+select is(memory.normalize_text('Straße'),
+          case when exists (select from pg_proc where proname = 'casefold') then 'strasse' else 'straße' end,
+          'Straße folds as the server''s Unicode case folding says');
+select is(memory.normalize_text('STRASSE') = memory.normalize_text('Straße'),
+          exists (select from pg_proc where proname = 'casefold'),
+          'Straße and STRASSE are one name where full case folding exists');
+select is(memory.normalize_text(E'  Hello,\t  World!! \n'), 'hello world', 'punctuation and whitespace collapse to one space, trimmed');
+select is(memory.normalize_text('O''Brien — Jr.'), 'o brien jr', 'apostrophe, em dash and dot are separators');
+select is(memory.normalize_text('ﬁle ＡＢＣ'), 'file abc', 'NFKC: ligature and full-width letters');
+select is(memory.normalize_text('!!! ...'), '', 'punctuation only normalizes to empty');
+select is(memory.normalize_text(null), null, 'NULL stays NULL');
+
+-- entities resolve per project -------------------------------------------
+insert into ids values ('zurich', memory.upsert_entity(pg_temp.id('p1'), 'Zürich'));
+select is(memory.upsert_entity(pg_temp.id('p1'), 'ZÜRICH!'), pg_temp.id('zurich'),
+          '''ZÜRICH!'' resolves to the Zürich entity');
+select is(memory.upsert_entity(pg_temp.id('p1'), '  zürich  '), pg_temp.id('zurich'),
+          '''  zürich  '' resolves to the Zürich entity');
+select is((select count(*)::int from memory.entities where project_id = pg_temp.id('p1')), 1,
+          'one entity after three spellings');
+select is((select name from memory.entities where entity_id = pg_temp.id('zurich')), 'Zürich',
+          'the entity keeps the first spelling as its name');
+select isnt(memory.upsert_entity(pg_temp.id('p1'), 'Zurich'), pg_temp.id('zurich'),
+            'Zurich without the umlaut is another entity (exact, never fuzzy)');
+
+insert into ids values ('tokyo', memory.upsert_entity(pg_temp.id('p1'), '東京'));
+select is(memory.upsert_entity(pg_temp.id('p1'), '東京'), pg_temp.id('tokyo'), '東京 matches 東京');
+select isnt(pg_temp.id('tokyo'), pg_temp.id('zurich'), '東京 is not Zürich');
+select is((select normalized_name from memory.entities where entity_id = pg_temp.id('tokyo')), '東京',
+          'a CJK name is stored normalized, not emptied');
+
+select is(memory.upsert_entity(pg_temp.id('p1'), 'Zürich', 'city', 'Largest Swiss city'), pg_temp.id('zurich'),
+          'upsert with type and summary keeps the entity');
+select is((select entity_type || ': ' || summary from memory.entities where entity_id = pg_temp.id('zurich')),
+          'city: Largest Swiss city', 'type and summary are set');
+
+select throws_ok($$ select memory.upsert_entity(pg_temp.id('p1'), '?!') $$, '22023', null,
+                 'a name with no letters or digits is refused');
+
+-- aliases ------------------------------------------------------------------
+select throws_ok($$ select memory.add_alias(pg_temp.id('p1'), 'Genève', 'Genf') $$, 'P0002', null,
+                 'alias for an entity that does not exist: not found');
+select is(memory.add_alias(pg_temp.id('p1'), 'ZÜRICH', 'Züri'), pg_temp.id('zurich'),
+          'add_alias returns the entity it names');
+select is(memory.upsert_entity(pg_temp.id('p1'), 'züri.'), pg_temp.id('zurich'),
+          'a name matching the alias resolves to the entity');
+select is(memory.add_alias(pg_temp.id('p1'), 'Zürich', 'ZÜRI'), pg_temp.id('zurich'),
+          're-adding the same alias is a no-op');
+select throws_ok($$ select memory.add_alias(pg_temp.id('p1'), 'Zürich', '東京') $$, '23505', null,
+                 'an alias that already names another entity is refused');
+
+-- Facts written with plain strings share the entity's identity.
+select is((memory.assert_facts(pg_temp.id('p1'),
+            '[{"subject": "Züri", "predicate": "located in", "object": "Switzerland",
+               "valid_from": "2020-01-01T00:00:00Z"}]')->>'inserted')::int, 1,
+          'a fact about the alias is inserted');
+select is((select subject_id from memory_internal.fact_versions(pg_temp.id('p1')) where predicate = 'located in'),
+          pg_temp.id('zurich'), 'its subject is the aliased entity');
+select is((memory.assert_facts(pg_temp.id('p1'),
+            '[{"subject": "Alice", "predicate": "visited", "object": "Züri", "content": "Alice visited Zurich"},
+              {"subject": "Alice", "predicate": "visited", "object": "ZÜRICH", "content": "Alice visited Zurich"}]')->>'inserted')::int, 1,
+          'an alias and the canonical name as object are one identity (second is skipped)');
+select is((select object_entity_id::text || ' ' || object_key
+             from memory_internal.fact_versions(pg_temp.id('p1')) where predicate = 'visited'),
+          pg_temp.id('zurich')::text || ' zürich', 'the object is the entity, keyed by its canonical name');
+
+-- Same name in another project: another entity; aliases do not cross.
+select isnt(memory.upsert_entity(pg_temp.id('p2'), 'Zürich'), pg_temp.id('zurich'),
+            'Zürich in project p2 is another entity');
+select isnt(memory.upsert_entity(pg_temp.id('p2'), 'Züri'), memory.upsert_entity(pg_temp.id('p2'), 'Zürich'),
+            'p1''s alias does not resolve in p2');
+select is((select count(distinct project_id)::int from memory.entities where normalized_name = 'zürich'), 2,
+          'one Zürich per project');
+
+select * from finish();
+ROLLBACK;

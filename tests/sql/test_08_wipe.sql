@@ -1,0 +1,236 @@
+-- 08 wipe: hard delete of a session's, a subject's or a project's content.
+-- Nothing wiped is readable at any instant or known_at afterwards, no
+-- tombstone is written, the audit row holds counts only, predicates stay.
+-- Runs as chronomem_app; sessions and episodes are inserted as superuser
+-- (ingest is not part of these functions).
+--
+-- known_at: as in test_04_as_of.sql, pg_temp.shift_back moves the project's
+-- record-time columns back one hour after each step (superuser, triggers
+-- off): step 1 is recorded at now() - 2h, step 2 at now() - 1h, the wipes at now().
+BEGIN;
+select plan(44);
+
+create temp table ids (k text primary key, id uuid not null);
+create temp table res (k text primary key, r jsonb not null);
+create temp table wiped (fact_id uuid primary key, scope text not null);
+grant all on ids, res, wiped to public;
+create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
+declare v uuid;
+begin
+  select i.id into v from pg_temp.ids i where i.k = p_k;
+  if v is null then raise exception 'test fixture % missing', p_k; end if;
+  return v;
+end $$;
+create function pg_temp.r(p_k text) returns jsonb language sql stable
+  as $$ select r from pg_temp.res where k = p_k $$;
+create procedure pg_temp.put(p_k text, p_facts jsonb, p_project text default 'p') language sql as $$
+  insert into pg_temp.res values (p_k, memory.assert_facts(pg_temp.id(p_project), p_facts)) $$;
+create procedure pg_temp.wipe(p_k text, p_session text default null, p_subject text default null) language sql as $$
+  insert into pg_temp.res values (p_k, memory.wipe(pg_temp.id('p'), p_session, p_subject)) $$;
+create procedure pg_temp.exec(p_sql text) language plpgsql as $$ begin execute p_sql; end $$;
+create procedure pg_temp.shift_back(p_project uuid, p_by interval)
+  language plpgsql security definer set session_replication_role = replica as $$
+begin
+  update memory.facts set recorded_at = recorded_at - p_by, range_changed_at = range_changed_at - p_by,
+         last_seen_at = last_seen_at - p_by, invalid_at = invalid_at - p_by
+   where project_id = p_project;
+  update memory.fact_events set occurred_at = occurred_at - p_by where project_id = p_project;
+  update memory.edges set recorded_at = recorded_at - p_by, expired_at = expired_at - p_by
+   where project_id = p_project;
+  update memory.tombstones set created_at = created_at - p_by, lifted_at = lifted_at - p_by
+   where project_id = p_project;
+end $$;
+create function pg_temp.fid(p_content text) returns uuid language sql stable as $$
+  select fact_id from memory_internal.fact_versions(pg_temp.id('p')) where content = p_content $$;
+-- Facts of project p visible at any of several world instants and known_at
+-- instants whose content matches a pattern.
+create function pg_temp.readable(p_like text) returns bigint language sql stable as $$
+  select count(*) from unnest(array['2019-06-01Z', '2020-01-01Z', '2021-06-01Z', '2022-01-01Z', '2023-06-01Z',
+                                    now()]::timestamptz[]) a,
+                       unnest(array[now(), now() - interval '30 minutes', now() - interval '90 minutes']) k,
+                       lateral memory.facts_at(pg_temp.id('p'), a, k) f
+   where f.content like p_like $$;
+create function pg_temp.edges_readable(p_target text) returns bigint language sql stable as $$
+  select count(*) from unnest(array['2019-06-01Z', '2021-06-01Z', '2023-06-01Z', now()]::timestamptz[]) a,
+                       unnest(array[now(), now() - interval '30 minutes', now() - interval '90 minutes']) k,
+                       lateral memory.edges_at(pg_temp.id('p'), a, k) e
+    join memory.entities t on t.org_id = e.org_id and t.entity_id = e.target_id
+   where t.normalized_name = p_target $$;
+-- Rows of the event log that mention a fact wiped by one scope, in any column.
+create function pg_temp.events_naming_wiped(p_scope text) returns bigint language sql stable as $$
+  select count(*) from memory.fact_events e
+   where e.project_id = pg_temp.id('p')
+     and exists (select from pg_temp.wiped w where w.scope = p_scope
+                    and w.fact_id in (e.fact_id, e.old_fact_id, e.new_fact_id)) $$;
+-- Invariant 4: current edges = maximal windows of the current facts asserting them.
+create function pg_temp.have() returns table (s uuid, t uuid, rel text, r tstzrange) language sql stable as $$
+  select source_id, target_id, relation, valid_range from memory.edges
+   where project_id = pg_temp.id('p') and expired_at is null $$;
+create function pg_temp.want() returns table (s uuid, t uuid, rel text, r tstzrange) language sql stable as $$
+  select subject_id, object_entity_id, predicate, unnest(range_agg(valid_range))
+    from memory_internal.fact_versions(pg_temp.id('p'))
+   where invalid_at is null and object_entity_id is not null and not isempty(valid_range)
+   group by 1, 2, 3 $$;
+
+set local role chronomem_app;
+do $$
+declare o uuid := memory.create_org('wipe org');
+begin
+  perform memory.use_org(o, true);
+  insert into pg_temp.ids values ('org', o), ('p', memory.create_project(o, 'p')), ('q', memory.create_project(o, 'q'));
+  perform memory.declare_predicate(pg_temp.id('p'), 'works at', 'one');
+  perform memory.declare_predicate(pg_temp.id('p'), 'best friend', 'one');
+end $$;
+reset role;
+insert into memory.sessions (org_id, project_id, external_id)
+values (pg_temp.id('org'), pg_temp.id('p'), 'chat-1'), (pg_temp.id('org'), pg_temp.id('p'), 'chat-2');
+insert into memory.episodes (org_id, project_id, session_id, seq, role, content, occurred_at)
+select org_id, project_id, session_id, 1, 'user', 'message of ' || external_id,
+       case external_id when 'chat-1' then '2020-01-01Z'::timestamptz else '2022-01-01Z' end
+  from memory.sessions where project_id = pg_temp.id('p');
+insert into ids select s.external_id, e.episode_id from memory.episodes e join memory.sessions s using (org_id, session_id)
+ where e.project_id = pg_temp.id('p');
+set local role chronomem_app;
+
+-- Step 1 (now() - 2h): facts from chat-1 and from the API.
+insert into res values ('s1', memory.assert_facts(pg_temp.id('p'),
+  '[{"subject": "Alice", "predicate": "works at", "object": "Acme", "object_type": "entity", "content": "Alice works at Acme"},
+    {"subject": "Alice", "predicate": "likes", "object": "tea", "content": "Alice likes tea"}]',
+  p_source_episode => pg_temp.id('chat-1')));
+call pg_temp.put('s1b', '[{"subject": "Carol", "predicate": "knows", "object": "Bob", "object_type": "entity",
+                           "content": "Carol knows Bob", "valid_from": "2019-01-01T00:00:00Z"},
+                          {"subject": "Carol", "predicate": "knows", "object": "Dan", "object_type": "entity",
+                           "content": "Carol knows Dan", "valid_from": "2019-01-01T00:00:00Z"},
+                          {"subject": "Bob", "predicate": "likes", "object": "Jazz", "object_type": "entity",
+                           "content": "Bob likes jazz", "valid_from": "2019-01-01T00:00:00Z"},
+                          {"subject": "Bob", "predicate": "works at", "object": "Initech",
+                           "content": "Bob works at Initech", "valid_from": "2019-01-01T00:00:00Z"}]');
+call pg_temp.put('s1c', '[{"subject": "Carol", "predicate": "best friend", "object": "Dan", "object_type": "entity",
+                           "content": "Carol''s best friend is Dan", "valid_from": "2019-01-01T00:00:00Z"},
+                          {"subject": "Carol", "predicate": "best friend", "object": "Bob", "object_type": "entity",
+                           "content": "Carol''s best friend is Bob", "valid_from": "2021-01-01T00:00:00Z"}]');
+call pg_temp.put('q1', '[{"subject": "Alice", "predicate": "works at", "object": "Acme", "object_type": "entity",
+                          "content": "Alice works at Acme (q)"}]', 'q');
+call pg_temp.shift_back(pg_temp.id('p'), '1 hour');
+-- Step 2 (now() - 1h): chat-2 says Alice moved to Globex; the tea fact is retracted.
+insert into res values ('s2', memory.assert_facts(pg_temp.id('p'),
+  '[{"subject": "Alice", "predicate": "works at", "object": "Globex", "object_type": "entity", "content": "Alice works at Globex"},
+    {"subject": "Alice", "predicate": "likes", "object": "coffee", "content": "Alice likes coffee"}]',
+  p_source_episode => pg_temp.id('chat-2')));
+call pg_temp.exec($$ select memory.retract_fact(pg_temp.id('p'), pg_temp.fid('Alice likes tea')) $$);
+call pg_temp.exec($$ select memory.retract_fact(pg_temp.id('p'), pg_temp.fid('Bob likes jazz')) $$);
+call pg_temp.shift_back(pg_temp.id('p'), '1 hour');
+
+select is((select valid_range from memory_internal.fact_versions(pg_temp.id('p')) where content = 'Alice works at Acme'),
+          '[2020-01-01 00:00:00+00,2022-01-01 00:00:00+00)'::tstzrange, 'before the wipe Globex had closed Acme (control)');
+select is(pg_temp.readable('%Globex%') > 0 and pg_temp.edges_readable('globex') > 0, true,
+          'before the wipe Globex is readable (control)');
+insert into wiped select fact_id, 'session' from memory_internal.fact_versions(pg_temp.id('p')) where source_episode_id = pg_temp.id('chat-2');
+
+-- Session wipe.
+call pg_temp.wipe('w_session', 'chat-2');
+select is(pg_temp.r('w_session') - 'fact_events' - 'edges',
+          '{"scope": "session", "facts": 2, "entities": 0, "episodes": 1, "sessions": 1, "tombstones": 0}'::jsonb,
+          'session wipe: two facts, one episode, one session');
+select is(pg_temp.readable('%Globex%') + pg_temp.readable('%coffee%'), 0::bigint,
+          'the wiped facts are readable at no instant and no known_at');
+select is((select count(*) from memory_internal.fact_versions(pg_temp.id('p')) where fact_id in (select fact_id from wiped)),
+          0::bigint, 'no stored version of them is left');
+select is(pg_temp.edges_readable('globex'), 0::bigint, 'their edge is readable at no instant and no known_at');
+select is((select count(*) from memory.edges where target_id = (select entity_id from memory.entities
+                                                                where project_id = pg_temp.id('p') and normalized_name = 'globex')),
+          0::bigint, 'no edge row of theirs is left, expired or not');
+select is((select count(*) from memory.fact_events where fact_id in (select fact_id from wiped)), 0::bigint,
+          'their events are deleted');
+-- Wiped means "as if never asserted": a surviving fact's event that records
+-- the closing a wiped fact caused (new_fact_id = the wiped fact) would keep
+-- the wiped fact's id and world time (when Alice moved) readable.
+select is(pg_temp.events_naming_wiped('session'), 0::bigint, 'no remaining event names a wiped fact');
+select is((select string_agg(f.content, ',') from memory.facts_at(pg_temp.id('p'), '2023-06-01Z', now() - interval '30 minutes') f
+            where f.predicate = 'works at' and f.content like 'Alice%'), 'Alice works at Acme',
+          'read at a known_at before the wipe, Acme is not closed at the wiped fact''s start');
+select is((select count(*) from memory.episodes e join memory.sessions s using (org_id, session_id)
+            where s.external_id = 'chat-2'), 0::bigint, 'the session and its episodes are gone');
+select is((select valid_range from memory_internal.fact_versions(pg_temp.id('p')) where content = 'Alice works at Acme'),
+          '[2020-01-01 00:00:00+00,)'::tstzrange, 'what the wiped fact had closed is restored');
+select is((select string_agg(f.content, ',') from memory.facts_at(pg_temp.id('p'), '2023-06-01Z') f where f.predicate = 'works at'
+             and f.content like 'Alice%'), 'Alice works at Acme', 'Alice works at Acme in 2023 again');
+select is((select count(*)::int from memory.edges_at(pg_temp.id('p'), '2023-06-01Z') e
+             join memory.entities t on t.entity_id = e.target_id where t.normalized_name = 'acme'), 1,
+          'the restored Acme fact has its open edge back');
+select set_eq('select * from pg_temp.have()', 'select * from pg_temp.want()', 'invariant 4 holds after the session wipe');
+select is((select array_agg(fact_id) from memory.tombstones where project_id = pg_temp.id('p')),
+          array[pg_temp.fid('Alice likes tea'), pg_temp.fid('Bob likes jazz')], 'the wipe wrote no tombstone');
+select is((select counts from memory.audit_log where action = 'wipe' and resource = 'session'),
+          (pg_temp.r('w_session') - 'scope'), 'the audit row holds the counts');
+call pg_temp.put('reassert', '[{"subject": "Alice", "predicate": "likes", "object": "coffee", "content": "Alice likes coffee"}]');
+select is(pg_temp.r('reassert') #>> '{results,0,status}', 'inserted', 'a wiped claim can be asserted again (it was not tombstoned)');
+call pg_temp.exec($$ select memory.retract_fact(pg_temp.id('p'), (pg_temp.r('reassert') #>> '{results,0,fact_id}')::uuid) $$);
+
+-- Subject wipe: every fact naming Bob, as subject or object.  Edge drift
+-- left by the session wipe (if any) is healed first, so this part is judged
+-- on its own.
+insert into res values ('heal', memory.reconcile_edges(1000, pg_temp.id('p')));
+insert into wiped select v.fact_id, 'subject' from memory_internal.fact_versions(pg_temp.id('p')) v
+  join memory.entities e on e.entity_id in (v.subject_id, v.object_entity_id) where e.normalized_name = 'bob'
+on conflict do nothing;
+call pg_temp.wipe('w_subject', null, 'BOB');
+select is(pg_temp.r('w_subject') - 'fact_events' - 'edges',
+          '{"scope": "subject", "facts": 4, "entities": 1, "episodes": 0, "sessions": 0, "tombstones": 1}'::jsonb,
+          'subject wipe: four facts, the entity and its tombstone');
+select is(pg_temp.readable('%Bob%'), 0::bigint, 'nothing about Bob is readable at any instant or known_at');
+select is((select count(*) from memory.entities where project_id = pg_temp.id('p') and normalized_name = 'bob'), 0::bigint,
+          'the entity is gone');
+select is((select count(*) from memory.edges e join memory.entities t on t.entity_id in (e.source_id, e.target_id)
+            where e.project_id = pg_temp.id('p') and t.normalized_name in ('bob', 'jazz')), 0::bigint,
+          'no edge to or from Bob is left');
+select is(pg_temp.events_naming_wiped('subject'), 0::bigint, 'no remaining event names a wiped fact');
+select is((select valid_range from memory_internal.fact_versions(pg_temp.id('p')) where content = 'Carol''s best friend is Dan'),
+          '[2019-01-01 00:00:00+00,)'::tstzrange, 'what a wiped fact about Bob had closed is restored');
+select set_eq('select * from pg_temp.have()', 'select * from pg_temp.want()',
+              'invariant 4 holds after the subject wipe (Carol''s edge to Dan is open again)');
+select is(pg_temp.readable('Carol knows Dan'), 18::bigint, 'positive control: Carol knows Dan is untouched');
+select is((select count(*)::int from memory.edges where project_id = pg_temp.id('p') and expired_at is null
+             and relation = 'knows'), 1, 'and keeps its edge');
+select is((select counts::text from memory.audit_log where action = 'wipe' and resource = 'subject'),
+          (pg_temp.r('w_subject') - 'scope')::text, 'the audit row holds the counts');
+
+-- Errors.
+select throws_ok($$ select memory.wipe(pg_temp.id('p'), 'chat-1', 'Alice') $$, '22023', null, 'session and subject at once: refused');
+select throws_ok($$ select memory.wipe(pg_temp.id('p'), 'no such chat') $$, 'P0002', null, 'unknown session: not found');
+select throws_ok($$ select memory.wipe(pg_temp.id('p'), null, 'Nobody') $$, 'P0002', null, 'unknown subject: not found');
+
+-- Project wipe.
+call pg_temp.wipe('w_project');
+select is(pg_temp.r('w_project')->>'scope', 'project', 'project wipe');
+select is(pg_temp.readable('%'), 0::bigint, 'no fact is readable at any instant or known_at');
+select is((select count(*) from memory_internal.fact_versions(pg_temp.id('p'))), 0::bigint, 'no stored version is left');
+select is((select count(*) from memory.edges_at(pg_temp.id('p'), '2021-01-01Z', now() - interval '90 minutes'))
+          + (select count(*) from memory.edges where project_id = pg_temp.id('p')), 0::bigint, 'no edge is left');
+select is((select count(*) from memory.fact_events where project_id = pg_temp.id('p')), 0::bigint, 'no event is left');
+select is((select count(*) from memory.tombstones where project_id = pg_temp.id('p')), 0::bigint,
+          'no tombstone is left, and none was written');
+select is((select count(*) from memory.entities where project_id = pg_temp.id('p'))
+          + (select count(*) from memory.episodes where project_id = pg_temp.id('p'))
+          + (select count(*) from memory.sessions where project_id = pg_temp.id('p')), 0::bigint,
+          'no entity, episode or session is left');
+select is((select string_agg(predicate || ':' || cardinality, ',') from memory.predicates_of(pg_temp.id('p'))),
+          'best friend:one,works at:one', 'declared predicates survive');
+select is((select count(*)::int from memory.facts_at(pg_temp.id('q'))), 1, 'the other project is untouched');
+select is((select counts from memory.audit_log where action = 'wipe' and resource = 'project'),
+          pg_temp.r('w_project') - 'scope', 'the audit row holds the counts');
+select is_empty($$
+  select a.audit_id from memory.audit_log a, jsonb_each(a.counts) c
+   where a.project_id = pg_temp.id('p') and a.action = 'wipe' and jsonb_typeof(c.value) <> 'number'
+  union all
+  select a.audit_id from memory.audit_log a
+   where a.project_id = pg_temp.id('p') and a.action = 'wipe'
+     and (a::text ~* 'alice|bob|acme|globex|coffee|jazz|chat-|message')
+$$, 'wipe audit rows hold numbers only, no content');
+select cmp_ok((select value from memory.counters(pg_temp.id('p')) where metric = 'facts_purged'), '>=', 9::bigint,
+              'purged facts are counted');
+call pg_temp.put('after', '[{"subject": "Alice", "predicate": "likes", "object": "tea", "content": "Alice likes tea"}]');
+select is(pg_temp.r('after') #>> '{results,0,status}', 'inserted', 'a claim retracted before the wipe is accepted again');
+
+select * from finish();
+ROLLBACK;
