@@ -235,9 +235,12 @@ create or replace function memory_internal.json_text(p_value jsonb) returns text
 create or replace function memory_internal.parse_facts(
   p_org uuid, p_project uuid, p_facts jsonb, p_default_episode uuid)
   returns table (idx integer, item memory_internal.fact_input, field text, message text)
-  language sql volatile
+  -- plpgsql, not sql: its plan is cached per session instead of planned per call.
+  language plpgsql volatile
   set search_path = memory_internal, memory, public, pg_temp
-  as $$
+as $$
+begin
+  return query
     with raw as (
       select (t.ord - 1)::integer as idx, t.e, jsonb_typeof(t.e) = 'object' as is_object
         from jsonb_array_elements(p_facts) with ordinality t(e, ord)
@@ -324,8 +327,9 @@ create or replace function memory_internal.parse_facts(
            coalesce(c.problem[1], case when c.valid_to <= c.valid_from then 'valid_to' end),
            coalesce(c.problem[2], case when c.valid_to <= c.valid_from
                                        then 'valid_to must be later than valid_from' end)
-      from checked c
-  $$;
+      from checked c;
+end
+$$;
 
 create or replace function memory.assert_facts(
   p_project uuid,
