@@ -257,7 +257,9 @@ begin
              coalesce(jsonb_typeof(r.e -> 'valid_from'), 'null') as from_type,
              coalesce(jsonb_typeof(r.e -> 'valid_to'), 'null') as to_type
         from raw r
-    ), g as (
+    ), g as materialized (
+      -- materialized: each expensive expression once per fact, however
+      -- often the checks below refer to it.
       select f.*,
              memory.normalize_text(f.subject) as subject_norm,
              memory.normalize_text(f.predicate) as predicate_norm,
@@ -404,13 +406,15 @@ begin
      from (select distinct memory_internal.predicate_lock_key(p_project, i.predicate) as k
              from unnest(v_items) i order by 1) keys;
   insert into memory.entities (org_id, project_id, name, normalized_name, entity_type)
-  select distinct on (n.norm) v_org, p_project, n.name, n.norm, n.type
-    from (select i.subject_name, i.subject_norm, i.subject_type, i.idx from unnest(v_items) i
-          union all
-          select i.object_name, i.object_norm, i.object_entity_type, i.idx
-            from unnest(v_items) i where i.object_kind = 'entity') n(name, norm, type, idx)
-   where memory_internal.find_entity(v_org, p_project, n.norm) is null
-   order by n.norm, n.idx
+  select v_org, p_project, d.name, d.norm, d.type
+    from (select distinct on (n.norm) n.name, n.norm, n.type
+            from (select i.subject_name, i.subject_norm, i.subject_type, i.idx from unnest(v_items) i
+                  union all
+                  select i.object_name, i.object_norm, i.object_entity_type, i.idx
+                    from unnest(v_items) i where i.object_kind = 'entity') n(name, norm, type, idx)
+           order by n.norm, n.idx) d
+   where memory_internal.find_entity(v_org, p_project, d.norm) is null
+   order by d.norm
   on conflict (org_id, project_id, normalized_name) do nothing;
 
   -- 3. Resolve identities.  An entity object is keyed by its canonical
@@ -432,18 +436,22 @@ begin
                  i.predicate_label, i.object_name, i.object_norm, i.object_kind,
                  i.object_entity_type, i.content, i.content_key, i.confidence, i.valid_from,
                  i.valid_to, i.source_episode_id, e.subject_id, e.object_entity_id,
-                 coalesce(oe.normalized_name, i.object_norm) as object_key,
+                 coalesce(e.object_name, i.object_norm) as object_key,
                  case memory_internal.cardinality(v_org, p_project, i.predicate)
-                   when 'one' then '' else coalesce(oe.normalized_name, i.object_norm) end
+                   when 'one' then '' else coalesce(e.object_name, i.object_norm) end
                    as identity_object
             from unnest(v_items) i
            cross join lateral (
-             select memory_internal.find_entity(v_org, p_project, i.subject_norm) as subject_id,
-                    case when i.object_kind <> 'literal'
-                         then memory_internal.find_entity(v_org, p_project, i.object_norm) end
-                      as object_entity_id) e
-            left join memory.entities oe
-              on oe.org_id = v_org and oe.entity_id = e.object_entity_id) y) x;
+             -- Per-row index lookups (offset 0 keeps the planner from
+             -- hashing the org's entities instead).
+             select hit.subject_id, hit.object_entity_id,
+                    (select n.normalized_name from memory.entities n
+                      where n.org_id = v_org and n.entity_id = hit.object_entity_id) as object_name
+               from (select memory_internal.find_entity(v_org, p_project, i.subject_norm) as subject_id,
+                            case when i.object_kind <> 'literal'
+                                 then memory_internal.find_entity(v_org, p_project, i.object_norm)
+                            end as object_entity_id
+                     offset 0) hit) e) y) x;
 
   -- 4. Lock every identity of the batch in one fixed order, so concurrent
   -- batches over the same identities queue instead of deadlocking.

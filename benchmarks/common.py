@@ -1,0 +1,158 @@
+"""What every benchmark shares: a throwaway database, run metadata, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from chronomem import embedded
+from chronomem.bootstrap import bootstrap, set_login_passwords
+from chronomem.dsn import app_dsn, with_params
+from chronomem.migrate import migrate
+from chronomem.paths import REPO_ROOT
+from chronomem.settings import APP_ROLE, Settings
+
+# Never the application's database: benchmarks create, fill and drop their own.
+BENCH_DB = "chronomem_bench"
+
+
+@dataclass(frozen=True)
+class BenchDatabase:
+    admin: str  # superuser, on the bench database
+    owner: str  # chronomem_owner: migrations, scratch tables, VACUUM
+    app: str  # chronomem_app: what the API and the worker log in as
+    server: str  # "embedded" or "database_url"
+
+
+@contextmanager
+def _server(database_url: str | None) -> Iterator[tuple[str, str]]:
+    """A superuser DSN: the given server, else an embedded one in a temp dir."""
+    if database_url:
+        yield database_url, "database_url"
+        return
+    with tempfile.TemporaryDirectory(prefix="chronomem-bench-", ignore_cleanup_errors=True) as tmp:
+        server = embedded.start(Path(tmp) / "pg", cleanup_mode="delete")
+        try:
+            yield embedded.superuser_dsn(server), "embedded"
+        finally:
+            server.cleanup()
+
+
+def _drop_database(superuser_dsn: str) -> None:
+    with psycopg.connect(superuser_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(BENCH_DB))
+        )
+
+
+@contextmanager
+def bench_database(database_url: str | None) -> Iterator[BenchDatabase]:
+    """A freshly bootstrapped and migrated `chronomem_bench`, dropped afterwards.
+
+    Set up exactly as `chronomem up` does (bootstrap as superuser, migrate as owner).
+    Passwords, where the server asks for them, come from CHRONOMEM_OWNER_PASSWORD and
+    CHRONOMEM_APP_PASSWORD like everywhere else.
+    """
+    settings = Settings.from_env()
+    with _server(database_url) as (superuser, kind):
+        _drop_database(superuser)  # a leftover from an interrupted run
+        owner = bootstrap(superuser, BENCH_DB, settings.owner_password)
+        try:
+            migrate(owner)
+            set_login_passwords(owner, {APP_ROLE: settings.app_password})
+            yield BenchDatabase(
+                admin=with_params(superuser, dbname=BENCH_DB),
+                owner=owner,
+                app=app_dsn(owner, settings.app_password),
+                server=kind,
+            )
+        finally:
+            _drop_database(superuser)
+
+
+def server_info(dsn: str) -> dict[str, Any]:
+    """Version and the settings that move write throughput the most."""
+    names = ("shared_buffers", "synchronous_commit", "fsync", "wal_level", "max_wal_size", "jit")
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("select version(), current_setting('server_version')").fetchone()
+        assert row is not None
+        found = conn.execute(
+            "select name, setting || coalesce(' ' || unit, '') from pg_settings "
+            "where name = any(%s)",
+            [list(names)],
+        ).fetchall()
+    return {"version": row[1], "version_full": row[0], "settings": dict(found)}
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "cores": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def git_info() -> dict[str, Any]:
+    """HEAD and whether the tree differs from it (then HEAD is not what was measured)."""
+    status = _git("status", "--porcelain")
+    return {
+        "commit": _git("rev-parse", "HEAD") or "unknown",
+        "dirty": None if status is None else bool(status),
+    }
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def latency_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """p50/p95 (inclusive quantiles), mean and max of per-batch latencies, in ms."""
+    ms = sorted(s * 1000 for s in seconds)
+    if len(ms) == 1:
+        ms = ms * 2  # quantiles() needs two points
+    cuts = statistics.quantiles(ms, n=100, method="inclusive")
+    return {
+        "p50": round(cuts[49], 2),
+        "p95": round(cuts[94], 2),
+        "mean": round(statistics.fmean(ms), 2),
+        "max": round(ms[-1], 2),
+    }
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")

@@ -1,0 +1,676 @@
+"""Write throughput: memory.assert_facts against a hand-written set-based INSERT.
+
+Both methods get the same batches (100 facts: ~50% new identities, ~30% superseding a
+current 'plan', ~20% identical re-assertions), the same number of writers (threads,
+one connection each, one transaction per batch), in the same run, on the same server.
+All writers share one project per scenario and use disjoint subjects, so they contend
+on the same tables and indexes but never on the same identity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import re
+import statistics
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import psycopg
+
+from benchmarks.common import (
+    BenchDatabase,
+    git_info,
+    latency_ms,
+    machine_info,
+    now_iso,
+    server_info,
+    write_json,
+)
+
+HELP = "assert_facts throughput (batches of 100; 1 and 4 writers) vs a plain set-based INSERT"
+
+BATCH_SIZE = 100
+MIX = {"new": 0.5, "supersede": 0.3, "identical": 0.2}
+PLANS = ("free", "starter", "basic", "plus", "pro", "team", "business", "enterprise")
+TOPICS = 5000  # vocabulary of 'likes' objects
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+SUBJECT_NS = uuid.UUID("6f1d7c1e-2a4b-4c8e-9a51-6d0c1b7e3f20")
+GOAL_MIN, GOAL_TARGET = 0.5, 0.7
+COUNT_KEYS = ("inserted", "superseded", "skipped", "refused", "invalid")
+
+SCRATCH_SCHEMA = "bench_scratch"
+BARE = f"{SCRATCH_SCHEMA}.bench_bare_facts"
+CREATE_BARE = f"create table {BARE} (like memory.facts including all)"
+
+# The baseline: what a hand-written app would send once it already knows, per fact,
+# whether it is new, superseding or a repeat (decided in Python, outside the timing).
+CLOSE_SQL = f"""
+update {BARE} f
+   set valid_range = tstzrange(lower(f.valid_range), c.valid_from), range_changed_at = now()
+  from jsonb_to_recordset(%(closes)s::jsonb)
+       c(subject_id uuid, predicate text, identity_object text, valid_from timestamptz)
+ where f.org_id = %(org)s and f.project_id = %(project)s and f.subject_id = c.subject_id
+   and f.predicate = c.predicate and f.identity_object = c.identity_object
+   and f.invalid_at is null and upper_inf(f.valid_range)
+"""
+INSERT_SQL = f"""
+insert into {BARE} (
+  org_id, project_id, fact_id, subject_id, predicate, predicate_label, object_literal,
+  object_key, identity_object, content, content_key, source, actor, valid_from, valid_range)
+select %(org)s, %(project)s, r.fact_id, r.subject_id, r.predicate, r.predicate_label,
+       r.object_literal, r.object_key, r.identity_object, r.content, r.content_key, 'api',
+       session_user, r.valid_from, tstzrange(r.valid_from, null)
+  from jsonb_to_recordset(%(rows)s::jsonb)
+       r(fact_id uuid, subject_id uuid, predicate text, predicate_label text,
+         object_literal text, object_key text, identity_object text, content text,
+         content_key text, valid_from timestamptz)
+"""
+
+TRIGGERS_SQL = (
+    "select tgname || ': ' || tgfoid::regproc from pg_trigger "
+    "where tgrelid = %s::regclass and not tgisinternal order by tgname"
+)
+
+Fact = dict[str, str]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--batches",
+        type=int,
+        default=300,
+        help="timed batches of 100 facts per writer and method (default: 300, about a "
+        "minute in all on 2 cores)",
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=10, help="untimed batches per writer first (default: 10)"
+    )
+    parser.add_argument(
+        "--writers",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1, 4],
+        help="comma-separated writer counts, one scenario each (default: 1,4)",
+    )
+    parser.add_argument("--seed", type=int, default=20240601, help="workload seed")
+    parser.add_argument(
+        "--stats",
+        choices=["fresh", "stale"],
+        default="fresh",
+        help="fresh (default): VACUUM ANALYZE after the warm-up, so the timed batches are "
+        "planned on statistics that know the project's rows; stale: only before the "
+        "warm-up, i.e. the project is new to the planner (as before autovacuum catches up)",
+    )
+
+
+# --------------------------------------------------------------------------- workload
+
+
+def _norm(text: str) -> str:
+    """memory.normalize_text for the ASCII this generator produces (checked at the end:
+    the consistency check compares content_key with what assert_facts stored)."""
+    return re.sub(r"[^0-9a-z]+", " ", text.lower()).strip()
+
+
+@dataclass(frozen=True)
+class Batch:
+    facts: str  # assert_facts' p_facts
+    rows: str  # baseline: rows to insert
+    closes: str  # baseline: predecessors to close
+    mix: Counter[str]  # new / supersede / identical, as generated
+
+
+@dataclass
+class WriterWorkload:
+    """Deterministic fact stream of one writer; its subjects are its own (w<i>s<n>)."""
+
+    writer: int
+    rng: random.Random
+    tick: int = 0
+    subjects: list[str] = field(default_factory=list)
+    plan: dict[str, Fact] = field(default_factory=dict)  # subject -> current plan
+    likes: list[Fact] = field(default_factory=list)
+    liked: set[tuple[str, str]] = field(default_factory=set)
+
+    def _valid_from(self) -> str:
+        # Strictly increasing per writer: a superseding fact starts after its predecessor.
+        self.tick += 1
+        return (BASE + timedelta(minutes=self.tick)).isoformat()
+
+    def _new_subject(self) -> str:
+        name = f"w{self.writer}s{len(self.subjects)}"
+        self.subjects.append(name)
+        return name
+
+    def _plan_fact(self, subject: str, obj: str) -> Fact:
+        fact = {
+            "subject": subject,
+            "predicate": "plan",
+            "object": obj,
+            "content": f"{subject} is on the {obj} plan",
+            "valid_from": self._valid_from(),
+        }
+        self.plan[subject] = fact
+        return fact
+
+    def _likes_fact(self, taken: set[str]) -> Fact:
+        pool = [s for s in self.subjects if s not in taken]
+        subject = self.rng.choice(pool) if pool else self._new_subject()
+        obj = f"topic{self.rng.randrange(TOPICS)}"
+        while (subject, obj) in self.liked:
+            obj = f"topic{self.rng.randrange(TOPICS)}"
+        self.liked.add((subject, obj))
+        fact = {
+            "subject": subject,
+            "predicate": "likes",
+            "object": obj,
+            "content": f"{subject} likes {obj}",
+            "valid_from": self._valid_from(),
+        }
+        self.likes.append(fact)
+        return fact
+
+    def batch(self, size: int = BATCH_SIZE) -> Batch:
+        """One batch; each identity occurs at most once in it (no in-batch rounds)."""
+        n_sup = min(round(size * MIX["supersede"]), len(self.plan))
+        superseded = set(self.rng.sample(list(self.plan), n_sup))
+        repeatable = [f for s, f in self.plan.items() if s not in superseded] + self.likes
+        n_same = min(round(size * MIX["identical"]), len(repeatable))
+        identical = [dict(f) for f in self.rng.sample(repeatable, n_same)]
+        items: list[tuple[str, Fact]] = [("identical", f) for f in identical]
+        for subject in sorted(superseded):
+            old = self.plan[subject]
+            obj = self.rng.choice([p for p in PLANS if p != old["object"]])
+            items.append(("supersede", self._plan_fact(subject, obj)))
+        for k in range(size - len(items)):
+            # New identities: half a first plan of a new subject, half a new 'likes'.
+            if k % 2 == 0:
+                fact = self._plan_fact(self._new_subject(), self.rng.choice(PLANS))
+            else:
+                fact = self._likes_fact(superseded)
+            items.append(("new", fact))
+        self.rng.shuffle(items)
+        return self._encode(items)
+
+    def _subject_id(self, subject: str) -> str:
+        return str(uuid.uuid5(SUBJECT_NS, subject))
+
+    def _row(self, fact: Fact) -> dict[str, str]:
+        many = fact["predicate"] != "plan"
+        return {
+            "fact_id": str(uuid.UUID(int=self.rng.getrandbits(128), version=4)),
+            "subject_id": self._subject_id(fact["subject"]),
+            "predicate": fact["predicate"],
+            "predicate_label": fact["predicate"],
+            "object_literal": fact["object"],
+            "object_key": _norm(fact["object"]),
+            "identity_object": _norm(fact["object"]) if many else "",
+            "content": fact["content"],
+            "content_key": _norm(fact["content"]),
+            "valid_from": fact["valid_from"],
+        }
+
+    def _encode(self, items: list[tuple[str, Fact]]) -> Batch:
+        rows = [self._row(f) for kind, f in items if kind != "identical"]
+        closes = [
+            {
+                "subject_id": self._subject_id(f["subject"]),
+                "predicate": "plan",
+                "identity_object": "",
+                "valid_from": f["valid_from"],
+            }
+            for kind, f in items
+            if kind == "supersede"
+        ]
+        return Batch(
+            facts=json.dumps([f for _, f in items]),
+            rows=json.dumps(rows),
+            closes=json.dumps(closes),
+            mix=Counter(kind for kind, _ in items),
+        )
+
+
+def workload(seed: int, writers: int, batches: int) -> list[list[Batch]]:
+    """All batches of all writers, serialized up front so no timing includes Python."""
+    out = []
+    for w in range(writers):
+        gen = WriterWorkload(writer=w, rng=random.Random(f"{seed}/{writers}/{w}"))
+        out.append([gen.batch() for _ in range(batches)])
+    return out
+
+
+# --------------------------------------------------------------------------- database
+
+
+@dataclass(frozen=True)
+class Tenant:
+    org: uuid.UUID
+    project: uuid.UUID
+
+
+def _one(conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()) -> Any:
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _new_org(app_dsn: str) -> uuid.UUID:
+    with psycopg.connect(app_dsn) as conn:
+        org: uuid.UUID = _one(conn, "select memory.create_org('benchmark write')")
+    return org
+
+
+def _new_project(app_dsn: str, org: uuid.UUID, name: str) -> Tenant:
+    with psycopg.connect(app_dsn) as conn:
+        conn.execute("select memory.use_org(%s)", (org,))
+        project: uuid.UUID = _one(conn, "select memory.create_project(%s, %s)", (org, name))
+        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (project,))
+        conn.execute("select memory.declare_predicate(%s, 'likes', 'many')", (project,))
+    return Tenant(org, project)
+
+
+def _normalized_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
+    """Index definitions with index and table names blanked, to compare two tables."""
+    schema, name = table.split(".")
+    rows = conn.execute(
+        "select indexname, indexdef from pg_indexes where schemaname = %s and tablename = %s",
+        (schema, name),
+    ).fetchall()
+    return sorted(
+        d.replace(f" {i} ", " <index> ").replace(f" ON {table} ", " ON <table> ") for i, d in rows
+    )
+
+
+def create_bare_table(owner_dsn: str) -> dict[str, Any]:
+    """The baseline's table; returns proof that it has memory.facts' indexes."""
+    with psycopg.connect(owner_dsn) as conn:
+        conn.execute(f"create schema {SCRATCH_SCHEMA}")
+        conn.execute(CREATE_BARE)
+        conn.execute(f"grant usage on schema {SCRATCH_SCHEMA} to chronomem_app")
+        conn.execute(f"grant select, insert, update on {BARE} to chronomem_app")
+        facts = _normalized_indexes(conn, "memory.facts")
+        bare = _normalized_indexes(conn, BARE)
+        excl = conn.execute(
+            "select pg_get_constraintdef(oid) from pg_constraint "
+            "where conrelid = %s::regclass and contype = 'x'",
+            (BARE,),
+        ).fetchall()
+        rls = _one(conn, "select relrowsecurity from pg_class where oid = %s::regclass", (BARE,))
+        fks = _one(
+            conn,
+            "select count(*) from pg_constraint where conrelid = %s::regclass and contype = 'f'",
+            (BARE,),
+        )
+        triggers = {
+            t: [r[0] for r in conn.execute(TRIGGERS_SQL, (t,)).fetchall()]
+            for t in ("memory.facts", BARE)
+        }
+    return {
+        "indexes_identical_to_memory_facts": facts == bare,
+        "index_count": len(bare),
+        "indexes": bare,
+        "exclusion_constraint": [r[0] for r in excl],
+        "row_level_security": rls,
+        "foreign_keys": fks,
+        "triggers": triggers,
+    }
+
+
+def drop_bare_table(owner_dsn: str) -> None:
+    with psycopg.connect(owner_dsn) as conn:
+        conn.execute(f"drop schema if exists {SCRATCH_SCHEMA} cascade")
+
+
+def _vacuum(owner_dsn: str) -> None:
+    # Both methods start a phase from the same kind of state: no dead tuples, fresh stats.
+    tables = (
+        "memory.facts, memory.fact_events, memory.entities, memory.jobs, memory_internal.counters"
+    )
+    with psycopg.connect(owner_dsn, autocommit=True) as conn:
+        conn.execute(f"vacuum (analyze) {tables}, {BARE}")
+
+
+Step = Callable[[psycopg.Connection[Any], Batch], dict[str, int]]
+
+
+def assert_step(tenant: Tenant) -> Step:
+    """One API-style transaction: scope to the org, assert the batch."""
+
+    def step(conn: psycopg.Connection[Any], batch: Batch) -> dict[str, int]:
+        with conn.transaction():
+            conn.execute("select memory.use_org(%s)", (tenant.org,))
+            result = _one(
+                conn, "select memory.assert_facts(%s, %s::jsonb)", (tenant.project, batch.facts)
+            )
+        return {k: int(result[k]) for k in COUNT_KEYS}
+
+    return step
+
+
+def baseline_step(tenant: Tenant) -> Step:
+    """One transaction: close the predecessors, insert the new rows."""
+
+    def step(conn: psycopg.Connection[Any], batch: Batch) -> dict[str, int]:
+        params = {"org": tenant.org, "project": tenant.project}
+        with conn.transaction():
+            closed = conn.execute(CLOSE_SQL, {**params, "closes": batch.closes}).rowcount
+            inserted = conn.execute(INSERT_SQL, {**params, "rows": batch.rows}).rowcount
+        return {"inserted": inserted, "closed": closed}
+
+    return step
+
+
+# --------------------------------------------------------------------------- timing
+
+
+@dataclass
+class PhaseResult:
+    wall_s: float
+    latencies_s: list[float]
+    counts: Counter[str]
+    mix: Counter[str]
+    batches: int
+    first_tenth_s: list[float] = field(default_factory=list)  # per writer, in order
+    last_tenth_s: list[float] = field(default_factory=list)
+
+
+def _writer(
+    dsn: str, batches: list[Batch], warmup: int, step: Step, barrier: threading.Barrier
+) -> tuple[list[float], Counter[str], Counter[str]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("set statement_timeout = '120s'")  # a stuck lock fails, never hangs
+        try:
+            for batch in batches[:warmup]:
+                step(conn, batch)
+            barrier.wait()
+        except BaseException:
+            barrier.abort()  # releases the others, which then fail too
+            raise
+        latencies, counts, mix = [], Counter[str](), Counter[str]()
+        for batch in batches[warmup:]:
+            t0 = perf_counter()
+            counts.update(step(conn, batch))
+            latencies.append(perf_counter() - t0)
+            mix.update(batch.mix)
+    return latencies, counts, mix
+
+
+def run_phase(
+    dsn: str,
+    work: list[list[Batch]],
+    warmup: int,
+    step: Step,
+    after_warmup: Callable[[], None] | None = None,
+) -> PhaseResult:
+    """All writers warm up, then start together; wall time runs until the last is done.
+
+    after_warmup runs once all writers are warmed up and before any timed batch.
+    """
+    barrier = threading.Barrier(len(work) + 1, action=after_warmup)
+    with ThreadPoolExecutor(max_workers=len(work)) as pool:
+        futures = [pool.submit(_writer, dsn, b, warmup, step, barrier) for b in work]
+        # A broken barrier means a writer failed: its future re-raises below.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait()
+        t0 = perf_counter()
+        results = [f.result() for f in futures]
+        wall = perf_counter() - t0
+    out = PhaseResult(wall, [], Counter(), Counter(), 0)
+    for latencies, counts, mix in results:
+        tenth = max(1, len(latencies) // 10)
+        out.first_tenth_s += latencies[:tenth]
+        out.last_tenth_s += latencies[-tenth:]
+        out.latencies_s += latencies
+        out.counts.update(counts)
+        out.mix.update(mix)
+        out.batches += len(latencies)
+    return out
+
+
+def consistency(app_dsn: str, tenant: Tenant) -> dict[str, Any]:
+    """Do both tables hold the same facts and windows? (content_key names the claim)."""
+    cols = "content_key, predicate, identity_object, object_key, valid_range"
+    a = f"select {cols} from memory.facts where project_id = %(p)s"
+    b = f"select {cols} from {BARE} where project_id = %(p)s"
+    query = f"""
+      select (select count(*) from memory.facts where project_id = %(p)s),
+             (select count(*) from {BARE} where project_id = %(p)s),
+             (select count(*) from memory.facts where project_id = %(p)s
+                                                  and upper_inf(valid_range)),
+             (select count(*) from {BARE} where project_id = %(p)s and upper_inf(valid_range)),
+             (select count(*) from (({a} except all {b}) union all ({b} except all {a})) d)
+    """
+    with psycopg.connect(app_dsn) as conn, conn.transaction():
+        conn.execute("select memory.use_org(%s)", (tenant.org,))
+        row = conn.execute(query, {"p": tenant.project}).fetchone()
+    assert row is not None
+    return {
+        "rows_memory_facts": row[0],
+        "rows_baseline": row[1],
+        "open_windows_memory_facts": row[2],
+        "open_windows_baseline": row[3],
+        "rows_differing": row[4],
+        "same_final_state": row[0] == row[1] and row[4] == 0,
+    }
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _method_report(phase: PhaseResult, inserted: int) -> dict[str, Any]:
+    facts = phase.batches * BATCH_SIZE
+    return {
+        "batches": phase.batches,
+        "facts_submitted": facts,
+        "wall_s": round(phase.wall_s, 3),
+        "facts_per_s": round(facts / phase.wall_s, 1),
+        "rows_inserted_per_s": round(inserted / phase.wall_s, 1),
+        "batch_latency_ms": latency_ms(phase.latencies_s),
+        # Drift: does a batch get slower as the project grows during the phase?
+        "mean_latency_ms_first_vs_last_tenth": [
+            round(statistics.fmean(phase.first_tenth_s) * 1000, 2),
+            round(statistics.fmean(phase.last_tenth_s) * 1000, 2),
+        ],
+    }
+
+
+def scenario(
+    db: BenchDatabase, org: uuid.UUID, writers: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    tenant = _new_project(db.app, org, f"write-{writers}-writers")
+    work = workload(args.seed, writers, args.warmup + args.batches)
+
+    def vacuum() -> None:
+        _vacuum(db.owner)
+
+    after_warmup = vacuum if args.stats == "fresh" else None
+    print(f"  {writers} writer(s): assert_facts ...", flush=True)
+    vacuum()
+    asserted = run_phase(db.app, work, args.warmup, assert_step(tenant), after_warmup)
+    print(f"  {writers} writer(s): baseline ...", flush=True)
+    vacuum()
+    base = run_phase(db.app, work, args.warmup, baseline_step(tenant), after_warmup)
+
+    expected = {
+        "inserted": asserted.mix["new"] + asserted.mix["supersede"],
+        "superseded": asserted.mix["supersede"],
+        "skipped": asserted.mix["identical"],
+        "refused": 0,
+        "invalid": 0,
+    }
+    af = _method_report(asserted, asserted.counts["inserted"])
+    af["returned_counts"] = {k: asserted.counts[k] for k in COUNT_KEYS}
+    af["expected_counts"] = expected
+    af["counts_as_expected"] = af["returned_counts"] == expected
+    bl = _method_report(base, base.counts["inserted"])
+    bl["rows_inserted"] = base.counts["inserted"]
+    bl["predecessors_closed"] = base.counts["closed"]
+    ratio = af["facts_per_s"] / bl["facts_per_s"]
+    return {
+        "writers": writers,
+        "generated_mix": dict(asserted.mix),
+        "assert_facts": af,
+        "baseline": bl,
+        "ratio": round(ratio, 3),
+        "consistency": consistency(db.app, tenant),
+    }
+
+
+def baseline_description(table: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "summary": (
+            "A plain table with memory.facts' columns, CHECK constraints, exclusion "
+            "constraint and indexes, written by the SQL a hand-written app would send "
+            "once it already knows each fact's fate: per batch, one transaction with one "
+            "UPDATE closing the predecessors of superseding facts and one INSERT ... "
+            "SELECT FROM jsonb_to_recordset of the new rows. Identical re-assertions are "
+            "not sent. Same batches, same writers, same number of transactions, same "
+            "role (chronomem_app) as assert_facts."
+        ),
+        "create": CREATE_BARE,
+        "statements_per_batch": [" ".join(CLOSE_SQL.split()), " ".join(INSERT_SQL.split())],
+        "table": table,
+        "precomputed_in_python_outside_the_timing": [
+            "which facts are new, superseding or identical (assert_facts decides it in SQL)",
+            "subject ids (uuid5 of the name; no entity rows)",
+            "fact ids, normalized object_key / content_key, identity_object",
+        ],
+        "not_done_by_the_baseline": [
+            "validation and normalization of the input JSON",
+            "entity lookup and creation (memory.entities)",
+            "identity advisory locks, and the project/predicate shared locks",
+            "skip detection and support_count/last_seen_at bump of re-asserted facts",
+            "world-time placement (restitch): the baseline assumes the newest fact is last",
+            "fact_events rows (asserted, superseded)",
+            "sharded counters, per-fact result JSON",
+            "the statement triggers on memory.facts and memory.entities that enqueue embed "
+            "jobs (memory.jobs rows + NOTIFY); LIKE copies no triggers",
+            "row-level security (memory.facts has FORCE ROW LEVEL SECURITY) and FK checks",
+        ],
+        "units": (
+            "facts_per_s counts every fact of a timed batch (100 per batch) for both methods, "
+            "so ratio = assert_facts facts/s / baseline facts/s is the inverse ratio of wall "
+            "times for the same work; rows_inserted_per_s counts only the rows inserted."
+        ),
+    }
+
+
+def plot(path: Path, scenarios: list[dict[str, Any]], subtitle: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{s['writers']} writer{'s' if s['writers'] > 1 else ''}" for s in scenarios]
+    af = [s["assert_facts"]["facts_per_s"] for s in scenarios]
+    bl = [s["baseline"]["facts_per_s"] for s in scenarios]
+    xs = range(len(scenarios))
+    width = 0.38
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    bars_af = ax.bar([x - width / 2 for x in xs], af, width, label="memory.assert_facts")
+    bars_bl = ax.bar([x + width / 2 for x in xs], bl, width, label="baseline: UPDATE + INSERT")
+    ax.bar_label(bars_af, fmt="%.0f", padding=2, fontsize=8)
+    ax.bar_label(bars_bl, fmt="%.0f", padding=2, fontsize=8)
+    top = max(af + bl)
+    for x, s, a, b in zip(xs, scenarios, af, bl, strict=True):
+        ax.annotate(
+            f"ratio {s['ratio']:.2f}",
+            (x, max(a, b) + top * 0.08),
+            ha="center",
+            fontsize=10,
+            fontweight="bold",
+        )
+    ax.set_ylim(0, top * 1.2)
+    ax.set_xticks(list(xs), labels)
+    ax.set_ylabel("facts per second (100-fact batches)")
+    ax.set_title(
+        f"Write throughput: assert_facts vs plain set-based INSERT\n{subtitle}", fontsize=9
+    )
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _load(avg: tuple[float, float, float]) -> list[float]:
+    return [round(x, 2) for x in avg]
+
+
+def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
+    started = perf_counter()
+    load_before = os.getloadavg()  # other work on the machine skews both methods unevenly
+    table = create_bare_table(db.owner)
+    try:
+        org = _new_org(db.app)
+        scenarios = [scenario(db, org, w, args) for w in args.writers]
+    finally:
+        drop_bare_table(db.owner)
+    server = server_info(db.admin)
+    machine = {
+        **machine_info(),
+        "load_average_1_5_15_min": [_load(load_before), _load(os.getloadavg())],
+    }
+    result = {
+        "benchmark": "write",
+        "timestamp": now_iso(),
+        "git": git_info(),
+        "settings": {
+            "batch_size": BATCH_SIZE,
+            "timed_batches_per_writer": args.batches,
+            "warmup_batches_per_writer": args.warmup,
+            "writers": args.writers,
+            "seed": args.seed,
+            "stats": args.stats,
+            "mix": MIX,
+            "server": db.server,
+            "postgres": server,
+            "machine": machine,
+        },
+        "workload": (
+            "One org; per scenario one project shared by all writers, each writer with its "
+            "own subjects (w<i>s<n>). Predicates: 'plan' declared cardinality one, 'likes' "
+            "declared many; objects are literals (no entity objects, so no edges). Per batch "
+            "of 100: ~50% new identities (half a first 'plan' of a new subject, half a new "
+            "'likes' object), ~30% a new 'plan' for a subject that has one (later valid_from: "
+            "supersedes), ~20% an earlier current fact re-sent verbatim (skipped). Each "
+            "identity occurs once per batch. Writers are threads, each with its own "
+            "connection as chronomem_app; each batch is one transaction (use_org + "
+            "assert_facts). Warm-up batches run first and are not timed; all writers then "
+            "start together and the phase ends when the last one finishes. Before each "
+            "phase the tables written are VACUUM ANALYZEd; with stats=fresh also after the "
+            "warm-up (same for both methods)."
+        ),
+        "baseline": baseline_description(table),
+        "goal": {"ratio_min": GOAL_MIN, "ratio_target": GOAL_TARGET},
+        "scenarios": scenarios,
+        "runtime_s": round(perf_counter() - started, 1),
+    }
+    out: Path = args.out
+    json_path = out / "write.json"
+    write_json(json_path, result)
+    subtitle = (
+        f"PostgreSQL {server['version']}, {machine['cores']} cores, {args.batches} timed "
+        f"batches/writer,\nmix 50/30/20 new/superseding/identical, stats {args.stats}"
+    )
+    plot(out / "write.png", scenarios, subtitle)
+    for s in scenarios:
+        print(
+            f"  {s['writers']} writer(s): assert_facts {s['assert_facts']['facts_per_s']:.0f} "
+            f"facts/s, baseline {s['baseline']['facts_per_s']:.0f} facts/s, "
+            f"ratio {s['ratio']:.2f}",
+            flush=True,
+        )
+    return json_path
