@@ -24,7 +24,15 @@ grant execute on function
   memory.subject_timeline(uuid, text, text),
   memory.predicates_of(uuid),
   memory.counters(uuid),
-  memory.embedding_dim()
+  memory.embedding_dim(),
+  memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]),
+  memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[]),
+  memory.context(uuid, text, vector, timestamptz, timestamptz, integer, integer)
+  to chronomem_app, chronomem_analyst;
+grant execute on function
+  memory_internal.question_tsquery(text),
+  memory_internal.rrf(integer),
+  memory_internal.estimate_tokens(text)
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
 
@@ -53,6 +61,7 @@ grant execute on function
   memory.resume_waiting_jobs(text[]),
   memory.enqueue_due_jobs(),
   memory.purge_done_jobs(interval),
+  memory.compute_communities(uuid, integer),
   -- Counts across orgs: for the operator's /metrics, not for tenants' analysts.
   memory.queue_stats()
   to chronomem_app;

@@ -1,0 +1,325 @@
+-- Retrieval: one call runs every leg, fuses them with reciprocal rank
+-- fusion, and answers at the instant asked.  Fact legs read through
+-- facts_at and the graph through edges_at, so as_of/known_at hold for all.
+
+-- The question as a full-text OR query: a document need not hold every
+-- word of a long question, only the rare ones it shares (ranking sorts the
+-- rest).  NULL when the question has no searchable word.
+create or replace function memory_internal.question_tsquery(p_query text)
+  returns tsquery
+  language sql immutable parallel safe
+  as $$
+    select string_agg(quote_literal(l), ' | ')::tsquery
+      from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(p_query, '')))) l
+  $$;
+
+-- Reciprocal rank fusion: the one definition.
+create or replace function memory_internal.rrf(p_rank integer) returns double precision
+  language sql immutable parallel safe
+  as $$ select 1.0 / (60 + p_rank) $$;
+comment on function memory_internal.rrf(integer) is 'Reciprocal rank fusion term 1/(60 + rank), rank from 1.';
+
+create or replace function memory.search(
+  p_project uuid,
+  p_query text,
+  p_query_embedding vector default null,
+  p_at timestamptz default now(),
+  p_known_at timestamptz default memory_internal.txn_instant(),
+  p_k integer default 10,
+  p_legs text[] default null)
+  returns jsonb
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  c_all_legs constant text[] := array['episode_vector', 'fact_vector', 'episode_fulltext',
+                                      'fact_fulltext', 'entity', 'graph'];
+  v_org uuid := memory_internal.project_org(p_project);
+  v_legs text[] := coalesce(p_legs, c_all_legs);
+  v_n integer;
+  v_tsq tsquery := memory_internal.question_tsquery(p_query);
+  v_qnorm text := memory.normalize_text(p_query);
+  v_leg text;
+  v_ids uuid[];
+  v_kind text;
+  v_hits jsonb := '[]';
+  v_ran text[] := '{}';
+  v_failed jsonb := '[]';
+  v_seeds uuid[] := '{}';
+  v_results jsonb;
+  v_prev_scan text;
+begin
+  if p_k is null or p_k < 1 or p_k > 200 then
+    raise exception 'k must be between 1 and 200' using errcode = 'invalid_parameter_value';
+  end if;
+  if not v_legs <@ c_all_legs then
+    raise exception 'unknown search leg in %; legs are %', v_legs, c_all_legs
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if p_at is null or p_known_at is null then
+    raise exception 'at and known_at must not be null' using errcode = 'null_value_not_allowed';
+  end if;
+  -- Each leg ranks more candidates than are returned, so fusion has
+  -- something to agree on.
+  v_n := greatest(p_k * 3, 30);
+  if p_query_embedding is not null then
+    -- Project-filtered vector queries keep walking the HNSW graph until
+    -- they have their rows instead of returning fewer.  (Set here, not as
+    -- a function SET clause: the setting exists only once pgvector's
+    -- library is loaded, which using a vector does.)
+    perform vector_dims(p_query_embedding);
+    v_prev_scan := current_setting('hnsw.iterative_scan', true);
+    perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+  end if;
+
+  foreach v_leg in array c_all_legs loop
+    continue when not v_leg = any (v_legs);
+    -- Vector legs need a query embedding; without one they are skipped,
+    -- not failed.  Text legs need a searchable word.
+    continue when v_leg in ('episode_vector', 'fact_vector') and p_query_embedding is null;
+    continue when v_leg in ('episode_fulltext', 'fact_fulltext') and v_tsq is null;
+    continue when v_leg in ('entity', 'graph') and coalesce(v_qnorm, '') = '';
+    v_ids := null;
+    begin
+      case v_leg
+      when 'episode_vector' then
+        v_kind := 'episode';
+        select array_agg(x.episode_id order by x.ord) into v_ids
+          from (select e.episode_id, row_number() over () as ord
+                  from (select e.episode_id from memory.episodes e
+                         where e.project_id = p_project and e.embedding is not null
+                           and e.occurred_at <= p_at and e.created_at <= p_known_at
+                         order by e.embedding <=> p_query_embedding
+                         limit v_n) e) x;
+      when 'fact_vector' then
+        v_kind := 'fact';
+        select array_agg(x.fact_id order by x.ord) into v_ids
+          from (select f.fact_id, row_number() over () as ord
+                  from (select f.fact_id from memory.facts_at(p_project, p_at, p_known_at) f
+                         where f.embedding is not null
+                         order by f.embedding <=> p_query_embedding
+                         limit v_n) f) x;
+      when 'episode_fulltext' then
+        v_kind := 'episode';
+        select array_agg(x.episode_id order by x.r desc, x.episode_id) into v_ids
+          from (select e.episode_id, ts_rank_cd(e.content_tsv, v_tsq, 1) as r
+                  from memory.episodes e
+                 where e.project_id = p_project and e.content_tsv @@ v_tsq
+                   and e.occurred_at <= p_at and e.created_at <= p_known_at
+                 order by 2 desc, 1
+                 limit v_n) x;
+      when 'fact_fulltext' then
+        v_kind := 'fact';
+        select array_agg(x.fact_id order by x.r desc, x.fact_id) into v_ids
+          from (select f.fact_id,
+                       ts_rank_cd(to_tsvector('english'::regconfig, f.content), v_tsq, 1) as r
+                  from memory.facts_at(p_project, p_at, p_known_at) f
+                 where to_tsvector('english'::regconfig, f.content) @@ v_tsq
+                 order by 2 desc, 1
+                 limit v_n) x;
+      when 'entity' then
+        v_kind := 'entity';
+        -- An entity whose name (or alias) occurs in the question, whole
+        -- words first, then by trigram word similarity.
+        select array_agg(x.entity_id order by x.exact desc, x.sim desc, x.entity_id) into v_ids
+          from (select n.entity_id,
+                       max((strpos(' ' || v_qnorm || ' ', ' ' || m.name || ' ') > 0)::int) as exact,
+                       max(word_similarity(m.name, v_qnorm)) as sim
+                  from memory.entities n
+                  cross join lateral (
+                    select n.normalized_name as name
+                    union all
+                    select a.normalized_alias from memory.entity_aliases a
+                     where a.org_id = n.org_id and a.entity_id = n.entity_id) m
+                 where n.project_id = p_project and n.created_at <= p_known_at
+                   and m.name <% v_qnorm
+                 group by n.entity_id
+                 order by 2 desc, 3 desc, 1
+                 limit v_n) x;
+        v_seeds := coalesce(v_ids[1:5], '{}');
+      when 'graph' then
+        v_kind := 'fact';
+        -- Breadth-first over the edges effective at p_at (depth <= 2) from
+        -- the entities the question names; the facts on the walked edges,
+        -- nearest first.
+        if cardinality(v_seeds) = 0 and not 'entity' = any (v_legs) then
+          select coalesce(array_agg(n.entity_id), '{}') into v_seeds
+            from (select n.entity_id from memory.entities n
+                   where n.project_id = p_project
+                     and strpos(' ' || v_qnorm || ' ', ' ' || n.normalized_name || ' ') > 0
+                   order by n.entity_id limit 5) n;
+        end if;
+        with recursive g as (
+          select e.source_id, e.target_id, e.relation from memory.edges_at(p_project, p_at, p_known_at) e
+        ), walk (entity_id, depth) as (
+          select s, 0 from unnest(v_seeds) s
+          union
+          select case when g.source_id = w.entity_id then g.target_id else g.source_id end, w.depth + 1
+            from walk w join g on w.entity_id in (g.source_id, g.target_id)
+           where w.depth < 2
+        ), reached as (
+          select w.entity_id, min(w.depth) as depth from walk w group by 1
+        ), walked as (
+          select g.source_id, g.target_id, g.relation,
+                 least(rs.depth, rt.depth) as depth
+            from g
+            join reached rs on rs.entity_id = g.source_id
+            join reached rt on rt.entity_id = g.target_id
+        )
+        select array_agg(x.fact_id order by x.depth, x.valid_from desc, x.fact_id) into v_ids
+          from (select f.fact_id, min(wk.depth) as depth, min(f.valid_from) as valid_from
+                  from memory.facts_at(p_project, p_at, p_known_at) f
+                  join walked wk on wk.source_id = f.subject_id and wk.target_id = f.object_entity_id
+                                and wk.relation = f.predicate
+                 group by f.fact_id
+                 order by 2, 3 desc, 1
+                 limit v_n) x;
+      end case;
+      v_ran := v_ran || v_leg;
+      v_hits := v_hits || coalesce(
+        (select jsonb_agg(jsonb_build_object('kind', v_kind, 'id', u.id, 'leg', v_leg, 'rank', u.ord))
+           from unnest(v_ids) with ordinality u(id, ord)), '[]');
+    exception when others then
+      -- A failing leg is reported; the others still answer.
+      v_failed := v_failed || jsonb_build_object('leg', v_leg, 'error', sqlerrm, 'sqlstate', sqlstate);
+    end;
+  end loop;
+
+  if v_prev_scan is not null then
+    perform set_config('hnsw.iterative_scan', v_prev_scan, true);
+  end if;
+  if cardinality(v_ran) = 0 and jsonb_array_length(v_failed) > 0 then
+    raise exception 'every search leg failed: %', v_failed using errcode = 'external_routine_exception';
+  end if;
+
+  with hits as (
+    select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank
+      from jsonb_array_elements(v_hits) h
+  ), fused as (
+    select h.kind, h.id, sum(memory_internal.rrf(h.rank)) as score,
+           jsonb_object_agg(h.leg, h.rank) as ranks
+      from hits h group by h.kind, h.id
+      order by 3 desc, 1, 2
+      limit p_k
+  ), numbered as (
+    select f.*, row_number() over (order by f.score desc, f.kind, f.id) as position from fused f
+  )
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'position', n.position, 'kind', n.kind, 'id', n.id, 'score', round(n.score::numeric, 6),
+           'ranks', n.ranks) || d.detail order by n.position), '[]')
+    into v_results
+    from numbered n
+    cross join lateral (
+      select case n.kind
+        when 'fact' then (
+          select jsonb_build_object('text', r.content, 'subject', r.subject, 'predicate', r.predicate,
+                                    'object', r.object, 'valid_from', r.valid_from,
+                                    'valid_until', r.valid_until, 'confidence', r.confidence)
+            from memory.readable_facts_at(p_project, p_at, p_known_at) r where r.fact_id = n.id)
+        when 'episode' then (
+          select jsonb_build_object('text', e.content, 'role', e.role, 'occurred_at', e.occurred_at,
+                                    'session', s.external_id, 'seq', e.seq)
+            from memory.episodes e join memory.sessions s on s.org_id = e.org_id and s.session_id = e.session_id
+           where e.org_id = v_org and e.episode_id = n.id)
+        else (
+          select jsonb_build_object('text', en.name, 'entity_type', en.entity_type, 'summary', en.summary)
+            from memory.entities en where en.org_id = v_org and en.entity_id = n.id)
+      end as detail) d;
+
+  return jsonb_build_object(
+    'results', v_results,
+    'degraded', jsonb_array_length(v_failed) > 0,
+    'failed_legs', v_failed,
+    'legs', to_jsonb(v_ran),
+    'at', p_at, 'known_at', p_known_at);
+end
+$$;
+comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]) is
+  'Hybrid search in one call: episode and fact vector legs (HNSW), episode and fact full-text legs (OR of the question''s words, ranked by cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by reciprocal rank fusion sum(1/(60+rank)). Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
+
+create or replace function memory.search_rows(
+  p_project uuid,
+  p_query text,
+  p_query_embedding vector default null,
+  p_at timestamptz default now(),
+  p_known_at timestamptz default memory_internal.txn_instant(),
+  p_k integer default 10,
+  p_legs text[] default null)
+  returns table (pos integer, kind text, score numeric, text text, valid_from timestamptz,
+                 valid_until timestamptz, occurred_at timestamptz, legs jsonb, id uuid)
+  language sql stable
+  as $$
+    select (r ->> 'position')::integer, r ->> 'kind', (r ->> 'score')::numeric, r ->> 'text',
+           (r ->> 'valid_from')::timestamptz, (r ->> 'valid_until')::timestamptz,
+           (r ->> 'occurred_at')::timestamptz, r -> 'ranks', (r ->> 'id')::uuid
+      from jsonb_array_elements(
+             memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k, p_legs)
+               -> 'results') r
+  $$;
+comment on function memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[]) is
+  'memory.search as rows, for reading in psql.';
+
+create or replace function memory.context(
+  p_project uuid,
+  p_query text,
+  p_query_embedding vector default null,
+  p_at timestamptz default now(),
+  p_known_at timestamptz default memory_internal.txn_instant(),
+  p_max_tokens integer default 1500,
+  p_k integer default 20)
+  returns jsonb
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+declare
+  v_search jsonb;
+  v_lines text[] := '{}';
+  v_facts jsonb := '[]';
+  v_episodes jsonb := '[]';
+  v_used integer := 0;
+  v_line text;
+  v_cost integer;
+  r jsonb;
+begin
+  if p_max_tokens is null or p_max_tokens < 50 then
+    raise exception 'max_tokens must be at least 50' using errcode = 'invalid_parameter_value';
+  end if;
+  v_search := memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k);
+  -- Facts first (what holds, with windows), then the episodes behind them.
+  for r in select x from jsonb_array_elements(v_search -> 'results') x
+            where x ->> 'kind' = 'fact' order by (x ->> 'position')::integer loop
+    v_line := format('- %s (valid %s – %s)', r ->> 'text',
+                     to_char((r ->> 'valid_from')::timestamptz, 'YYYY-MM-DD'),
+                     coalesce(to_char((r ->> 'valid_until')::timestamptz, 'YYYY-MM-DD'), 'now'));
+    v_cost := memory_internal.estimate_tokens(v_line);
+    exit when v_used + v_cost > p_max_tokens;
+    v_used := v_used + v_cost;
+    v_lines := v_lines || v_line;
+    v_facts := v_facts || r;
+  end loop;
+  if cardinality(v_lines) > 0 then
+    v_lines := array[format('Facts (as of %s):', to_char(p_at, 'YYYY-MM-DD HH24:MI "UTC"'))] || v_lines;
+  end if;
+  for r in select x from jsonb_array_elements(v_search -> 'results') x
+            where x ->> 'kind' = 'episode' order by (x ->> 'occurred_at')::timestamptz, (x ->> 'position')::integer loop
+    v_line := format('- [%s] %s: %s', to_char((r ->> 'occurred_at')::timestamptz, 'YYYY-MM-DD HH24:MI'),
+                     r ->> 'role', r ->> 'text');
+    v_cost := memory_internal.estimate_tokens(v_line);
+    continue when v_used + v_cost > p_max_tokens;
+    if jsonb_array_length(v_episodes) = 0 then
+      v_lines := v_lines || 'Conversation excerpts:'::text;
+    end if;
+    v_used := v_used + v_cost;
+    v_lines := v_lines || v_line;
+    v_episodes := v_episodes || r;
+  end loop;
+  return jsonb_build_object(
+    'text', array_to_string(v_lines, E'\n'),
+    'facts', v_facts, 'episodes', v_episodes, 'tokens', v_used,
+    'degraded', v_search -> 'degraded', 'failed_legs', v_search -> 'failed_legs',
+    'at', p_at, 'known_at', p_known_at);
+end
+$$;
+comment on function memory.context(uuid, text, vector, timestamptz, timestamptz, integer, integer) is
+  'A prompt-ready block for an agent: the facts that hold at p_at (with their windows), then supporting conversation excerpts with dates, within p_max_tokens (estimated); also as JSON.';
