@@ -27,34 +27,33 @@ create or replace function memory.facts_at(
   returns setof memory.facts
   language sql stable parallel safe
   as $$
-    -- Believed now and unchanged since p_known_at: a plain indexed read.
-    select f.*
-    from memory.facts f
-    where f.project_id = p_project
-      and f.invalid_at is null
-      and f.recorded_at <= p_known_at
-      and f.range_changed_at <= p_known_at
-      and f.valid_range @> p_at
-    union all
-    -- Retracted or re-windowed after p_known_at: the window as believed then.
-    -- (Columns listed in table order: a migration that adds a column to
-    -- memory.facts must add it here, or this file fails to apply.)
+    -- One SELECT, no UNION: inlined into a caller's query it is pulled up
+    -- like a table scan, so the caller's ORDER BY embedding <=> q LIMIT n
+    -- can use the HNSW index.  (Columns in table order: a migration that
+    -- adds a column to memory.facts must add it here, or this file fails to
+    -- apply.)
     select f.org_id, f.project_id, f.fact_id, f.fact_seq, f.subject_id, f.predicate,
            f.predicate_label, f.object_entity_id, f.object_literal, f.object_key,
            f.identity_object, f.content, f.content_key, f.confidence, f.source,
            f.source_episode_id, f.actor, f.valid_from, f.asserted_until,
-           b.valid_range, f.recorded_at, f.range_changed_at, f.invalid_at,
+           case when f.range_changed_at <= p_known_at then f.valid_range
+                else memory_internal.range_believed(f.org_id, f.fact_id, p_known_at) end,
+           f.recorded_at, f.range_changed_at, f.invalid_at,
            f.support_count, f.last_seen_at, f.embedding
-    from memory.facts f
-    cross join lateral (
-      select case when f.range_changed_at <= p_known_at then f.valid_range
-                  else memory_internal.range_believed(f.org_id, f.fact_id, p_known_at)
-             end as valid_range
-    ) b
-    where f.project_id = p_project
-      and f.recorded_at <= p_known_at
-      and (f.invalid_at > p_known_at or (f.invalid_at is null and f.range_changed_at > p_known_at))
-      and b.valid_range @> p_at
+      from memory.facts f
+     where f.project_id = p_project
+       and f.recorded_at <= p_known_at
+       and (
+             -- Believed now and unchanged since p_known_at: the window as
+             -- stored (the partial GiST index on valid_range serves this).
+             (f.invalid_at is null and f.range_changed_at <= p_known_at
+              and f.valid_range @> p_at)
+             -- Retracted or re-windowed after p_known_at (few rows, found by
+             -- their own indexes): the window as believed then.
+          or ((f.invalid_at > p_known_at or (f.invalid_at is null and f.range_changed_at > p_known_at))
+              and case when f.range_changed_at <= p_known_at then f.valid_range
+                       else memory_internal.range_believed(f.org_id, f.fact_id, p_known_at)
+                  end @> p_at))
   $$;
 comment on function memory.facts_at(uuid, timestamptz, timestamptz) is
   'The effective-at predicate: facts of a project that hold at world instant p_at, as the store believed at p_known_at (both default now; known_at''s now includes this transaction''s own writes). Every read of facts goes through it.';
