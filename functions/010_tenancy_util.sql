@@ -41,13 +41,18 @@ create or replace function memory_internal.try_timestamptz(p_text text) returns 
   set timezone = 'UTC'
 as $$
 begin
+  -- ISO 8601 only: PostgreSQL would also read 'now', 'tomorrow' or
+  -- 'Jan 5 2024', which a client sending one of them did not mean as data.
+  if p_text !~ '^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}' then
+    return null;
+  end if;
   return p_text::timestamptz;
 exception when others then
   return null;
 end
 $$;
 comment on function memory_internal.try_timestamptz(text) is
-  'Parse client text as timestamptz (zone-less = UTC); NULL when it is not one.';
+  'Parse client text as an ISO 8601 timestamptz (zone-less = UTC); NULL when it is not one.';
 
 create or replace function memory_internal.is_uuid(p_text text) returns boolean
   language sql immutable parallel safe

@@ -124,59 +124,49 @@ create or replace function memory_internal.sync_edges(
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 declare
+  v_src uuid[]; v_tgt uuid[]; v_rel text[]; v_range tstzrange[];
   v_expired integer;
   v_inserted integer;
 begin
-  with keys as (
-    select distinct s as src, t as tgt, r as rel
-      from unnest(p_sources, p_targets, p_relations) u(s, t, r)
-     where s is not null and t is not null and r is not null
-  ), wanted as (
-    select k.src, k.tgt, k.rel, d.r as valid_range
-      from keys k
-     cross join lateral (
-       select unnest(range_agg(v.valid_range)) as r
-         from memory_internal.fact_versions(p_project) v
-        where v.org_id = p_org and v.subject_id = k.src and v.predicate = k.rel
-          and v.object_entity_id = k.tgt and v.invalid_at is null and not isempty(v.valid_range)
-     ) d
-  ), gone as (
+  -- The edges there should be: per key, each maximal window of the union
+  -- of its current facts' windows.
+  select array_agg(k.src), array_agg(k.tgt), array_agg(k.rel), array_agg(d.r)
+    into v_src, v_tgt, v_rel, v_range
+    from (select distinct s as src, t as tgt, r as rel
+            from unnest(p_sources, p_targets, p_relations) u(s, t, r)
+           where s is not null and t is not null and r is not null) k
+   cross join lateral (
+     select unnest(range_agg(v.valid_range)) as r
+       from memory_internal.fact_versions(p_project) v
+      where v.org_id = p_org and v.subject_id = k.src and v.predicate = k.rel
+        and v.object_entity_id = k.tgt and v.invalid_at is null and not isempty(v.valid_range)
+   ) d;
+
+  -- Expire current edges of these keys that are not wanted, then insert
+  -- the wanted ones that are missing (in that order: the exclusion
+  -- constraint holds after each statement).
+  with gone as (
     update memory.edges e
        set expired_at = memory_internal.txn_instant()
-      from keys k
+      from (select distinct s, t, r from unnest(p_sources, p_targets, p_relations) u(s, t, r)) k
      where e.org_id = p_org and e.project_id = p_project
-       and e.source_id = k.src and e.target_id = k.tgt and e.relation = k.rel
+       and e.source_id = k.s and e.target_id = k.t and e.relation = k.r
        and e.expired_at is null
-       and not exists (select from wanted w
-                        where w.src = e.source_id and w.tgt = e.target_id
-                          and w.rel = e.relation and w.valid_range = e.valid_range)
+       and not exists (select from unnest(v_src, v_tgt, v_rel, v_range) w(s, t, r, vr)
+                        where w.s = e.source_id and w.t = e.target_id
+                          and w.r = e.relation and w.vr = e.valid_range)
     returning 1
   )
   select count(*) into v_expired from gone;
 
-  -- A second statement: it sees the rows the first one expired.
-  with keys as (
-    select distinct s as src, t as tgt, r as rel
-      from unnest(p_sources, p_targets, p_relations) u(s, t, r)
-     where s is not null and t is not null and r is not null
-  ), wanted as (
-    select k.src, k.tgt, k.rel, d.r as valid_range
-      from keys k
-     cross join lateral (
-       select unnest(range_agg(v.valid_range)) as r
-         from memory_internal.fact_versions(p_project) v
-        where v.org_id = p_org and v.subject_id = k.src and v.predicate = k.rel
-          and v.object_entity_id = k.tgt and v.invalid_at is null and not isempty(v.valid_range)
-     ) d
-  )
   insert into memory.edges (org_id, project_id, source_id, target_id, relation, valid_range)
-  select p_org, p_project, w.src, w.tgt, w.rel, w.valid_range
-    from wanted w
+  select p_org, p_project, w.s, w.t, w.r, w.vr
+    from unnest(v_src, v_tgt, v_rel, v_range) w(s, t, r, vr)
    where not exists (select from memory.edges e
                       where e.org_id = p_org and e.project_id = p_project
-                        and e.source_id = w.src and e.target_id = w.tgt
-                        and e.relation = w.rel and e.expired_at is null
-                        and e.valid_range = w.valid_range);
+                        and e.source_id = w.s and e.target_id = w.t
+                        and e.relation = w.r and e.expired_at is null
+                        and e.valid_range = w.vr);
   get diagnostics v_inserted = row_count;
   return query select v_expired, v_inserted;
 end

@@ -32,7 +32,7 @@ declare
   v_response jsonb;
   v_ids jsonb;
 begin
-  if p_session is null or length(btrim(p_session)) = 0 or length(p_session) > 200 then
+  if p_session is null or p_session !~ '[^[:space:]]' or length(p_session) > 200 then
     raise exception 'session must be a non-empty string of at most 200 characters'
       using errcode = 'invalid_parameter_value';
   end if;
@@ -61,7 +61,7 @@ begin
                     or t.e ->> 'role' not in ('user', 'assistant', 'system', 'tool')
                  then 'role must be one of user, assistant, system, tool'
                when jsonb_typeof(t.e -> 'content') is distinct from 'string'
-                    or btrim(t.e ->> 'content') = ''
+                    or (t.e ->> 'content') !~ '[^[:space:]]'
                  then 'content must be a non-empty string'
                when length(t.e ->> 'content') > c_max_content
                  then format('content is longer than %s characters', c_max_content)
@@ -83,7 +83,10 @@ begin
             detail = format('messages[%s]', v_bad.idx);
   end if;
 
-  v_hash := encode(sha256(convert_to(p_messages::text, 'UTF8')), 'hex');
+  -- The body is the session and its messages: the same key with the same
+  -- messages for another session is another request.
+  v_hash := encode(sha256(convert_to(
+    jsonb_build_object('session', btrim(p_session), 'messages', p_messages)::text, 'UTF8')), 'hex');
 
   -- One writer per session at a time: sequence numbers and the "latest
   -- batch" used to recognise retries are decided under the session's lock.

@@ -128,7 +128,8 @@ begin
   begin
     v_facts := coalesce(p_payload -> 'facts', '[]');
     select coalesce(jsonb_agg(f.e order by f.ord) filter (where k.keep), '[]'),
-           count(*) filter (where f.low), count(*) filter (where f.dead and not f.low)
+           count(*) filter (where coalesce(f.low, false)),
+           count(*) filter (where coalesce(f.dead, false) and not coalesce(f.low, false))
       into v_kept, v_dropped_low, v_dropped_dead
       from (select t.e, t.ord,
                    jsonb_typeof(t.e -> 'confidence') = 'number'
@@ -141,6 +142,14 @@ begin
       cross join lateral (select not coalesce(f.low, false) and not coalesce(f.dead, false) as keep) k
       group by ();
     v_result := memory.assert_facts(ep.project_id, v_kept, 'extraction', p_episode, false, 'extraction');
+    -- A malformed fact fails the whole section (rolled back, reported), so
+    -- the job is retried rather than a fact silently lost.
+    if (v_result ->> 'invalid')::integer > 0 then
+      raise exception 'facts: % invalid: %', v_result ->> 'invalid',
+        (select jsonb_agg(r) from jsonb_array_elements(v_result -> 'results') r
+          where r ->> 'status' = 'invalid')
+        using errcode = 'invalid_parameter_value';
+    end if;
     v_report := v_report || jsonb_build_object('facts',
       (v_result - 'results') || jsonb_build_object(
         'dropped_low_confidence', v_dropped_low, 'dropped_born_dead', v_dropped_dead,

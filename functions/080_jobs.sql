@@ -30,20 +30,24 @@ begin
 end
 $$;
 
-create or replace function memory_internal.tg_facts__enqueue_embed() returns trigger
+-- Shared by facts and entities: one embed job per statement and project,
+-- listing the new rows' ids (TG_ARGV: the kind, then the id column).
+create or replace function memory_internal.tg__enqueue_embed() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 begin
   insert into memory.jobs (org_id, project_id, kind, payload)
   select n.org_id, n.project_id, 'embed',
-         jsonb_build_object('kind', 'fact', 'ids', jsonb_agg(n.fact_id))
+         jsonb_build_object('kind', tg_argv[0], 'ids', jsonb_agg(to_jsonb(n) -> tg_argv[1]))
     from new_rows n group by n.org_id, n.project_id;
   return null;
 end
 $$;
 
-create or replace function memory_internal.tg_entities__enqueue_embed() returns trigger
+-- A renamed entity or a new summary changes the embedded text: embed it
+-- again, unless a queued job already will.
+create or replace function memory_internal.tg_entities__reembed() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
@@ -51,7 +55,14 @@ begin
   insert into memory.jobs (org_id, project_id, kind, payload)
   select n.org_id, n.project_id, 'embed',
          jsonb_build_object('kind', 'entity', 'ids', jsonb_agg(n.entity_id))
-    from new_rows n group by n.org_id, n.project_id;
+    from new_rows n
+    join old_rows o on o.org_id = n.org_id and o.entity_id = n.entity_id
+   where (n.name, n.summary) is distinct from (o.name, o.summary)
+     and not exists (select from memory.jobs j
+                      where j.org_id = n.org_id and j.kind = 'embed' and j.status = 'queued'
+                        and j.payload ->> 'kind' = 'entity'
+                        and j.payload -> 'ids' ? n.entity_id::text)
+   group by n.org_id, n.project_id;
   return null;
 end
 $$;
@@ -84,10 +95,13 @@ create or replace trigger "50_enqueue" after insert on memory.episodes
   for each statement execute function memory_internal.tg_episodes__enqueue();
 create or replace trigger "50_enqueue_embed" after insert on memory.facts
   referencing new table as new_rows
-  for each statement execute function memory_internal.tg_facts__enqueue_embed();
+  for each statement execute function memory_internal.tg__enqueue_embed('fact', 'fact_id');
 create or replace trigger "50_enqueue_embed" after insert on memory.entities
   referencing new table as new_rows
-  for each statement execute function memory_internal.tg_entities__enqueue_embed();
+  for each statement execute function memory_internal.tg__enqueue_embed('entity', 'entity_id');
+create or replace trigger "51_reembed" after update on memory.entities
+  referencing old table as old_rows new table as new_rows
+  for each statement execute function memory_internal.tg_entities__reembed();
 create or replace trigger "90_notify" after insert on memory.jobs
   for each statement execute function memory_internal.tg_jobs__notify();
 create or replace trigger "50_schedule" after insert on memory.orgs
@@ -111,6 +125,16 @@ begin
   if p_limit is null or p_limit < 1 or p_limit > 1000 then
     raise exception 'limit must be between 1 and 1000' using errcode = 'invalid_parameter_value';
   end if;
+  -- A job whose worker died on its last attempt is dead, not running forever.
+  update memory.jobs j
+     set status = 'dead', locked_by = null, locked_until = null, finished_at = clock_timestamp(),
+         last_error = format('lease expired on attempt %s of %s (worker %s)',
+                             j.attempts, j.max_attempts, j.locked_by)
+   where (j.org_id, j.job_id) in (
+           select c.org_id, c.job_id from memory.jobs c
+            where c.status = 'running' and c.locked_until < clock_timestamp()
+              and c.attempts >= c.max_attempts
+              for update skip locked);
   return query
   update memory.jobs j
      set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
