@@ -38,6 +38,10 @@ create or replace function memory.facts_at(
            f.source_episode_id, f.actor, f.valid_from, f.asserted_until,
            case when f.range_changed_at <= p_known_at then f.valid_range
                 else memory_internal.range_believed(f.org_id, f.fact_id, p_known_at) end,
+           case when f.range_changed_at <= p_known_at then f.valid_until
+                else memory_internal.range_until(
+                       memory_internal.range_believed(f.org_id, f.fact_id, p_known_at), f.valid_from)
+           end,
            f.recorded_at, f.range_changed_at, f.invalid_at,
            f.support_count, f.last_seen_at, f.embedding
       from memory.facts f
@@ -45,9 +49,10 @@ create or replace function memory.facts_at(
        and f.recorded_at <= p_known_at
        and (
              -- Believed now and unchanged since p_known_at: the window as
-             -- stored (the partial GiST index on valid_range serves this).
+             -- stored, tested as valid_from <= at < valid_until (same as
+             -- valid_range @> at, but with statistics under RLS).
              (f.invalid_at is null and f.range_changed_at <= p_known_at
-              and f.valid_range @> p_at)
+              and f.valid_from <= p_at and f.valid_until > p_at)
              -- Retracted or re-windowed after p_known_at (few rows, found by
              -- their own indexes): the window as believed then.
           or ((f.invalid_at > p_known_at or (f.invalid_at is null and f.range_changed_at > p_known_at))

@@ -84,21 +84,22 @@ begin
       case v_leg
       when 'episode_vector' then
         v_kind := 'episode';
-        select array_agg(x.episode_id order by x.ord) into v_ids
-          from (select e.episode_id, row_number() over () as ord
-                  from (select e.episode_id from memory.episodes e
-                         where e.project_id = p_project and e.embedding is not null
-                           and e.occurred_at <= p_at and e.created_at <= p_known_at
-                         order by e.embedding <=> p_query_embedding
-                         limit v_n) e) x;
+        -- The index picks the candidates (iterative scans may return them
+        -- slightly out of order); ranks are by distance, then id.
+        select array_agg(x.episode_id order by x.d, x.episode_id) into v_ids
+          from (select e.episode_id, e.embedding <=> p_query_embedding as d from memory.episodes e
+                 where e.project_id = p_project and e.embedding is not null
+                   and e.occurred_at <= p_at and e.created_at <= p_known_at
+                 order by e.embedding <=> p_query_embedding
+                 limit v_n) x;
       when 'fact_vector' then
         v_kind := 'fact';
-        select array_agg(x.fact_id order by x.ord) into v_ids
-          from (select f.fact_id, row_number() over () as ord
-                  from (select f.fact_id from memory.facts_at(p_project, p_at, p_known_at) f
-                         where f.embedding is not null
-                         order by f.embedding <=> p_query_embedding
-                         limit v_n) f) x;
+        select array_agg(x.fact_id order by x.d, x.fact_id) into v_ids
+          from (select f.fact_id, f.embedding <=> p_query_embedding as d
+                  from memory.facts_at(p_project, p_at, p_known_at) f
+                 where f.embedding is not null
+                 order by f.embedding <=> p_query_embedding
+                 limit v_n) x;
       when 'episode_fulltext' then
         v_kind := 'episode';
         select array_agg(x.episode_id order by x.r desc, x.episode_id) into v_ids
@@ -292,7 +293,10 @@ begin
     v_line := format('- %s (valid %s – %s)', r ->> 'text',
                      to_char((r ->> 'valid_from')::timestamptz, 'YYYY-MM-DD'),
                      coalesce(to_char((r ->> 'valid_until')::timestamptz, 'YYYY-MM-DD'), 'now'));
-    v_cost := memory_internal.estimate_tokens(v_line);
+    v_cost := memory_internal.estimate_tokens(v_line || E'\n')
+              + case when cardinality(v_lines) = 0
+                     then memory_internal.estimate_tokens(format('Facts (as of %s):', to_char(p_at, 'YYYY-MM-DD HH24:MI "UTC"')) || E'\n')
+                     else 0 end;
     exit when v_used + v_cost > p_max_tokens;
     v_used := v_used + v_cost;
     v_lines := v_lines || v_line;
@@ -305,7 +309,9 @@ begin
             where x ->> 'kind' = 'episode' order by (x ->> 'occurred_at')::timestamptz, (x ->> 'position')::integer loop
     v_line := format('- [%s] %s: %s', to_char((r ->> 'occurred_at')::timestamptz, 'YYYY-MM-DD HH24:MI'),
                      r ->> 'role', r ->> 'text');
-    v_cost := memory_internal.estimate_tokens(v_line);
+    v_cost := memory_internal.estimate_tokens(v_line || E'\n')
+              + case when jsonb_array_length(v_episodes) = 0
+                     then memory_internal.estimate_tokens('Conversation excerpts:' || E'\n') else 0 end;
     continue when v_used + v_cost > p_max_tokens;
     if jsonb_array_length(v_episodes) = 0 then
       v_lines := v_lines || 'Conversation excerpts:'::text;

@@ -33,9 +33,14 @@ begin
   loop
     v_round := v_round + 1;
     with votes as (
-      select l.a as entity_id, n.label, count(*) as votes
-        from pg_temp.chronomem_links l
-        join pg_temp.chronomem_labels n on n.entity_id = l.b
+      -- An entity's own label votes too: without it, synchronous rounds
+      -- swap labels across every edge forever (A takes B's, B takes A's).
+      select v.entity_id, v.label, count(*) as votes
+        from (select l.a as entity_id, n.label
+                from pg_temp.chronomem_links l
+                join pg_temp.chronomem_labels n on n.entity_id = l.b
+              union all
+              select t.entity_id, t.label from pg_temp.chronomem_labels t) v
        group by 1, 2
     ), best as (
       select distinct on (v.entity_id) v.entity_id, v.label

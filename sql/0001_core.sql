@@ -56,6 +56,13 @@ create function memory_internal.txn_instant() returns timestamptz
 comment on function memory_internal.txn_instant() is
   'This transaction''s record-time instant: now(), or later when memory_internal.begin_write() found newer rows under its locks.';
 
+create function memory_internal.range_until(p_range tstzrange, p_from timestamptz)
+  returns timestamptz
+  language sql immutable parallel safe
+  as $$ select case when isempty(p_range) then p_from else coalesce(upper(p_range), 'infinity') end $$;
+comment on function memory_internal.range_until(tstzrange, timestamptz) is
+  'End of a fact''s window as a timestamp: infinity when open, its start when empty.';
+
 --------------------------------------------------------------------------
 -- Tenancy
 --------------------------------------------------------------------------
@@ -193,6 +200,12 @@ create table memory.facts (
   valid_from        timestamptz not null check (isfinite(valid_from)),
   asserted_until    timestamptz check (asserted_until >= valid_from),
   valid_range       tstzrange not null,
+  -- valid_range's end as a plain timestamp ('infinity' when open, valid_from
+  -- when empty), so reads test valid_from <= at < valid_until: timestamp
+  -- comparisons are leakproof, so the planner keeps its statistics for them
+  -- under forced row-level security (range operators get a fixed guess).
+  valid_until       timestamptz not null
+                    generated always as (memory_internal.range_until(valid_range, valid_from)) stored,
   -- Record time.  recorded_at: when the store started believing the fact;
   -- invalid_at: when a retraction ended that belief; range_changed_at: when
   -- valid_range last changed (earlier ranges are in fact_events).
@@ -227,7 +240,7 @@ comment on column memory.facts.invalid_at is 'Set by retraction: the store stopp
 create index facts_identity_idx on memory.facts
   (org_id, project_id, subject_id, predicate, identity_object, valid_from, fact_seq);
 -- facts_at, known_at = now: current beliefs by instant.
-create index facts_current_range_idx on memory.facts using gist (org_id, project_id, valid_range)
+create index facts_current_window_idx on memory.facts (org_id, project_id, valid_until, valid_from)
   where invalid_at is null;
 -- facts_at, earlier known_at: the few rows whose belief changed since.
 create index facts_range_changed_idx on memory.facts (org_id, project_id, range_changed_at);

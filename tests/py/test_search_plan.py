@@ -1,0 +1,298 @@
+"""The vector legs of memory.search use the HNSW indexes, and iterative scans keep
+project-filtered queries whole.
+
+One org, three projects holding 80 %, 19 % and 1 % of 5,000 episodes and 5,000 facts
+with random 384-dimension embeddings. The rows are written as superuser (triggers
+off) in one transaction that is rolled back at the end; so that this takes seconds,
+not the ~20 s that 10,000 one-by-one HNSW inserts cost, the two HNSW indexes are
+dropped for the load and re-created from their own pg_get_indexdef (same name, same
+definition) before ANALYZE. Every check then runs as chronomem_app, scoped with
+memory.use_org, with `hnsw.iterative_scan = relaxed_order` as memory.search sets it,
+in a savepoint of that same transaction.
+
+The EXPLAINs use literal values (client-side binding): that is the custom plan
+PL/pgSQL uses for memory.search's leg queries, whose parameters it knows.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+
+SIZES = {"big": 4000, "mid": 950, "small": 50}  # 80 %, 19 %, 1 % of 5,000
+K = 30  # the leg's LIMIT for k = 10: greatest(k * 3, 30)
+HNSW_INDEXES = ("episodes_embedding_idx", "facts_embedding_idx")
+
+# The leg queries of memory.search (functions/077_search.sql), as written there.
+EPISODE_LEG = """
+    select e.episode_id from memory.episodes e
+     where e.project_id = %(project)s and e.embedding is not null
+       and e.occurred_at <= %(at)s and e.created_at <= %(known_at)s
+     order by e.embedding <=> %(q)s::vector
+     limit %(n)s"""
+FACT_LEG = """
+    select f.fact_id from memory.facts_at(%(project)s, %(at)s, %(known_at)s) f
+     where f.embedding is not null
+     order by f.embedding <=> %(q)s::vector
+     limit %(n)s"""
+
+RANDOM_VECTOR = (
+    "(select array_agg(random() - 0.5) from generate_series(1, 384) d where {corr})::vector(384)"
+)
+
+
+@dataclass
+class PlanData:
+    conn: psycopg.Connection[Any]
+    org: uuid.UUID
+    projects: dict[str, uuid.UUID]
+    queries: list[str]  # query embeddings as vector literals
+
+    def scalar(self, query: str, params: dict[str, Any] | tuple[Any, ...] | None = None) -> Any:
+        row = self.conn.execute(query, params).fetchone()
+        assert row is not None
+        return row[0]
+
+    def leg_params(self, project: str, q: str | None = None) -> dict[str, Any]:
+        return {
+            "project": self.projects[project],
+            "at": self.scalar("select now()"),
+            "known_at": self.scalar("select now()"),
+            "q": q or self.queries[0],
+            "n": K,
+        }
+
+    def explain(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """The plan's nodes, depth first."""
+        plan = self.scalar("explain (format json) " + query, params)
+        if isinstance(plan, str):
+            plan = json.loads(plan)
+        nodes: list[dict[str, Any]] = []
+
+        def walk(node: dict[str, Any]) -> None:
+            nodes.append(node)
+            for child in node.get("Plans", []):
+                walk(child)
+
+        walk(plan[0]["Plan"])
+        return nodes
+
+    def explain_text(self, query: str, params: dict[str, Any]) -> str:
+        return "\n".join(r[0] for r in self.conn.execute("explain " + query, params))
+
+
+def _one(conn: psycopg.Connection[Any], query: str, params: Any = None) -> Any:
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+EPISODES = f"""
+    insert into memory.episodes (org_id, project_id, session_id, seq, role, content,
+                                 occurred_at, created_at, token_count, embedding)
+    select s.org_id, s.project_id, s.session_id, g.i, 'user', 'message number ' || g.i,
+           now() - interval '1 day', now() - interval '1 day', 3,
+           {RANDOM_VECTOR.format(corr="g.i > 0")}
+      from generate_series(1, %(n)s) g(i)
+      join memory.sessions s on s.org_id = %(org)s and s.project_id = %(p)s"""
+ENTITIES = """
+    insert into memory.entities (org_id, project_id, name, normalized_name)
+    select %(org)s, %(p)s, 'subject ' || i, 'subject ' || i from generate_series(1, %(n)s) i"""
+# Current facts (open windows starting anywhere in 2019-2023), recorded a day ago.
+FACTS = f"""
+    insert into memory.facts (org_id, project_id, subject_id, predicate, predicate_label,
+                              object_literal, object_key, identity_object, content, content_key,
+                              source, valid_from, valid_range, recorded_at, range_changed_at,
+                              last_seen_at, embedding)
+    select n.org_id, n.project_id, n.entity_id, 'likes', 'likes', 'tea', 'tea', 'tea',
+           n.name || ' likes tea', n.normalized_name || ' likes tea', 'api',
+           v.t, tstzrange(v.t, null), now() - interval '1 day', now() - interval '1 day',
+           now() - interval '1 day', {RANDOM_VECTOR.format(corr="n.entity_id is not null")}
+      from memory.entities n
+     cross join lateral (select timestamptz '2019-01-01Z' + random() * interval '5 years'
+                                + interval '0 s' * (n.entity_id is not null)::int as t) v
+     where n.org_id = %(org)s and n.project_id = %(p)s"""
+
+
+def _load(conn: psycopg.Connection[Any], org: uuid.UUID, projects: dict[str, uuid.UUID]) -> None:
+    """As superuser, triggers off; the HNSW indexes are rebuilt after the load."""
+    conn.execute("reset role")
+    conn.execute("set local session_replication_role = replica")
+    conn.execute("select setseed(0.25)")
+    indexdefs = [
+        _one(conn, "select pg_get_indexdef(%s::regclass)", (f"memory.{name}",))
+        for name in HNSW_INDEXES
+    ]
+    for name in HNSW_INDEXES:
+        conn.execute(f"drop index memory.{name}")
+    for name, n in SIZES.items():
+        params = {"org": org, "p": projects[name], "n": n}
+        conn.execute(
+            "insert into memory.sessions (org_id, project_id, external_id)"
+            " values (%(org)s, %(p)s, 'load')",
+            params,
+        )
+        for query in (EPISODES, ENTITIES, FACTS):
+            conn.execute(query, params)
+    conn.execute("set local maintenance_work_mem = '256MB'")
+    for ddl in indexdefs:
+        conn.execute(ddl)
+    conn.execute("analyze memory.sessions, memory.episodes, memory.entities, memory.facts")
+    conn.execute("set local session_replication_role = origin")
+
+
+@pytest.fixture(scope="module")
+def data(admin_dsn: str) -> Iterator[PlanData]:
+    # ClientCursor: values are inlined, so EXPLAIN shows the custom plan.
+    with (
+        psycopg.connect(admin_dsn, cursor_factory=psycopg.ClientCursor) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        conn.execute("set local role chronomem_app")
+        org = _one(conn, "select memory.create_org('search plan')")
+        conn.execute("select memory.use_org(%s)", (org,))
+        projects = {
+            name: _one(conn, "select memory.create_project(%s, %s)", (org, name)) for name in SIZES
+        }
+        _load(conn, org, projects)
+        queries = [
+            _one(conn, f"select {RANDOM_VECTOR.format(corr='true')}::text") for _ in range(6)
+        ]
+        yield PlanData(conn, org, projects, queries)
+
+
+@pytest.fixture
+def app(data: PlanData) -> Iterator[PlanData]:
+    """The app role, scoped to the org, as memory.search runs its legs; undone after."""
+    with data.conn.transaction(force_rollback=True):
+        data.conn.execute("set local role chronomem_app")
+        data.conn.execute("select memory.use_org(%s)", (data.org,))
+        data.conn.execute("set local hnsw.iterative_scan = relaxed_order")
+        yield data
+
+
+def _hnsw_scan(nodes: list[dict[str, Any]], index: str) -> bool:
+    """An index scan on `index` delivers the order (no Sort above it does the work)."""
+    scans = [
+        n
+        for n in nodes
+        if n["Node Type"] == "Index Scan" and n.get("Index Name") == index and n.get("Order By")
+    ]
+    sorts = [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")]
+    return bool(scans) and not sorts
+
+
+def test_fixture_sizes(app: PlanData) -> None:
+    """Control: the projects hold what the tests assume, all embedded, as the app sees them."""
+    for name, n in SIZES.items():
+        p = app.projects[name]
+        assert (
+            app.scalar(
+                "select count(*) from memory.episodes"
+                " where project_id = %s and embedding is not null",
+                (p,),
+            )
+            == n
+        )
+        assert (
+            app.scalar("select count(*) from memory.facts_at(%s) where embedding is not null", (p,))
+            == n
+        )
+    assert SIZES["small"] > K
+
+
+@pytest.mark.parametrize("project", ["big", "mid"])
+def test_episode_vector_leg_uses_the_hnsw_index(app: PlanData, project: str) -> None:
+    params = app.leg_params(project)
+    nodes = app.explain(EPISODE_LEG, params)
+    assert _hnsw_scan(nodes, "episodes_embedding_idx"), app.explain_text(EPISODE_LEG, params)
+
+
+def test_fact_vector_leg_uses_the_hnsw_index(app: PlanData) -> None:
+    params = app.leg_params("big")
+    nodes = app.explain(FACT_LEG, params)
+    assert _hnsw_scan(nodes, "facts_embedding_idx"), app.explain_text(FACT_LEG, params)
+
+
+def test_iterative_scan_returns_full_k_for_a_one_percent_project(app: PlanData) -> None:
+    params = app.leg_params("small")
+    # For 50 rows the planner rightly prefers an exact sort; take that path away so
+    # the HNSW index serves the project-filtered query, as it does for larger projects.
+    app.conn.execute("set local enable_sort = off")
+    nodes = app.explain(EPISODE_LEG, params)
+    assert _hnsw_scan(nodes, "episodes_embedding_idx"), app.explain_text(EPISODE_LEG, params)
+    assert (
+        app.scalar(
+            "select count(*) from memory.episodes where project_id = %s", (params["project"],)
+        )
+        > K
+    )
+
+    for q in app.queries:
+        params["q"] = q
+        assert len(app.conn.execute(EPISODE_LEG, params).fetchall()) == K
+
+    # Control: without iterative scans the same index path finds only the few of
+    # its first ef_search candidates that belong to the project.
+    app.conn.execute("set local hnsw.iterative_scan = off")
+    short = [len(app.conn.execute(EPISODE_LEG, {**params, "q": q}).fetchall()) for q in app.queries]
+    assert all(n < K for n in short), short
+
+
+@pytest.mark.parametrize("project", list(SIZES))
+def test_search_returns_k_results_with_all_legs(app: PlanData, project: str) -> None:
+    p = app.projects[project]
+    for legs in (None, ["episode_vector"], ["fact_vector"]):
+        result = app.scalar(
+            "select memory.search(%s, 'message number 7, subject 7 likes tea', %s::vector,"
+            " p_k => 10, p_legs => %s)",
+            (p, app.queries[0], legs),
+        )
+        assert result["degraded"] is False and result["failed_legs"] == [], result["failed_legs"]
+        assert result["legs"] == (
+            legs
+            or [
+                "episode_vector",
+                "fact_vector",
+                "episode_fulltext",
+                "fact_fulltext",
+                "entity",
+                "graph",
+            ]
+        )
+        assert len(result["results"]) == 10, (legs, len(result["results"]))
+        assert [r["position"] for r in result["results"]] == list(range(1, 11))
+    # The setting memory.search changes for its vector legs is given back.
+    assert app.scalar("select current_setting('hnsw.iterative_scan')") == "relaxed_order"
+
+
+@pytest.mark.parametrize("leg", ["episode_vector", "fact_vector"])
+def test_vector_leg_ranks_follow_distance(app: PlanData, leg: str) -> None:
+    """relaxed_order lets an iterative scan return rows slightly out of distance order;
+    a leg's ranks must still be by distance (what RRF fuses is the rank)."""
+    table, key = ("episodes", "episode_id") if leg == "episode_vector" else ("facts", "fact_id")
+    bad = []
+    for project in ("big", "mid"):
+        for q in app.queries:
+            result = app.scalar(
+                "select memory.search(%s, 'zzz', %s::vector, p_k => 10, p_legs => %s)",
+                (app.projects[project], q, [leg]),
+            )
+            ids = [r["id"] for r in sorted(result["results"], key=lambda r: r["ranks"][leg])]
+            dist = dict(
+                app.conn.execute(
+                    f"select {key}::text, embedding <=> %s::vector from memory.{table}"
+                    f" where {key} = any(%s::uuid[])",
+                    (q, ids),
+                ).fetchall()
+            )
+            ranked = [round(dist[i], 6) for i in ids]
+            if ranked != sorted(ranked):
+                bad.append((project, ranked))
+    assert not bad, f"{leg} ranks out of distance order: {bad}"
