@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -18,7 +19,9 @@ from chronomem.bootstrap import BootstrapError, bootstrap, owner_dsn, set_login_
 from chronomem.dsn import analyst_dsn, app_dsn
 from chronomem.migrate import MigrationError, current_revision, function_files, migrate
 from chronomem.paths import DEMO_SQL
-from chronomem.settings import APP_ROLE, DATABASE_NAME, Settings
+from chronomem.settings import APP_ROLE, DATABASE_NAME, Settings, SettingsError
+
+WORKER_STOP_TIMEOUT = 60.0  # seconds `up` gives its worker to finish the jobs in hand
 
 
 def _admin_dsn(settings: Settings) -> str:
@@ -64,16 +67,42 @@ def run_demo(owner: str, settings: Settings) -> None:
     subprocess.run([str(psql), *args, "-f", str(DEMO_SQL), "-d", dsn], check=True)
 
 
-def _wait_for_interrupt() -> None:
+def _wait_for_interrupt(worker: subprocess.Popen[bytes] | None = None) -> None:
     # SIGTERM (e.g. from a service manager) stops as cleanly as Ctrl-C; SIGINT is set
     # explicitly because a shell without job control starts `... &` with it ignored.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.default_int_handler)
     try:
         while True:
-            time.sleep(3600)
+            time.sleep(1)
+            if worker is not None and worker.poll() is not None:
+                print(f"worker exited with code {worker.returncode}", file=sys.stderr, flush=True)
+                worker = None
     except KeyboardInterrupt:
         pass
+
+
+def _start_worker(app: str) -> subprocess.Popen[bytes]:
+    """The worker runs as a child process, not a thread: it has its own signal handling
+    (graceful stop), its memory (the local embedding model) and a crash of it leaves
+    the database and the rest of `up` running. Its own session, so the terminal's
+    Ctrl-C reaches only `up`, which then stops it with one SIGTERM."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "chronomem", "worker", "--dsn", app],
+        start_new_session=True,
+        env={**os.environ, "CHRONOMEM_WORKER_PARENT_PID": str(os.getpid())},
+    )
+
+
+def _stop_worker(worker: subprocess.Popen[bytes]) -> None:
+    if worker.poll() is not None:
+        return
+    worker.terminate()
+    try:
+        worker.wait(WORKER_STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        worker.kill()  # its jobs go back to the queue when their lease expires
+        worker.wait()
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
@@ -87,9 +116,13 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         if embedded_server:
             print(f"embedded PostgreSQL keeps running in {settings.pgdata} (`chronomem down`)")
         return 0
-    # Placeholder: later issues start the HTTP API and the worker here.
-    print("up; Ctrl-C stops", flush=True)
-    _wait_for_interrupt()
+    # Placeholder: a later issue starts the HTTP API here.
+    worker = _start_worker(app_dsn(owner, settings.app_password))
+    print("up (worker started); Ctrl-C stops", flush=True)
+    try:
+        _wait_for_interrupt(worker)
+    finally:
+        _stop_worker(worker)
     if embedded_server:
         embedded.stop(settings.pgdata)
         print("embedded PostgreSQL stopped")
@@ -114,6 +147,34 @@ def cmd_psql(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_dsn(args: argparse.Namespace, settings: Settings) -> int:
     print(_role_dsns(_owner_dsn(settings), settings)[args.role])
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    # Imported here: the model clients are not needed by the other commands.
+    from workers.logs import setup_logging
+    from workers.main import WorkerConfigError, run
+
+    setup_logging(os.environ.get("CHRONOMEM_LOG_LEVEL") or "INFO")
+    dsn = args.dsn or app_dsn(_owner_dsn(settings), settings.app_password)
+    try:
+        return run(dsn, settings, drain=args.drain)
+    except WorkerConfigError as err:
+        print(f"chronomem: worker not started: {err}", file=sys.stderr)
+        return 2
+
+
+def cmd_reembed(args: argparse.Namespace, settings: Settings) -> int:
+    owner = args.dsn or _owner_dsn(settings)
+    with psycopg.connect(owner, autocommit=True) as conn:
+        row = conn.execute("select memory.reembed(%s, %s)", (args.dim, args.model)).fetchone()
+    assert row is not None
+    print(json.dumps(row[0]))
+    print(
+        f"embedding columns are now vector({args.dim}), all vectors cleared and embed jobs "
+        f"queued; run workers whose embedding model gives {args.dim} dimensions"
+        + (f" (CHRONOMEM_EMBEDDING_MODEL={args.model})" if args.model else "")
+    )
     return 0
 
 
@@ -155,6 +216,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("down", parents=[common], help="stop the embedded server").set_defaults(
         func=cmd_down
     )
+    worker = sub.add_parser(
+        "worker", parents=[common], help="run background jobs (extraction, embeddings, upkeep)"
+    )
+    worker.add_argument(
+        "--dsn", help="connect with this DSN (an app-role one) instead of the configured server"
+    )
+    worker.add_argument("--drain", action="store_true", help="exit once no job is ready")
+    worker.set_defaults(func=cmd_worker)
+    reembed = sub.add_parser(
+        "reembed",
+        parents=[common],
+        help="switch to another embedding dimension/model: clears vectors, queues re-embedding",
+    )
+    reembed.add_argument("--dim", type=int, required=True, help="the new model's dimension")
+    reembed.add_argument("--model", help="the new model's name, recorded for the worker's check")
+    reembed.add_argument("--dsn", help="an owner-role DSN instead of the configured server")
+    reembed.set_defaults(func=cmd_reembed)
     return parser
 
 
@@ -166,12 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     if extra and args.command != "psql":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.psql_args = extra
-    settings = Settings.from_env()
-    if args.data_dir is not None:
-        settings = dataclasses.replace(settings, data_dir=args.data_dir.expanduser())
     try:
+        settings = Settings.from_env()
+        if args.data_dir is not None:
+            settings = dataclasses.replace(settings, data_dir=args.data_dir.expanduser())
         return int(args.func(args, settings))
-    except (BootstrapError, MigrationError, psycopg.Error, FileNotFoundError) as err:
+    except (BootstrapError, MigrationError, SettingsError, psycopg.Error, FileNotFoundError) as err:
         print(f"chronomem: error: {err}", file=sys.stderr)
     except subprocess.CalledProcessError as err:
         print(f"chronomem: error: {Path(err.cmd[0]).name} exited {err.returncode}", file=sys.stderr)

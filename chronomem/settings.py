@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
@@ -16,9 +16,115 @@ ANALYST_ROLE = "chronomem_analyst"  # read-only
 ROLES: Mapping[str, str] = {"owner": OWNER_ROLE, "app": APP_ROLE, "analyst": ANALYST_ROLE}
 
 
+class SettingsError(ValueError):
+    """A variable is set to something unusable; the message names it."""
+
+
 def _get(env: Mapping[str, str], name: str) -> str | None:
     # An empty variable counts as unset, so `FOO= cmd` can switch a setting off.
     return env.get(name) or None
+
+
+def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, not {raw!r}") from None
+    if not low <= value <= high:
+        raise SettingsError(f"{name} must be between {low:g} and {high:g}, not {raw}")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int | None:
+    """The variable as an integer in [low, high]; None when unset."""
+    raw = _get(env, name)
+    if raw is None:
+        return None
+    if not raw.strip().isdigit() or not low <= int(raw) <= high:
+        raise SettingsError(f"{name} must be an integer between {low} and {high}, not {raw!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Any OpenAI-compatible chat endpoint (OpenAI, Azure, Ollama, vLLM, OpenRouter).
+
+    Without a base URL there is no extraction: enrich jobs wait (status 'waiting') and
+    resume when a worker with an endpoint starts."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    timeout: float = 120.0  # seconds per call; keep it below the worker lease
+
+    @property
+    def configured(self) -> bool:
+        return self.base_url is not None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> LLMSettings:
+        base_url, model = _get(env, "CHRONOMEM_LLM_BASE_URL"), _get(env, "CHRONOMEM_LLM_MODEL")
+        if base_url and not model:
+            raise SettingsError("CHRONOMEM_LLM_BASE_URL is set: set CHRONOMEM_LLM_MODEL too")
+        return cls(
+            base_url=base_url,
+            api_key=_get(env, "CHRONOMEM_LLM_API_KEY"),
+            model=model,
+            timeout=_number(env, "CHRONOMEM_LLM_TIMEOUT", 120.0, 1, 3600),
+        )
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    """An OpenAI-compatible embeddings endpoint, or (no base URL) the local
+    all-MiniLM-L6-v2 model shipped by the `embed` extra (384 dimensions, offline)."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    dim: int | None = None
+    """The endpoint's vector length; when None the worker asks the endpoint once at start."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> EmbeddingSettings:
+        base_url, model = (
+            _get(env, "CHRONOMEM_EMBEDDING_BASE_URL"),
+            _get(env, "CHRONOMEM_EMBEDDING_MODEL"),
+        )
+        if base_url and not model:
+            raise SettingsError(
+                "CHRONOMEM_EMBEDDING_BASE_URL is set: set CHRONOMEM_EMBEDDING_MODEL too"
+            )
+        return cls(
+            base_url=base_url,
+            api_key=_get(env, "CHRONOMEM_EMBEDDING_API_KEY"),
+            model=model,
+            dim=_int(env, "CHRONOMEM_EMBEDDING_DIM", 1, 16000),
+        )
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    concurrency: int = 2
+    """Jobs run at once per worker process (one thread and connection each)."""
+    lease: float = 300.0
+    """Seconds a claimed job stays ours; a dead worker's job is reclaimed after it."""
+    poll_interval: float = 5.0
+    """Seconds between queue polls when no NOTIFY arrives (the wake-up is NOTIFY)."""
+    min_confidence: float = 0.5
+    """Extracted facts below this confidence are dropped (by memory.apply_extraction)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
+        return cls(
+            concurrency=_int(env, "CHRONOMEM_WORKER_CONCURRENCY", 1, 64) or cls.concurrency,
+            lease=_number(env, "CHRONOMEM_WORKER_LEASE", 300.0, 1, 86400),
+            poll_interval=_number(env, "CHRONOMEM_WORKER_POLL_INTERVAL", 5.0, 0.05, 3600),
+            min_confidence=_number(env, "CHRONOMEM_MIN_CONFIDENCE", 0.5, 0, 1),
+        )
 
 
 @dataclass(frozen=True)
@@ -29,6 +135,9 @@ class Settings:
     app_password: str | None
     owner_password: str | None
     """Only needed where the server asks for passwords (e.g. DATABASE_URL over TCP)."""
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
 
     @property
     def pgdata(self) -> Path:
@@ -43,4 +152,7 @@ class Settings:
             data_dir=Path(data_dir).expanduser(),
             app_password=_get(env, "CHRONOMEM_APP_PASSWORD"),
             owner_password=_get(env, "CHRONOMEM_OWNER_PASSWORD"),
+            llm=LLMSettings.from_env(env),
+            embedding=EmbeddingSettings.from_env(env),
+            worker=WorkerSettings.from_env(env),
         )

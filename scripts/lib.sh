@@ -1,7 +1,8 @@
 # Shared by scripts/up and scripts/test (sourced, not run).
 
-# ensure_venv EXTRA: create .venv if missing and `pip install -e .[EXTRA]` into it.
-# The install is skipped when pyproject.toml has not changed since the last one.
+# ensure_venv EXTRAS: create .venv if missing and `pip install -e .[EXTRAS]` into it
+# (EXTRAS comma-separated, e.g. "test,embed"). The install is skipped when
+# pyproject.toml has not changed since the last one.
 ensure_venv() {
   local spec="." stamp
   [ -n "${1:-}" ] && spec=".[$1]"
@@ -22,6 +23,12 @@ ensure_venv() {
   fi
   stamp=".venv/.chronomem-installed-${1:-base}"
   if [ ! -f "$stamp" ] || ! cmp -s pyproject.toml "$stamp"; then
+    case ",${1:-}," in
+      *,embed,*)
+        # torch first and pinned: that version's CPU-only wheel satisfies the `embed`
+        # extra's range, so pip does not fetch a multi-GB CUDA build for it.
+        .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" ;;
+    esac
     .venv/bin/python -m pip install -q --disable-pip-version-check -e "$spec"
     cp pyproject.toml "$stamp"
   fi

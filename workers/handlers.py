@@ -1,0 +1,63 @@
+"""What each job kind does. Each handler runs inside the runner's transaction, after
+memory.use_org(job's org), and returns the result stored on the job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from workers.embedding import Embedder, embed_rows
+from workers.errors import PermanentError
+from workers.extraction import Extractor, enrich_episode
+from workers.jobs import Handler, Job
+from workers.plpy import PsycopgPlpy
+
+
+def _field(job: Job, key: str) -> Any:
+    if key not in job.payload:
+        raise PermanentError(f"{job.kind} job payload has no {key!r}: {job.payload}")
+    return job.payload[key]
+
+
+def _scalar(conn: psycopg.Connection[Any], query: str) -> Any:
+    row = conn.execute(query).fetchone()
+    return None if row is None else row[0]
+
+
+def build_handlers(
+    extractor: Extractor | None, embedder: Embedder, min_confidence: float
+) -> dict[str, Handler]:
+    def enrich(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
+        episode = str(_field(job, "episode_id"))
+        return enrich_episode(PsycopgPlpy(conn), episode, extractor, min_confidence=min_confidence)
+
+    def embed(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
+        if job.project_id is None:
+            raise PermanentError("embed job without a project")
+        kind, ids = _field(job, "kind"), _field(job, "ids")
+        return embed_rows(PsycopgPlpy(conn), str(job.project_id), kind, ids, embedder)
+
+    def reconcile_edges(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
+        report: dict[str, Any] = _scalar(conn, "select memory.reconcile_edges(1000)")
+        return report
+
+    def purge(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
+        return {"jobs_purged": _scalar(conn, "select memory.purge_done_jobs()")}
+
+    def communities(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
+        # Periodic jobs are per org: recompute every project of it (label propagation
+        # in SQL, memory.compute_communities).
+        rows = conn.execute(
+            "select p.project_id::text, memory.compute_communities(p.project_id) "
+            "from memory.projects p order by p.project_id"
+        ).fetchall()
+        return {"projects": dict(rows)}
+
+    return {
+        "enrich": enrich,
+        "embed": embed,
+        "reconcile_edges": reconcile_edges,
+        "purge": purge,
+        "communities": communities,
+    }

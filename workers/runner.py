@@ -1,0 +1,267 @@
+"""The worker: claims jobs from memory.jobs and runs them, as the app role.
+
+Threads, each with its own connection:
+- N lanes: claim one job (memory.claim_jobs, under a lease), run its handler in one
+  transaction that starts with memory.use_org(job's org) and ends with
+  memory.complete_job, so the work and "done" commit together (a crash rolls both
+  back; the lease then expires and another lane reclaims the job);
+- one control thread: LISTEN chronomem_jobs to wake the lanes (polling is only the
+  fallback), and memory.enqueue_due_jobs() for the periodic jobs.
+
+Nothing here decides a rule about memory: it moves jobs between SQL functions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from workers.errors import JobError, ParkJob, PartialFailure
+from workers.jobs import Handler, Job
+
+log = logging.getLogger("chronomem.worker")
+
+CHANNEL = "chronomem_jobs"
+SCHEDULE_INTERVAL = 30.0  # seconds between memory.enqueue_due_jobs() calls
+
+
+class _LeaseLost(Exception):
+    """complete/fail found the job no longer ours (its lease expired and another lane
+    reclaimed it): this attempt's work is rolled back; the other lane's counts."""
+
+
+def default_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def connect(dsn: str, name: str) -> psycopg.Connection[Any]:
+    conn = psycopg.connect(dsn, autocommit=True, application_name=f"chronomem-worker {name}")
+    register_vector(conn)
+    return conn
+
+
+class Worker:
+    def __init__(
+        self,
+        dsn: str,
+        handlers: Mapping[str, Handler],
+        *,
+        name: str | None = None,
+        concurrency: int = 1,
+        lease: float = 300.0,
+        poll_interval: float = 5.0,
+        schedule_interval: float = SCHEDULE_INTERVAL,
+    ) -> None:
+        self.dsn = dsn
+        self.handlers = dict(handlers)
+        self.kinds = sorted(self.handlers)
+        self.name = name or default_name()
+        self.concurrency = concurrency
+        self.lease = timedelta(seconds=lease)
+        self.poll_interval = poll_interval
+        self.schedule_interval = schedule_interval
+        self._stop = threading.Event()
+        self._wakes = [threading.Event() for _ in range(concurrency)]
+        self._threads: list[threading.Thread] = []
+        self._lanes: list[threading.Thread] = []
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self, *, until_idle: bool = False) -> None:
+        """Start the lanes and the control thread. until_idle: a drain; each lane
+        stops when it finds nothing to claim, and there is no control thread (periodic
+        jobs are queued once, before the lanes start)."""
+        self._stop.clear()  # a drained Worker can drain again
+        self._lanes = [
+            threading.Thread(target=self._lane, args=(i, until_idle), name=f"lane-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        self._threads = list(self._lanes)
+        if until_idle:
+            with connect(self.dsn, f"{self.name}/control") as conn:
+                conn.execute("select memory.enqueue_due_jobs()")
+        else:
+            control = threading.Thread(target=self._control, name="control", daemon=True)
+            self._threads.append(control)
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        """Stop claiming; lanes finish the job they are running, then exit."""
+        self._stop.set()
+        self._wake_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the lanes to exit; True if they all did."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for t in self._lanes:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        done = not any(t.is_alive() for t in self._lanes)
+        if done:
+            self._stop.set()
+        return done
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Run until no job of our kinds is ready; True if that happened in time."""
+        self.start(until_idle=True)
+        done = self.wait(timeout)
+        self.stop()
+        return done
+
+    def _wake_all(self) -> None:
+        for wake in self._wakes:
+            wake.set()
+
+    # -- lanes -------------------------------------------------------------------
+
+    def _lane(self, idx: int, until_idle: bool) -> None:
+        worker = f"{self.name}/{idx}"  # locked_by: each lane holds its own leases
+        wake = self._wakes[idx]
+        conn: psycopg.Connection[Any] | None = None
+        while not self._stop.is_set():
+            try:
+                if conn is None or conn.closed or conn.broken:
+                    if conn is not None:
+                        conn.close()
+                    conn = connect(self.dsn, worker)
+                wake.clear()  # before claiming: a NOTIFY from now on is not lost
+                job = self._claim(conn, worker)
+                if job is None:
+                    if until_idle:
+                        break
+                    wake.wait(self.poll_interval)
+                    continue
+                self.run_job(conn, worker, job)
+            except psycopg.OperationalError as err:
+                # The connection is gone; a job it held is reclaimed after its lease.
+                log.warning("database connection lost", extra={"lane": worker, "error": str(err)})
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self._stop.wait(min(self.poll_interval, 5.0))
+            except Exception:
+                log.exception("lane failed; continuing", extra={"lane": worker})
+                self._stop.wait(1.0)
+        if conn is not None:
+            conn.close()
+
+    def _claim(self, conn: psycopg.Connection[Any], worker: str) -> Job | None:
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(
+                "select * from memory.claim_jobs(%s, %s, 1, %s)", (worker, self.kinds, self.lease)
+            )
+            row = cur.fetchone()
+        return None if row is None else Job.from_row(row)
+
+    def run_job(self, conn: psycopg.Connection[Any], worker: str, job: Job) -> None:
+        fields = {**job.log_fields(), "lane": worker}
+        started = time.monotonic()
+        handler = self.handlers[job.kind]
+        try:
+            with conn.transaction():
+                conn.execute("select memory.use_org(%s)", (job.org_id,))
+                try:
+                    result = handler(conn, job)
+                except PartialFailure as err:
+                    # What applied stands, committed with the failed attempt.
+                    status = self._fail(conn, worker, job, str(err), retryable=True)
+                    if status is None:
+                        raise _LeaseLost from err
+                    log.warning(
+                        "job partly failed", extra={**fields, "status": status, "error": str(err)}
+                    )
+                    return
+                if not self._complete(conn, worker, job, result):
+                    raise _LeaseLost
+            done = {**fields, "seconds": _since(started)}
+            if len(json.dumps(result, default=str)) <= 500:  # the job row keeps it all anyway
+                done["result"] = result
+            log.info("job done", extra=done)
+        except _LeaseLost:
+            log.warning("lease lost; this attempt was rolled back", extra=fields)
+        except ParkJob as err:
+            with conn.transaction():
+                row = conn.execute(
+                    "select memory.park_job(%s, %s, %s, %s)",
+                    (job.org_id, job.job_id, worker, err.reason),
+                ).fetchone()
+            if row and row[0]:
+                log.warning("job waiting", extra={**fields, "reason": err.reason})
+            else:
+                log.warning("lease lost before the job could wait", extra=fields)
+        except Exception as err:
+            if conn.broken or conn.closed:
+                raise  # connection gone: the lane reconnects, the lease returns the job
+            retryable = _retryable(err)
+            with conn.transaction():
+                status = self._fail(conn, worker, job, f"{type(err).__name__}: {err}", retryable)
+            log.warning(
+                "job failed",
+                extra={**fields, "status": status, "retryable": retryable, "error": str(err)},
+                # A traceback only for the unexpected: not for SQL or job errors.
+                exc_info=not isinstance(err, (psycopg.Error, JobError)),
+            )
+
+    def _complete(
+        self, conn: psycopg.Connection[Any], worker: str, job: Job, result: dict[str, Any]
+    ) -> bool:
+        row = conn.execute(
+            "select memory.complete_job(%s, %s, %s, %s)",
+            (job.org_id, job.job_id, worker, Jsonb(result)),
+        ).fetchone()
+        return bool(row and row[0])
+
+    def _fail(
+        self, conn: psycopg.Connection[Any], worker: str, job: Job, error: str, retryable: bool
+    ) -> str | None:
+        row = conn.execute(
+            "select memory.fail_job(%s, %s, %s, %s, %s)",
+            (job.org_id, job.job_id, worker, error, retryable),
+        ).fetchone()
+        return None if row is None else row[0]
+
+    # -- control: wake-ups and periodic jobs -------------------------------------------
+
+    def _control(self) -> None:
+        next_schedule = 0.0
+        while not self._stop.is_set():
+            try:
+                with connect(self.dsn, f"{self.name}/control") as conn:
+                    conn.execute(f"listen {CHANNEL}")
+                    self._wake_all()  # jobs may have come while we were not listening
+                    while not self._stop.is_set():
+                        if time.monotonic() >= next_schedule:
+                            queued = conn.execute("select memory.enqueue_due_jobs()").fetchone()
+                            if queued and queued[0]:
+                                log.info("periodic jobs queued", extra={"count": queued[0]})
+                            next_schedule = time.monotonic() + self.schedule_interval
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self._wake_all()
+            except psycopg.OperationalError as err:
+                log.warning("listener connection lost", extra={"error": str(err)})
+                self._stop.wait(min(self.poll_interval, 5.0))
+            except Exception:
+                log.exception("control thread failed; restarting it")
+                self._stop.wait(1.0)
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)
+
+
+def _retryable(err: BaseException) -> bool:
+    if isinstance(err, psycopg.errors.DataError):
+        return False  # SQLSTATE class 22: the job's data is wrong, a retry repeats it
+    return bool(getattr(err, "retryable", True))
