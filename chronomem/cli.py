@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import psycopg
@@ -67,17 +68,21 @@ def run_demo(owner: str, settings: Settings) -> None:
     subprocess.run([str(psql), *args, "-f", str(DEMO_SQL), "-d", dsn], check=True)
 
 
-def _wait_for_interrupt(worker: subprocess.Popen[bytes] | None = None) -> None:
+def _wait_for_interrupt(children: dict[str, subprocess.Popen[bytes]] | None = None) -> None:
     # SIGTERM (e.g. from a service manager) stops as cleanly as Ctrl-C; SIGINT is set
     # explicitly because a shell without job control starts `... &` with it ignored.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.default_int_handler)
+    running = dict(children or {})
     try:
         while True:
             time.sleep(1)
-            if worker is not None and worker.poll() is not None:
-                print(f"worker exited with code {worker.returncode}", file=sys.stderr, flush=True)
-                worker = None
+            for name, child in list(running.items()):
+                if child.poll() is not None:
+                    print(
+                        f"{name} exited with code {child.returncode}", file=sys.stderr, flush=True
+                    )
+                    del running[name]
     except KeyboardInterrupt:
         pass
 
@@ -91,6 +96,15 @@ def _start_worker(app: str) -> subprocess.Popen[bytes]:
         [sys.executable, "-m", "chronomem", "worker", "--dsn", app],
         start_new_session=True,
         env={**os.environ, "CHRONOMEM_WORKER_PARENT_PID": str(os.getpid())},
+    )
+
+
+def _start_api(app: str, host: str, port: int) -> subprocess.Popen[bytes]:
+    """The HTTP API, a child process like the worker (see _start_worker)."""
+    address = ("--host", host, "--port", str(port))
+    return subprocess.Popen(
+        [sys.executable, "-m", "chronomem", "serve", "--dsn", app, *address],
+        start_new_session=True,
     )
 
 
@@ -116,12 +130,20 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         if embedded_server:
             print(f"embedded PostgreSQL keeps running in {settings.pgdata} (`chronomem down`)")
         return 0
-    # Placeholder: a later issue starts the HTTP API here.
-    worker = _start_worker(app_dsn(owner, settings.app_password))
-    print("up (worker started); Ctrl-C stops", flush=True)
+    app = app_dsn(owner, settings.app_password)
+    host = args.host or settings.api.host
+    port = args.port or settings.api.port
+    worker = _start_worker(app)
+    api = _start_api(app, host, port)
+    print(
+        f"up: worker started, HTTP API on http://{host}:{port} (OpenAPI at /docs); "
+        "`chronomem create-key --org NAME --project NAME` makes an API key; Ctrl-C stops",
+        flush=True,
+    )
     try:
-        _wait_for_interrupt(worker)
+        _wait_for_interrupt({"worker": worker, "api": api})
     finally:
+        _stop_worker(api)
         _stop_worker(worker)
     if embedded_server:
         embedded.stop(settings.pgdata)
@@ -164,6 +186,54 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         return 2
 
 
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn  # imported here: only this command needs the web stack
+
+    from thin_api.app import DSN_VARIABLE
+
+    dsn = (
+        args.dsn
+        or os.environ.get(DSN_VARIABLE)
+        or app_dsn(_owner_dsn(settings), settings.app_password)
+    )
+    os.environ[DSN_VARIABLE] = dsn
+    uvicorn.run(
+        "thin_api.app:app",
+        host=args.host or settings.api.host,
+        port=args.port or settings.api.port,
+        log_level=(os.environ.get("CHRONOMEM_LOG_LEVEL") or "info").lower(),
+        proxy_headers=False,
+    )
+    return 0
+
+
+def cmd_create_key(args: argparse.Namespace, settings: Settings) -> int:
+    """Bootstrap: an org (new by name, or existing by id), a project (found or created
+    by name) and an API key for it; the token is printed once."""
+    try:
+        org_id: uuid.UUID | None = uuid.UUID(args.org)
+    except ValueError:
+        org_id = None
+    dsn = args.dsn or app_dsn(_owner_dsn(settings), settings.app_password)
+    permissions = args.permissions.split(",") if args.permissions else None
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "select memory.bootstrap_api_key(%s, %s, %s, %s, coalesce(%s::text[], "
+            "memory.api_permissions()))",
+            (org_id, None if org_id else args.org, args.project, args.name, permissions),
+        ).fetchone()
+    assert row is not None
+    result = row[0]
+    new = {True: " (new)", False: ""}
+    # The details go to stderr, the token alone to stdout: TOKEN=$(chronomem create-key ...)
+    print(f"org      {result['org_id']}{new[result['org_created']]}", file=sys.stderr)
+    print(f"project  {result['project_id']}{new[result['project_created']]}", file=sys.stderr)
+    print(f"key      {result['key_id']}  {','.join(result['permissions'])}", file=sys.stderr)
+    print("token (shown once, store it now):", file=sys.stderr)
+    print(result["token"], flush=True)
+    return 0
+
+
 def cmd_reembed(args: argparse.Namespace, settings: Settings) -> int:
     owner = args.dsn or _owner_dsn(settings)
     with psycopg.connect(owner, autocommit=True) as conn:
@@ -202,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
         "up", parents=[common], help="start, bootstrap, migrate, show the demo, serve"
     )
     up.add_argument("--no-serve", action="store_true", help="exit after the demo")
+    _api_address_arguments(up)
     up.set_defaults(func=cmd_up)
     sub.add_parser(
         "migrate", parents=[common], help="bootstrap and migrate (idempotent)"
@@ -224,6 +295,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--drain", action="store_true", help="exit once no job is ready")
     worker.set_defaults(func=cmd_worker)
+    serve = sub.add_parser("serve", parents=[common], help="run the HTTP API (uvicorn)")
+    serve.add_argument("--dsn", help="an app-role DSN instead of the configured server")
+    _api_address_arguments(serve)
+    serve.set_defaults(func=cmd_serve)
+    key = sub.add_parser(
+        "create-key",
+        parents=[common],
+        help="create an API key (and its org and project if needed); prints the token once",
+    )
+    key.add_argument("--org", required=True, help="an existing org's id, or a name for a new org")
+    key.add_argument("--project", required=True, help="project name (created if missing)")
+    key.add_argument("--name", default="bootstrap", help="the key's name (default: bootstrap)")
+    key.add_argument(
+        "--permissions",
+        help="comma-separated permissions (default: all; project:manage covers the org)",
+    )
+    key.add_argument("--dsn", help="an app-role DSN instead of the configured server")
+    key.set_defaults(func=cmd_create_key)
     reembed = sub.add_parser(
         "reembed",
         parents=[common],
@@ -234,6 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
     reembed.add_argument("--dsn", help="an owner-role DSN instead of the configured server")
     reembed.set_defaults(func=cmd_reembed)
     return parser
+
+
+def _api_address_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="HTTP API address (default: CHRONOMEM_API_HOST, 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, help="HTTP API port (default: CHRONOMEM_API_PORT, 8765)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -128,6 +128,42 @@ class WorkerSettings:
 
 
 @dataclass(frozen=True)
+class ApiSettings:
+    """The HTTP API (`chronomem serve`, and `chronomem up` with the worker)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    pool_min: int = 1
+    pool_max: int = 10
+    """Database connections the API keeps (each request holds one for its transaction)."""
+    statement_timeout: float = 30.0
+    """Seconds a request's SQL may run before it is cancelled (a 503 timeout)."""
+    query_embeddings: bool = True
+    """Embed search queries with the configured embedder (CHRONOMEM_EMBEDDING_*, else the
+    local model when installed); off: vector legs run only on a client's own vector."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ApiSettings:
+        embed = (_get(env, "CHRONOMEM_API_QUERY_EMBEDDINGS") or "auto").strip().lower()
+        if embed not in ("auto", "off"):
+            raise SettingsError(
+                f"CHRONOMEM_API_QUERY_EMBEDDINGS must be auto or off, not {embed!r}"
+            )
+        pool_min = _int(env, "CHRONOMEM_API_POOL_MIN", 0, 256)
+        pool_max = _int(env, "CHRONOMEM_API_POOL_MAX", 1, 256) or cls.pool_max
+        if pool_min is not None and pool_min > pool_max:
+            raise SettingsError("CHRONOMEM_API_POOL_MIN must not exceed CHRONOMEM_API_POOL_MAX")
+        return cls(
+            host=_get(env, "CHRONOMEM_API_HOST") or cls.host,
+            port=_int(env, "CHRONOMEM_API_PORT", 1, 65535) or cls.port,
+            pool_min=min(cls.pool_min, pool_max) if pool_min is None else pool_min,
+            pool_max=pool_max,
+            statement_timeout=_number(env, "CHRONOMEM_API_STATEMENT_TIMEOUT", 30.0, 0.1, 86400),
+            query_embeddings=embed == "auto",
+        )
+
+
+@dataclass(frozen=True)
 class Settings:
     database_url: str | None
     """Superuser DSN of an existing server; when None, the embedded server is used."""
@@ -138,6 +174,7 @@ class Settings:
     llm: LLMSettings = field(default_factory=LLMSettings)
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
+    api: ApiSettings = field(default_factory=ApiSettings)
 
     @property
     def pgdata(self) -> Path:
@@ -155,4 +192,5 @@ class Settings:
             llm=LLMSettings.from_env(env),
             embedding=EmbeddingSettings.from_env(env),
             worker=WorkerSettings.from_env(env),
+            api=ApiSettings.from_env(env),
         )

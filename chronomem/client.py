@@ -1,0 +1,460 @@
+"""A small typed client for Chronomem's HTTP API, sync (`Client`) and async
+(`AsyncClient`), over httpx.
+
+    with Client("http://127.0.0.1:8765", token) as memory:
+        memory.declare_predicate(project, "plan", "one")
+        memory.assert_facts(project, [{"subject": "user 42", "predicate": "plan",
+                                       "object": "pro", "valid_from": "2024-01-01"}])
+        memory.list_facts(project, as_of="2024-02-01").facts
+
+Answers are the API's own response models (thin_api.models); an error answer raises
+`ChronomemError` with its status, stable code, message and field. Timestamps may be
+datetimes or ISO 8601 strings (zone-less = UTC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
+from urllib.parse import quote
+from uuid import UUID
+
+import httpx
+from pydantic import BaseModel
+
+from thin_api.models import (
+    ApiKeyCreated,
+    ApiKeyList,
+    ApiKeyRevoked,
+    AssertResult,
+    CommunityList,
+    ContextResult,
+    EntityPage,
+    FactHistory,
+    FactPage,
+    IngestResult,
+    MessagePage,
+    Neighbors,
+    Predicate,
+    PredicateList,
+    Project,
+    Readiness,
+    RetractResult,
+    SearchResult,
+    Timeline,
+    WipeResult,
+)
+
+T = TypeVar("T", bound=BaseModel)
+P = ParamSpec("P")
+Id = UUID | str
+When = datetime | str | None
+
+
+class ChronomemError(Exception):
+    """An error answer: `{"error": {"code", "message", "field"}}`."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None) -> None:
+        super().__init__(f"{status} {code}: {message}" + (f" (field {field})" if field else ""))
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request, and the model its answer parses into."""
+
+    method: str
+    path: str
+    model: type[T]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    json: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _when(value: When) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _query(**params: Any) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, UUID) else v for k, v in params.items() if v is not None}
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    return {
+        k: _when(v) if isinstance(v, datetime) else v for k, v in fields.items() if v is not None
+    }
+
+
+def _answer(response: httpx.Response, model: type[T]) -> T:
+    if response.is_error:
+        try:
+            error = response.json()["error"]
+            code, message, fault = error["code"], error["message"], error.get("field")
+        except (ValueError, KeyError, TypeError):
+            code, message, fault = "http_error", response.text[:200], None
+        raise ChronomemError(response.status_code, code, message, fault)
+    return model.model_validate(response.json())
+
+
+class Calls:
+    """Every API route as a `Call` (shared by the sync and async clients)."""
+
+    def create_project(self, name: str) -> Call[Project]:
+        return Call("POST", "/v1/projects", Project, json={"name": name})
+
+    def get_project(self, project: Id) -> Call[Project]:
+        return Call("GET", f"/v1/projects/{project}", Project)
+
+    def create_api_key(
+        self, project: Id, name: str, permissions: Sequence[str]
+    ) -> Call[ApiKeyCreated]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/api-keys",
+            ApiKeyCreated,
+            json={"name": name, "permissions": list(permissions)},
+        )
+
+    def list_api_keys(self, project: Id) -> Call[ApiKeyList]:
+        return Call("GET", f"/v1/projects/{project}/api-keys", ApiKeyList)
+
+    def revoke_api_key(self, project: Id, key: Id) -> Call[ApiKeyRevoked]:
+        return Call("DELETE", f"/v1/projects/{project}/api-keys/{key}", ApiKeyRevoked)
+
+    def ingest(
+        self,
+        project: Id,
+        session: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        session_metadata: Mapping[str, Any] | None = None,
+    ) -> Call[IngestResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/memory",
+            IngestResult,
+            json=_body(
+                session=session,
+                messages=[_body(**m) for m in messages],
+                session_metadata=session_metadata,
+            ),
+            headers={"Idempotency-Key": idempotency_key} if idempotency_key else {},
+        )
+
+    def wipe(
+        self, project: Id, *, session: str | None = None, subject: str | None = None
+    ) -> Call[WipeResult]:
+        return Call(
+            "DELETE",
+            f"/v1/projects/{project}/memory",
+            WipeResult,
+            params=_query(session=session, subject=subject),
+        )
+
+    def session_messages(
+        self, project: Id, session: str, *, after: int | None = None, limit: int | None = None
+    ) -> Call[MessagePage]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/sessions/{quote(session, safe='')}/messages",
+            MessagePage,
+            params=_query(after=after, limit=limit),
+        )
+
+    def assert_facts(
+        self,
+        project: Id,
+        facts: Sequence[Mapping[str, Any]],
+        *,
+        override_tombstones: bool = False,
+    ) -> Call[AssertResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/facts",
+            AssertResult,
+            json={"facts": [_body(**f) for f in facts], "override_tombstones": override_tombstones},
+        )
+
+    def list_facts(
+        self,
+        project: Id,
+        *,
+        as_of: When = None,
+        known_at: When = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        cursor: Id | None = None,
+        limit: int | None = None,
+    ) -> Call[FactPage]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/facts",
+            FactPage,
+            params=_query(
+                as_of=_when(as_of),
+                known_at=_when(known_at),
+                subject=subject,
+                predicate=predicate,
+                cursor=cursor,
+                limit=limit,
+            ),
+        )
+
+    def retract_fact(self, project: Id, fact: Id, reason: str | None = None) -> Call[RetractResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/facts/{fact}/retract",
+            RetractResult,
+            json=_body(reason=reason),
+        )
+
+    def fact_history(self, project: Id, fact: Id) -> Call[FactHistory]:
+        return Call("GET", f"/v1/projects/{project}/facts/{fact}/history", FactHistory)
+
+    def timeline(self, project: Id, subject: str, predicate: str | None = None) -> Call[Timeline]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/timeline",
+            Timeline,
+            params=_query(subject=subject, predicate=predicate),
+        )
+
+    def declare_predicate(self, project: Id, predicate: str, cardinality: str) -> Call[Predicate]:
+        return Call(
+            "PUT",
+            f"/v1/projects/{project}/predicates/{quote(predicate, safe='')}",
+            Predicate,
+            json={"cardinality": cardinality},
+        )
+
+    def list_predicates(self, project: Id) -> Call[PredicateList]:
+        return Call("GET", f"/v1/projects/{project}/predicates", PredicateList)
+
+    def search(
+        self,
+        project: Id,
+        query: str,
+        *,
+        query_embedding: Sequence[float] | None = None,
+        as_of: When = None,
+        known_at: When = None,
+        k: int | None = None,
+        legs: Sequence[str] | None = None,
+    ) -> Call[SearchResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/search",
+            SearchResult,
+            json=_body(
+                query=query,
+                query_embedding=None if query_embedding is None else list(query_embedding),
+                as_of=as_of,
+                known_at=known_at,
+                k=k,
+                legs=None if legs is None else list(legs),
+            ),
+        )
+
+    def context(
+        self,
+        project: Id,
+        query: str,
+        *,
+        query_embedding: Sequence[float] | None = None,
+        as_of: When = None,
+        known_at: When = None,
+        max_tokens: int | None = None,
+        k: int | None = None,
+    ) -> Call[ContextResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/context",
+            ContextResult,
+            json=_body(
+                query=query,
+                query_embedding=None if query_embedding is None else list(query_embedding),
+                as_of=as_of,
+                known_at=known_at,
+                max_tokens=max_tokens,
+                k=k,
+            ),
+        )
+
+    def neighbors(
+        self,
+        project: Id,
+        entity: str,
+        *,
+        depth: int | None = None,
+        as_of: When = None,
+        known_at: When = None,
+        limit: int | None = None,
+    ) -> Call[Neighbors]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/graph/neighbors",
+            Neighbors,
+            params=_query(
+                entity=entity,
+                depth=depth,
+                as_of=_when(as_of),
+                known_at=_when(known_at),
+                limit=limit,
+            ),
+        )
+
+    def entities(
+        self, project: Id, *, cursor: str | None = None, limit: int | None = None
+    ) -> Call[EntityPage]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/entities",
+            EntityPage,
+            params=_query(cursor=cursor, limit=limit),
+        )
+
+    def communities(self, project: Id) -> Call[CommunityList]:
+        return Call("GET", f"/v1/projects/{project}/communities", CommunityList)
+
+    def ready(self) -> Call[Readiness]:
+        return Call("GET", "/readyz", Readiness)
+
+
+def _sync(
+    build: Callable[Concatenate[Calls, P], Call[T]],
+) -> Callable[Concatenate[Client, P], T]:
+    def method(self: Client, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.send(build(self.calls, *args, **kwargs))
+
+    method.__name__ = build.__name__
+    method.__doc__ = build.__doc__
+    return method
+
+
+def _async(
+    build: Callable[Concatenate[Calls, P], Call[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    async def method(self: AsyncClient, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.send(build(self.calls, *args, **kwargs))
+
+    method.__name__ = build.__name__
+    method.__doc__ = build.__doc__
+    return method
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class Client:
+    """Synchronous client; one httpx connection pool per instance."""
+
+    calls = Calls()
+
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        self.http = httpx.Client(base_url=base_url, headers=_headers(token), timeout=timeout)
+
+    def send(self, call: Call[T]) -> T:
+        response = self.http.request(
+            call.method, call.path, params=call.params, json=call.json, headers=call.headers
+        )
+        return _answer(response, call.model)
+
+    def metrics(self) -> str:
+        """/metrics, Prometheus text."""
+        response = self.http.get("/metrics")
+        response.raise_for_status()
+        return response.text
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    create_project = _sync(Calls.create_project)
+    get_project = _sync(Calls.get_project)
+    create_api_key = _sync(Calls.create_api_key)
+    list_api_keys = _sync(Calls.list_api_keys)
+    revoke_api_key = _sync(Calls.revoke_api_key)
+    ingest = _sync(Calls.ingest)
+    wipe = _sync(Calls.wipe)
+    session_messages = _sync(Calls.session_messages)
+    assert_facts = _sync(Calls.assert_facts)
+    list_facts = _sync(Calls.list_facts)
+    retract_fact = _sync(Calls.retract_fact)
+    fact_history = _sync(Calls.fact_history)
+    timeline = _sync(Calls.timeline)
+    declare_predicate = _sync(Calls.declare_predicate)
+    list_predicates = _sync(Calls.list_predicates)
+    search = _sync(Calls.search)
+    context = _sync(Calls.context)
+    neighbors = _sync(Calls.neighbors)
+    entities = _sync(Calls.entities)
+    communities = _sync(Calls.communities)
+    ready = _sync(Calls.ready)
+
+
+class AsyncClient:
+    """Asynchronous client (same methods as Client, awaited)."""
+
+    calls = Calls()
+
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        self.http = httpx.AsyncClient(base_url=base_url, headers=_headers(token), timeout=timeout)
+
+    async def send(self, call: Call[T]) -> T:
+        response = await self.http.request(
+            call.method, call.path, params=call.params, json=call.json, headers=call.headers
+        )
+        return _answer(response, call.model)
+
+    async def metrics(self) -> str:
+        response = await self.http.get("/metrics")
+        response.raise_for_status()
+        return response.text
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    create_project = _async(Calls.create_project)
+    get_project = _async(Calls.get_project)
+    create_api_key = _async(Calls.create_api_key)
+    list_api_keys = _async(Calls.list_api_keys)
+    revoke_api_key = _async(Calls.revoke_api_key)
+    ingest = _async(Calls.ingest)
+    wipe = _async(Calls.wipe)
+    session_messages = _async(Calls.session_messages)
+    assert_facts = _async(Calls.assert_facts)
+    list_facts = _async(Calls.list_facts)
+    retract_fact = _async(Calls.retract_fact)
+    fact_history = _async(Calls.fact_history)
+    timeline = _async(Calls.timeline)
+    declare_predicate = _async(Calls.declare_predicate)
+    list_predicates = _async(Calls.list_predicates)
+    search = _async(Calls.search)
+    context = _async(Calls.context)
+    neighbors = _async(Calls.neighbors)
+    entities = _async(Calls.entities)
+    communities = _async(Calls.communities)
+    ready = _async(Calls.ready)

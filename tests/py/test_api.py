@@ -1,0 +1,498 @@
+"""The HTTP API over a real `chronomem serve` process on loopback, through the client:
+every route's happy path, supersession and as-of reads, wipe (checked by a fresh
+connection), audit rows, /metrics, /readyz, the async client, the OpenAPI document and
+the `create-key` bootstrap."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from api_server import Tenant, api_server, make_tenant
+
+from chronomem.client import AsyncClient, ChronomemError, Client
+
+T_JAN = "2024-01-01T00:00:00Z"
+T_FEB = "2024-02-01T00:00:00Z"
+T_MAR = "2024-03-01T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def base(app_dsn: str) -> Iterator[str]:
+    with api_server(app_dsn) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def tenant(app_dsn: str) -> Tenant:
+    return make_tenant(app_dsn, "api happy paths")
+
+
+@pytest.fixture
+def api(base: str, tenant: Tenant) -> Iterator[Client]:
+    with tenant.client(base) as client:
+        yield client
+
+
+@pytest.fixture
+def project(api: Client) -> uuid.UUID:
+    """A fresh project per test (made through POST /v1/projects)."""
+    return api.create_project(f"p-{uuid.uuid4().hex[:8]}").project_id
+
+
+def plan(obj: str, valid_from: str, subject: str = "user 42") -> dict[str, Any]:
+    return {"subject": subject, "predicate": "plan", "object": obj, "valid_from": valid_from}
+
+
+def audit_rows(admin_dsn: str, project: uuid.UUID) -> list[tuple[str, str, str, dict[str, Any]]]:
+    # A fresh superuser connection: reads past row-level security, sees only committed rows.
+    with psycopg.connect(admin_dsn) as conn:
+        return conn.execute(  # type: ignore[return-value]
+            "select action, resource, actor, counts from memory.audit_log "
+            "where project_id = %s order by audit_id",
+            (project,),
+        ).fetchall()
+
+
+# -- projects and keys ----------------------------------------------------------------
+def test_projects_and_keys(api: Client, base: str, tenant: Tenant) -> None:
+    made = api.create_project("projects and keys")
+    assert made.org_id == tenant.org and made.name == "projects and keys"
+    assert api.get_project(made.project_id) == made
+
+    key = api.create_api_key(made.project_id, "reader", ["project:read"])
+    assert re.fullmatch(r"cmk_[0-9a-f]{32}_[0-9a-f]{64}", key.token)
+    assert key.token.startswith(key.prefix) and key.permissions == ["project:read"]
+    listed = api.list_api_keys(made.project_id).api_keys
+    assert [k.key_id for k in listed] == [key.key_id]
+    assert listed[0].revoked_at is None and listed[0].created_by == f"api_key:{tenant.key_id}"
+    # The secret is shown once: no listing carries it.
+    raw = httpx.get(
+        f"{base}/v1/projects/{made.project_id}/api-keys",
+        headers={"Authorization": f"Bearer {tenant.token}"},
+    ).text
+    assert key.token not in raw and key.token[-64:] not in raw
+
+    with Client(base, key.token) as reader:
+        assert reader.get_project(made.project_id).project_id == made.project_id
+        assert api.list_api_keys(made.project_id).api_keys[0].last_used_at is not None
+        revoked = api.revoke_api_key(made.project_id, key.key_id)
+        assert revoked.status == "revoked"
+        with pytest.raises(ChronomemError) as err:
+            reader.get_project(made.project_id)
+        assert err.value.status == 401
+    assert api.revoke_api_key(made.project_id, key.key_id).status == "already_revoked"
+    assert api.list_api_keys(made.project_id).api_keys[0].revoked_at == revoked.revoked_at
+
+
+# -- facts ----------------------------------------------------------------------------
+def test_supersession_and_as_of_reads(api: Client, project: uuid.UUID) -> None:
+    assert api.declare_predicate(project, "plan", "one").cardinality == "one"
+    assert [p.predicate for p in api.list_predicates(project).predicates] == ["plan"]
+
+    first = api.assert_facts(project, [plan("pro", T_JAN)])
+    assert (first.inserted, first.superseded_count) == (1, 0)
+    pro = first.results[0].fact_id
+    believed_pro = api.list_facts(project).known_at  # an instant after the first batch
+
+    second = api.assert_facts(project, [plan("enterprise", T_MAR)])
+    assert (second.inserted, second.superseded_count) == (1, 1)
+    enterprise = second.results[0].fact_id
+    assert second.results[0].superseded == [pro]
+    assert [(p.old_fact_id, p.new_fact_id) for p in second.superseded_pairs] == [(pro, enterprise)]
+
+    now = api.list_facts(project)
+    assert [(f.object, f.valid_until) for f in now.facts] == [("enterprise", None)]
+    then = api.list_facts(project, as_of=T_FEB).facts
+    assert [(f.fact_id, f.valid_until) for f in then] == [(pro, datetime(2024, 3, 1, tzinfo=UTC))]
+    # What the store believed before the second batch: pro, still open.
+    before = api.list_facts(project, known_at=believed_pro).facts
+    assert [(f.object, f.valid_until) for f in before] == [("pro", None)]
+    # Zone-less instants are UTC: the three spellings are one instant.
+    for spelling in ("2024-02-01T00:00:00", "2024-02-01T01:00:00+01:00", T_FEB):
+        page = api.list_facts(project, as_of=spelling)
+        assert page.as_of == datetime(2024, 2, 1, tzinfo=UTC)
+        assert [f.fact_id for f in page.facts] == [pro]
+
+    retry = api.assert_facts(project, [plan("enterprise", T_MAR)])
+    assert (retry.inserted, retry.skipped) == (0, 1)
+
+    retracted = api.retract_fact(project, enterprise, "entered by mistake")
+    assert retracted.status == "retracted" and retracted.restored == [pro]
+    assert [f.object for f in api.list_facts(project).facts] == ["pro"]
+    assert api.retract_fact(project, enterprise).status == "already_retracted"
+    refused = api.assert_facts(project, [plan("enterprise", T_MAR)])
+    assert refused.refused == 1 and refused.results[0].status == "refused"
+    assert refused.results[0].retracted_fact_id == enterprise
+    again = api.assert_facts(project, [plan("enterprise", T_MAR)], override_tombstones=True)
+    assert again.inserted == 1
+
+    history = api.fact_history(project, pro)
+    kinds = [e.event_type for e in history.events]
+    assert kinds[0] == "asserted" and "superseded" in kinds and "retracted" in kinds
+    assert all(e.occurred_at.tzinfo is not None for e in history.events)
+    timeline = api.timeline(project, "user 42", predicate="plan")
+    assert {f.status for f in timeline.facts} >= {"retracted", "ended", "current"}
+    assert [f.object for f in timeline.facts if f.status == "current"] == ["enterprise"]
+    assert api.timeline(project, "nobody").facts == []
+
+
+def test_assert_reports_bad_facts_without_losing_the_batch(api: Client, project: uuid.UUID) -> None:
+    result = api.assert_facts(
+        project,
+        [
+            plan("pro", T_JAN),
+            {"subject": "user 42", "predicate": "plan", "object": "x", "valid_from": "soon"},
+            {"subject": 42, "predicate": "", "object": "x"},
+            plan("basic", T_JAN, subject="user 43"),
+        ],
+    )
+    assert (result.inserted, result.invalid) == (2, 2)
+    assert [r.status for r in result.results] == ["inserted", "invalid", "invalid", "inserted"]
+    assert result.results[1].error is not None and result.results[1].error.field == "valid_from"
+    assert result.results[2].error is not None and result.results[2].error.field == "predicate"
+
+
+def test_fact_pages_follow_the_cursor(api: Client, project: uuid.UUID) -> None:
+    facts = [
+        {"subject": f"user {i % 3}", "predicate": "likes", "object": f"thing {i}"}
+        for i in range(25)
+    ]
+    assert api.assert_facts(project, facts).inserted == 25
+    seen: list[uuid.UUID] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = api.list_facts(project, cursor=cursor, limit=10)
+        pages += 1
+        seen += [f.fact_id for f in page.facts]
+        if page.next_cursor is None:
+            break
+        assert len(page.facts) == 10 and page.next_cursor == page.facts[-1].fact_id
+        cursor = page.next_cursor
+    assert pages == 3 and len(seen) == 25 and seen == sorted(seen, key=str)
+    assert len(set(seen)) == 25
+    mine = api.list_facts(project, subject="USER 1", predicate="Likes", limit=1000).facts
+    assert len(mine) == 8 and {f.subject for f in mine} == {"user 1"}
+    assert api.list_facts(project, subject="nobody").facts == []
+
+
+# -- memory ---------------------------------------------------------------------------
+def test_ingest_is_idempotent_and_sessions_page(api: Client, project: uuid.UUID) -> None:
+    messages = [
+        {"role": "user", "content": "I moved to Berlin", "occurred_at": "2024-05-01T10:00:00"},
+        {"role": "assistant", "content": "Noted: Berlin.", "metadata": {"source": "test"}},
+    ]
+    first = api.ingest(project, "chat 1", messages, idempotency_key="req-1")
+    assert not first.replayed and len(first.episode_ids) == 2
+    again = api.ingest(project, "chat 1", messages, idempotency_key="req-1")
+    assert again.replayed and again.episode_ids == first.episode_ids
+    with pytest.raises(ChronomemError) as err:
+        api.ingest(project, "chat 1", messages[:1], idempotency_key="req-1")
+    assert (err.value.status, err.value.code, err.value.field) == (
+        409,
+        "conflict",
+        "Idempotency-Key",
+    )
+    third = api.ingest(project, "chat 1", [{"role": "user", "content": "And now Paris."}])
+
+    page = api.session_messages(project, "chat 1", limit=2)
+    assert [m.seq for m in page.messages] == [1, 2] and page.next_cursor == 2
+    assert page.messages[0].occurred_at == datetime(2024, 5, 1, 10, tzinfo=UTC)
+    assert page.messages[1].metadata == {"source": "test"}
+    rest = api.session_messages(project, "chat 1", after=page.next_cursor)
+    assert [m.episode_id for m in rest.messages] == third.episode_ids
+    assert rest.next_cursor is None
+    with pytest.raises(ChronomemError) as missing:
+        api.session_messages(project, "no such chat")
+    assert missing.value.status == 404
+
+
+# -- retrieval and graph --------------------------------------------------------------
+def test_search_and_context_at_an_instant(api: Client, project: uuid.UUID) -> None:
+    api.declare_predicate(project, "plan", "one")
+    api.assert_facts(project, [plan("pro", T_JAN), plan("enterprise", T_MAR)])
+    api.ingest(project, "s", [{"role": "user", "content": "My plan is enterprise now"}])
+
+    now = api.search(project, "what plan does user 42 have", k=5)
+    assert not now.degraded and "fact_fulltext" in now.legs
+    assert "episode_vector" not in now.legs  # no embedder configured, none sent
+    objects = [r.object for r in now.results if r.kind == "fact"]
+    assert objects == ["enterprise"]
+    then = api.search(project, "what plan does user 42 have", as_of=T_FEB)
+    assert [r.object for r in then.results if r.kind == "fact"] == ["pro"]
+    assert then.at == datetime(2024, 2, 1, tzinfo=UTC)
+
+    # A client's own query vector runs the vector legs.
+    dim = 384
+    vector = api.search(project, "plan", query_embedding=[1.0] + [0.0] * (dim - 1))
+    assert {"episode_vector", "fact_vector"} <= set(vector.legs)
+
+    ctx = api.context(project, "what plan does user 42 have", as_of=T_FEB)
+    assert "pro" in ctx.text and "enterprise" not in ctx.text
+    assert ctx.tokens > 0 and [f.object for f in ctx.facts] == ["pro"]
+
+
+def test_graph_entities_and_communities(api: Client, project: uuid.UUID, tenant: Tenant) -> None:
+    def edge(s: str, p: str, o: str, since: str) -> dict[str, Any]:
+        return {
+            "subject": s,
+            "predicate": p,
+            "object": o,
+            "object_type": "entity",
+            "valid_from": since,
+        }
+
+    api.assert_facts(
+        project,
+        [
+            edge("alice", "works at", "acme", "2024-01-01"),
+            edge("acme", "located in", "berlin", "2024-06-01"),
+            edge("bob", "knows", "carol", "2024-01-01"),
+        ],
+    )
+    one = api.neighbors(project, "Alice")
+    assert one.entity.name == "alice" and one.depth == 1
+    assert [(n.name, n.depth) for n in one.nodes] == [("alice", 0), ("acme", 1)]
+    assert [e.relation for e in one.edges] == ["works at"]
+    two = api.neighbors(project, "alice", depth=2)
+    assert [n.name for n in two.nodes] == ["alice", "acme", "berlin"]
+    early = api.neighbors(project, "alice", depth=2, as_of="2024-03-01")
+    assert [n.name for n in early.nodes] == ["alice", "acme"]
+    with pytest.raises(ChronomemError) as err:
+        api.neighbors(project, "nobody")
+    assert err.value.status == 404
+
+    first = api.entities(project, limit=3)
+    assert [e.name for e in first.entities] == ["acme", "alice", "berlin"]
+    rest = api.entities(project, cursor=first.next_cursor)
+    assert [e.name for e in rest.entities] == ["bob", "carol"] and rest.next_cursor is None
+
+    assert api.communities(project).communities == []
+    tenant.rows("select memory.compute_communities(%s)", (project,))
+    groups = api.communities(project).communities
+    assert sorted(sorted(m.name for m in c.members) for c in groups) == [
+        ["acme", "alice", "berlin"],
+        ["bob", "carol"],
+    ]
+    assert groups[0].size == 3
+
+
+# -- wipe -----------------------------------------------------------------------------
+def test_wipe_is_verified_by_a_fresh_connection(
+    api: Client, project: uuid.UUID, admin_dsn: str
+) -> None:
+    api.ingest(project, "keep", [{"role": "user", "content": "keep me"}])
+    api.ingest(project, "drop", [{"role": "user", "content": "secret drop me"}])
+    facts = api.assert_facts(project, [plan("pro", T_JAN), plan("pro", T_JAN, subject="user 43")])
+    believed = api.list_facts(project).known_at
+
+    by_session = api.wipe(project, session="drop")
+    assert by_session.scope == "session" and by_session.episodes == 1
+    assert api.session_messages(project, "keep").messages
+    by_subject = api.wipe(project, subject="user 43")
+    assert (by_subject.scope, by_subject.facts) == ("subject", 1)
+    assert [f.subject for f in api.list_facts(project).facts] == ["user 42"]
+
+    wiped = api.wipe(project)
+    assert wiped.scope == "project" and wiped.facts == 1 and wiped.episodes == 1
+
+    with psycopg.connect(admin_dsn) as conn:
+        for table in ("facts", "episodes", "sessions", "entities", "edges", "fact_events"):
+            n = conn.execute(
+                f"select count(*) from memory.{table} where project_id = %s", (project,)
+            ).fetchone()
+            assert n == (0,), table
+        gone = conn.execute(
+            "select count(*) from memory.facts_at(%s, %s, %s)", (project, T_FEB, believed)
+        ).fetchone()
+        assert gone == (0,)
+        audit = conn.execute(
+            "select resource, counts::text from memory.audit_log "
+            "where project_id = %s and action = 'wipe' order by audit_id",
+            (project,),
+        ).fetchall()
+    assert [r[0] for r in audit] == ["session", "subject", "project"]
+    assert all("secret" not in r[1] and "user 4" not in r[1] for r in audit)
+    assert api.list_facts(project, as_of=T_FEB, known_at=believed).facts == []
+    assert facts.inserted == 2
+
+
+# -- audit ----------------------------------------------------------------------------
+def test_every_mutating_request_writes_one_audit_row(
+    api: Client, tenant: Tenant, admin_dsn: str
+) -> None:
+    project = api.create_project(f"audited-{uuid.uuid4().hex[:6]}").project_id
+    actor = f"api_key:{tenant.key_id}"
+    expected = [("project.create", f"project:{project}")]
+    assert [(a, r) for a, r, _, _ in audit_rows(admin_dsn, project)] == expected
+
+    steps: list[tuple[str, Any]] = [
+        ("predicate.declare", lambda: api.declare_predicate(project, "plan", "one")),
+        ("facts.assert", lambda: api.assert_facts(project, [plan("pro", T_JAN)])),
+        ("memory.ingest", lambda: api.ingest(project, "s", [{"role": "user", "content": "hi"}])),
+        ("api_key.create", lambda: api.create_api_key(project, "k", ["project:read"])),
+    ]
+    for action, step in steps:
+        before = len(audit_rows(admin_dsn, project))
+        step()
+        rows = audit_rows(admin_dsn, project)
+        assert len(rows) == before + 1 and rows[-1][0] == action and rows[-1][2] == actor
+    key = api.list_api_keys(project).api_keys[0].key_id
+    fact = api.list_facts(project).facts[0].fact_id
+    for action, step in [
+        ("api_key.revoke", lambda: api.revoke_api_key(project, key)),
+        ("retract_fact", lambda: api.retract_fact(project, fact, "test")),
+        ("wipe", lambda: api.wipe(project)),
+    ]:
+        before = len(audit_rows(admin_dsn, project))
+        step()
+        rows = audit_rows(admin_dsn, project)
+        assert len(rows) == before + 1 and rows[-1][0] == action and rows[-1][2] == actor
+
+    # Reads write nothing.
+    before = len(audit_rows(admin_dsn, project))
+    api.list_facts(project)
+    api.search(project, "plan")
+    api.list_api_keys(project)
+    assert len(audit_rows(admin_dsn, project)) == before
+    counts = {a: c for a, _, _, c in audit_rows(admin_dsn, project)}
+    assert counts["facts.assert"]["inserted"] == 1 and counts["memory.ingest"]["episodes"] == 1
+    # Append-only, even for the app role.
+    with psycopg.connect(tenant.app_dsn) as conn:
+        conn.execute("select memory.use_org(%s)", (tenant.org,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("delete from memory.audit_log where project_id = %s", (project,))
+
+
+# -- operations -----------------------------------------------------------------------
+def test_metrics_expose_counters_queue_and_requests(api: Client, project: uuid.UUID) -> None:
+    api.declare_predicate(project, "plan", "one")
+    result = api.assert_facts(project, [plan("pro", T_JAN), plan("max", T_MAR)])
+    api.retract_fact(project, result.results[1].fact_id)
+    api.assert_facts(project, [plan("max", T_MAR)])  # refused: retracted claim
+    api.ingest(project, "m", [{"role": "user", "content": "hello"}])
+    api.search(project, "plan")
+
+    text = api.metrics()
+
+    def value(name: str) -> float:
+        m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+        assert m, f"{name} missing from /metrics"
+        return float(m.group(1))
+
+    assert value("chronomem_database_up") == 1
+    for counter in ("facts_superseded", "facts_retracted", "facts_refused", "facts_inserted"):
+        assert value(f"chronomem_{counter}_total") >= 1
+    assert value('chronomem_queue_depth{kind="enrich"}') >= 1
+    assert value('chronomem_queue_oldest_age_seconds{kind="enrich"}') >= 0
+    assert 'chronomem_queue_dead{kind="embed"}' in text
+    assert 'chronomem_queue_jobs{kind="embed",status="queued"}' in text
+    route = "/v1/projects/{project_id}/facts"
+    assert (
+        value(f'chronomem_http_requests_total{{method="POST",route="{route}",status="200"}}') >= 2
+    )
+    assert (
+        f'chronomem_http_request_duration_seconds_bucket{{le="0.5",method="POST",route="{route}"}}'
+        in text
+    )
+    assert value('chronomem_search_duration_seconds_count{endpoint="search"}') >= 1
+    assert str(project) not in text  # route templates, not ids
+
+
+def test_health_and_readiness(base: str, api: Client) -> None:
+    assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}
+    ready = api.ready()
+    assert ready.status == "ok" and ready.database == "ok" and ready.revision == ready.head
+
+
+def test_async_client(base: str, tenant: Tenant, project: uuid.UUID) -> None:
+    async def run() -> list[int]:
+        async with AsyncClient(base, tenant.token) as client:
+            await client.declare_predicate(project, "plan", "one")
+            await client.assert_facts(project, [plan("pro", T_JAN)])
+            pages = await asyncio.gather(
+                *(client.list_facts(project, as_of=T_FEB) for _ in range(8))
+            )
+            with pytest.raises(ChronomemError):
+                await client.get_project(uuid.uuid4())
+            return [len(p.facts) for p in pages]
+
+    assert asyncio.run(run()) == [1] * 8
+
+
+def test_openapi_documents_every_route(base: str) -> None:
+    spec = httpx.get(f"{base}/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    operations = [
+        (path, method, op)
+        for path, item in spec["paths"].items()
+        if path.startswith("/v1/")
+        for method, op in item.items()
+    ]
+    assert len(operations) == 20
+    error_ref = "#/components/schemas/ErrorResponse"
+    for path, method, op in operations:
+        ok = op["responses"].get("200") or op["responses"].get("201")
+        assert ok and "$ref" in ok["content"]["application/json"]["schema"], (path, method)
+        for status in ("401", "404", "422"):
+            schema = op["responses"][status]["content"]["application/json"]["schema"]
+            assert schema == {"$ref": error_ref}, (path, method, status)
+        assert op.get("security") == [{"HTTPBearer": []}], (path, method)
+
+
+def test_cli_create_key_bootstraps_an_org(base: str, app_dsn: str) -> None:
+    def create_key(org: str) -> tuple[str, str]:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "chronomem",
+                "create-key",
+                "--org",
+                org,
+                "--project",
+                "cli project",
+                "--dsn",
+                app_dsn,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return done.stdout.strip(), done.stderr
+
+    token, info = create_key("cli org")
+    assert re.fullmatch(r"cmk_[0-9a-f]{32}_[0-9a-f]{64}", token)
+    org = re.search(r"^org\s+(\S+) \(new\)", info, re.MULTILINE)
+    project = re.search(r"^project\s+(\S+) \(new\)", info, re.MULTILINE)
+    assert org and project
+    with Client(base, token) as client:
+        assert client.get_project(project.group(1)).name == "cli project"
+        # Every permission by default; project:manage covers new projects of the org.
+        other = client.create_project("second")
+        assert client.list_facts(other.project_id).facts == []
+    second, info2 = create_key(org.group(1))
+    assert second != token and f"project  {project.group(1)}\n" in info2  # found, not new
+    with Client(base, second) as client:
+        assert client.get_project(project.group(1)).org_id == uuid.UUID(org.group(1))
+
+
+def test_timestamps_in_answers_are_utc(base: str, tenant: Tenant, project: uuid.UUID) -> None:
+    raw = httpx.get(
+        f"{base}/v1/projects/{project}/facts",
+        params={"as_of": "2024-02-01T05:00:00+05:00"},
+        headers={"Authorization": f"Bearer {tenant.token}"},
+    ).json()
+    assert raw["as_of"] == "2024-02-01T00:00:00Z"
+    assert datetime.fromisoformat(raw["known_at"]) - datetime.now(UTC) < timedelta(minutes=1)

@@ -1,0 +1,370 @@
+"""Tenancy and security over HTTP, as the app role behind a real server.
+
+Org B, with its own valid key holding every permission, gets 404 (never 403) for org
+A's ids on every route and can read, search, list, retract or wipe nothing of A's;
+each case has a positive control (A's key succeeds). Revoked and malformed keys are
+401 without detail; 403 happens only inside one's own org. A pool of two connections
+serving alternating tenants never carries one request's org into the next.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from api_server import Tenant, api_server, make_tenant
+
+from chronomem.client import Client
+
+UNAUTHORIZED = {
+    "error": {"code": "unauthorized", "message": "missing or invalid API key", "field": None}
+}
+
+
+@dataclass
+class World:
+    base: str
+    a: Tenant
+    b: Tenant
+    fact: uuid.UUID  # one of A's facts
+    session: str  # one of A's sessions
+    key: uuid.UUID  # an extra key of A's project
+    http: httpx.Client  # one connection pool for the module (a new client per call is slow)
+
+
+@pytest.fixture(scope="module")
+def base(app_dsn: str) -> Iterator[str]:
+    # A pool of at most two connections, so consecutive requests reuse connections.
+    with api_server(app_dsn, CHRONOMEM_API_POOL_MIN="1", CHRONOMEM_API_POOL_MAX="2") as url:
+        yield url
+
+
+def seed(client: Client, project: uuid.UUID, tag: str) -> list[uuid.UUID]:
+    client.declare_predicate(project, "plan", "one")
+    result = client.assert_facts(
+        project,
+        [
+            {
+                "subject": f"{tag} user",
+                "predicate": "plan",
+                "object": f"{tag} pro",
+                "valid_from": "2024-01-01",
+            },
+            {
+                "subject": f"{tag} user",
+                "predicate": "works at",
+                "object": f"{tag} corp",
+                "object_type": "entity",
+                "valid_from": "2024-01-01",
+            },
+        ],
+    )
+    client.ingest(project, f"{tag} chat", [{"role": "user", "content": f"{tag} secret words"}])
+    return [r.fact_id for r in result.results if r.fact_id]
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def world(base: str, app_dsn: str, http: httpx.Client) -> World:
+    a = make_tenant(app_dsn, "tenant A")
+    b = make_tenant(app_dsn, "tenant B")
+    with a.client(base) as ca, b.client(base) as cb:
+        facts = seed(ca, a.project, "alpha")
+        seed(cb, b.project, "bravo")
+        key = ca.create_api_key(a.project, "spare", ["project:read"]).key_id
+    return World(base, a, b, facts[0], "alpha chat", key, http)
+
+
+def call(w: World, token: str, method: str, path: str, **kw: Any) -> httpx.Response:
+    url = path.format(p=w.a.project, f=w.fact, s=w.session, k=w.key, bp=w.b.project)
+    return w.http.request(
+        method, w.base + url, headers={"Authorization": b"Bearer " + token.encode()}, **kw
+    )
+
+
+# Every route that takes an id, with a request that succeeds for the owner.  Reads
+# first; the writes below them are checked with state verified afterwards.
+READS: list[tuple[str, str, dict[str, Any]]] = [
+    ("GET", "/v1/projects/{p}", {}),
+    ("GET", "/v1/projects/{p}/api-keys", {}),
+    ("GET", "/v1/projects/{p}/sessions/{s}/messages", {}),
+    ("GET", "/v1/projects/{p}/facts", {}),
+    ("GET", "/v1/projects/{p}/facts", {"params": {"as_of": "2024-06-01", "subject": "alpha user"}}),
+    ("GET", "/v1/projects/{p}/facts/{f}/history", {}),
+    ("GET", "/v1/projects/{p}/timeline", {"params": {"subject": "alpha user"}}),
+    ("GET", "/v1/projects/{p}/predicates", {}),
+    ("POST", "/v1/projects/{p}/search", {"json": {"query": "alpha secret plan"}}),
+    ("POST", "/v1/projects/{p}/context", {"json": {"query": "alpha secret plan"}}),
+    ("GET", "/v1/projects/{p}/graph/neighbors", {"params": {"entity": "alpha user"}}),
+    ("GET", "/v1/projects/{p}/entities", {}),
+    ("GET", "/v1/projects/{p}/communities", {}),
+]
+WRITES: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "POST",
+        "/v1/projects/{p}/facts",
+        {"json": {"facts": [{"subject": "x", "predicate": "y", "object": "z"}]}},
+    ),
+    (
+        "POST",
+        "/v1/projects/{p}/memory",
+        {"json": {"session": "intruder", "messages": [{"role": "user", "content": "hi"}]}},
+    ),
+    ("PUT", "/v1/projects/{p}/predicates/likes", {"json": {"cardinality": "one"}}),
+    ("POST", "/v1/projects/{p}/api-keys", {"json": {"name": "x", "permissions": ["project:read"]}}),
+    ("POST", "/v1/projects/{p}/facts/{f}/retract", {"json": {"reason": "x"}}),
+    ("DELETE", "/v1/projects/{p}/api-keys/{k}", {}),
+    ("DELETE", "/v1/projects/{p}/memory", {"params": {"session": "{s}"}}),
+    ("DELETE", "/v1/projects/{p}/memory", {"params": {"subject": "alpha user"}}),
+    ("DELETE", "/v1/projects/{p}/memory", {}),
+    # A's ids under B's own project: still not found.
+    ("POST", "/v1/projects/{bp}/facts/{f}/retract", {}),
+    ("GET", "/v1/projects/{bp}/facts/{f}/history", {}),
+    ("DELETE", "/v1/projects/{bp}/api-keys/{k}", {}),
+    ("GET", "/v1/projects/{bp}/sessions/{s}/messages", {}),
+    ("DELETE", "/v1/projects/{bp}/memory", {"params": {"session": "{s}"}}),
+]
+
+
+def a_state(w: World) -> dict[str, Any]:
+    """Everything of A's, read through SQL in A's scope."""
+    return {
+        "facts": w.a.rows(
+            "select fact_id, invalid_at from memory.facts_at(%s) order by fact_id", (w.a.project,)
+        ),
+        "episodes": w.a.rows("select episode_id from memory.episodes order by 1"),
+        "keys": w.a.rows(
+            "select key_id, revoked_at from memory.list_api_keys(%s) order by 1", (w.a.project,)
+        ),
+        "predicates": w.a.rows("select * from memory.predicates_of(%s)", (w.a.project,)),
+    }
+
+
+def _fill(kw: dict[str, Any], w: World) -> dict[str, Any]:
+    params = kw.get("params")
+    if params:
+        kw = {**kw, "params": {k: v.format(s=w.session) for k, v in params.items()}}
+    return kw
+
+
+@pytest.mark.parametrize(("method", "path", "kw"), READS, ids=[f"{m} {p}" for m, p, _ in READS])
+def test_other_org_reads_are_not_found(
+    world: World, method: str, path: str, kw: dict[str, Any]
+) -> None:
+    denied = call(world, world.b.token, method, path, **kw)
+    assert denied.status_code == 404, denied.text
+    assert denied.json()["error"]["code"] == "not_found"
+    assert "alpha" not in denied.text
+    allowed = call(world, world.a.token, method, path, **kw)  # positive control
+    assert allowed.status_code == 200, allowed.text
+
+
+def test_other_org_writes_are_not_found_and_change_nothing(world: World) -> None:
+    before = a_state(world)
+    for method, path, kw in WRITES:
+        response = call(world, world.b.token, method, path, **_fill(kw, world))
+        assert response.status_code == 404, (method, path, response.text)
+        assert response.json()["error"]["code"] == "not_found"
+    assert a_state(world) == before
+    # Positive controls on a copy of the world's shape: A's own key can do each write.
+    with world.a.client(world.base) as ca:
+        project = ca.create_project(f"control-{uuid.uuid4().hex[:6]}").project_id
+        facts = seed(ca, project, "alpha")
+        key = ca.create_api_key(project, "spare", ["project:read"]).key_id
+    own = World(
+        world.base,
+        Tenant(world.a.app_dsn, world.a.org, project, world.a.key_id, world.a.token),
+        world.b,
+        facts[0],
+        "alpha chat",
+        key,
+        world.http,
+    )
+    for method, path, kw in WRITES:
+        if "{bp}" in path:
+            continue
+        response = call(own, world.a.token, method, path, **_fill(kw, own))
+        assert response.status_code in (200, 201), (method, path, response.text)
+
+
+def test_other_org_sees_nothing_in_its_own_project(world: World) -> None:
+    with world.b.client(world.base) as cb:
+        found = cb.search(world.b.project, "alpha secret words plan corp", k=50)
+        assert all("alpha" not in (r.text or "") for r in found.results)
+        assert found.results  # positive control: B finds its own
+        facts = cb.list_facts(world.b.project, limit=1000).facts
+        assert facts and all(f.subject.startswith("bravo") for f in facts)
+        names = [e.name for e in cb.entities(world.b.project, limit=1000).entities]
+        assert names and not any(n.startswith("alpha") for n in names)
+        assert cb.timeline(world.b.project, "alpha user").facts == []
+        context = cb.context(world.b.project, "alpha secret words")
+        assert "alpha" not in context.text
+
+
+def test_forbidden_only_inside_ones_own_org(world: World) -> None:
+    a = world.a
+    reader = a.key(["project:read"])
+    writer = a.key(["project:write"])
+    configurer = a.key(["configuration:read"])
+    with a.client(world.base) as root:
+        other = root.create_project(f"other-{uuid.uuid4().hex[:6]}").project_id
+    cases: list[tuple[str, str, str, dict[str, Any]]] = [
+        (reader, "POST", "/v1/projects/{p}/facts", {"json": {"facts": []}}),
+        (reader, "DELETE", "/v1/projects/{p}/memory", {}),
+        (reader, "PUT", "/v1/projects/{p}/predicates/plan", {"json": {"cardinality": "one"}}),
+        (reader, "GET", "/v1/projects/{p}/api-keys", {}),
+        (reader, "POST", "/v1/projects", {"json": {"name": "nope"}}),
+        (writer, "GET", "/v1/projects/{p}/facts", {}),
+        (configurer, "PUT", "/v1/projects/{p}/predicates/plan", {"json": {"cardinality": "one"}}),
+        (reader, "GET", f"/v1/projects/{other}/facts", {}),  # another project of the org
+    ]
+    for token, method, path, kw in cases:
+        response = call(world, token, method, path, **kw)
+        assert response.status_code == 403, (method, path, response.text)
+        assert response.json()["error"]["code"] == "forbidden"
+    # Positive controls.
+    assert call(world, reader, "GET", "/v1/projects/{p}/facts").status_code == 200
+    assert call(world, configurer, "GET", "/v1/projects/{p}/predicates").status_code == 200
+    # Another org's project stays 404 for a key lacking the permission too.
+    assert (
+        call(world, reader, "POST", "/v1/projects/{bp}/facts", json={"facts": []}).status_code
+        == 404
+    )
+
+
+def test_revoked_key_is_unauthorized(world: World) -> None:
+    token = world.a.key(["project:read"])
+    assert call(world, token, "GET", "/v1/projects/{p}").status_code == 200
+    key_id = uuid.UUID(token.split("_")[1])
+    with world.a.client(world.base) as root:
+        root.revoke_api_key(world.a.project, key_id)
+    response = call(world, token, "GET", "/v1/projects/{p}")
+    assert response.status_code == 401 and response.json() == UNAUTHORIZED
+
+
+def _malformed(w: World) -> list[str]:
+    token = w.a.token
+    key_hex, secret = token.split("_")[1], token.split("_")[2]
+    flipped = secret[:-1] + ("0" if secret[-1] != "0" else "1")
+    return [
+        "x",
+        "cmk_",
+        "cmk__",
+        token.upper(),
+        token + "0",
+        token[:-1],
+        f"cmk_{key_hex}_{flipped}",  # right key, wrong secret
+        f"cmk_{uuid.uuid4().hex}_{secret}",  # unknown key, A's secret
+        f"cmk_{key_hex}_{'0' * 64}",
+        f"cmk_{key_hex[:-1]}g_{secret}",
+        "cmk_" + "0" * 32 + "_" + "0" * 64,
+        "' or 1=1 --",
+        f"cmk_{key_hex}_{'é' * 64}",
+        "A" * 10000,
+        w.b.token.replace("cmk_", "cmk-"),
+    ]
+
+
+def test_malformed_tokens_are_unauthorized_without_detail(world: World) -> None:
+    for token in _malformed(world):
+        response = call(world, token, "GET", "/v1/projects/{p}")
+        assert response.status_code == 401, token
+        assert response.json() == UNAUTHORIZED, token
+    for headers in (
+        {},
+        {"Authorization": f"Basic {world.a.token}"},
+        {"Authorization": "Bearer"},
+        {"Authorization": world.a.token},
+    ):
+        response = world.http.get(f"{world.base}/v1/projects/{world.a.project}", headers=headers)
+        assert response.status_code == 401 and response.json() == UNAUTHORIZED
+    # Unauthenticated callers learn nothing about ids either: same answer for any id.
+    for project in (world.a.project, uuid.uuid4()):
+        response = world.http.get(
+            f"{world.base}/v1/projects/{project}/facts", headers={"Authorization": "Bearer nope"}
+        )
+        assert response.json() == UNAUTHORIZED
+
+
+def test_pooled_connections_never_carry_an_org(world: World) -> None:
+    """Requests of A, B and bad tokens interleave over a pool of two connections; each
+    answer holds only its own tenant's data."""
+    tenants = {"alpha": world.a, "bravo": world.b}
+
+    def check(tag: str) -> None:
+        t = tenants[tag]
+        if tag == "alpha" and random.random() < 0.2:
+            bad = call(world, "cmk_nope", "GET", "/v1/projects/{p}/facts")
+            assert bad.status_code == 401
+        facts = world.http.get(
+            f"{world.base}/v1/projects/{t.project}/facts",
+            headers={"Authorization": f"Bearer {t.token}"},
+        )
+        assert facts.status_code == 200
+        subjects = {f["subject"] for f in facts.json()["facts"]}
+        assert subjects and all(s.startswith(tag) for s in subjects), subjects
+        found = world.http.post(
+            f"{world.base}/v1/projects/{t.project}/search",
+            json={"query": "alpha bravo secret words plan"},
+            headers={"Authorization": f"Bearer {t.token}"},
+        )
+        texts = [r["text"] for r in found.json()["results"]]
+        assert texts and all(tag in x for x in texts), texts
+
+    for i in range(40):  # sequential: strictly alternating on the same connections
+        check("alpha" if i % 2 else "bravo")
+
+    errors: list[BaseException] = []
+
+    def worker(tag: str) -> None:
+        try:
+            for _ in range(15):
+                check(tag)
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(tag,)) for tag in ("alpha", "bravo") * 4]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors, errors[0]
+
+
+def test_sql_api_refuses_without_an_authorized_key(world: World) -> None:
+    """The audited write functions check the transaction's key themselves, so a route
+    that forgot memory.authorize would be refused, not run unscoped."""
+    with psycopg.connect(world.a.app_dsn) as conn:
+        with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification):
+            conn.execute("select memory.api_wipe(%s)", (world.a.project,))
+        conn.rollback()
+        # Scoped to the org by use_org (not by a key): still refused.
+        conn.execute("select memory.use_org(%s)", (world.a.org,))
+        with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification):
+            conn.execute("select memory.api_assert_facts(%s, '[]')", (world.a.project,))
+        conn.rollback()
+        # A's key cannot act on B's project even when called directly.
+        conn.execute(
+            "select memory.authorize(%s, 'project:write', %s)", (world.a.token, world.a.project)
+        )
+        with pytest.raises(psycopg.errors.NoDataFound):
+            conn.execute("select memory.api_wipe(%s)", (world.b.project,))
+        conn.rollback()
+        # A failed authentication leaves no org scope behind.
+        conn.execute("select memory.authenticate(%s)", (world.a.token,))
+        row = conn.execute("select * from memory.authenticate('cmk_bad')").fetchone()
+        assert row == (None, None, None, None)
+        scope = conn.execute("select memory_internal.current_org()").fetchone()
+        assert scope == (None,)

@@ -1,0 +1,74 @@
+"""The ASGI app, `thin_api.app:app`.
+
+The database DSN (an app-role one) comes from CHRONOMEM_API_DSN, which `chronomem
+serve` sets; it is read at startup, so importing this module needs no database.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from chronomem.settings import ApiSettings, Settings, SettingsError
+from thin_api import errors
+from thin_api.db import Database
+from thin_api.embedding import QueryEmbedder
+from thin_api.metrics import ApiMetrics, MetricsMiddleware
+from thin_api.routes import facts, memory, ops, projects, retrieval
+
+DSN_VARIABLE = "CHRONOMEM_API_DSN"
+
+DESCRIPTION = """\
+Long-term memory for AI agents as a temporal knowledge graph in PostgreSQL.
+
+Authenticate with an API key: `Authorization: Bearer cmk_...` (create the first one with
+`chronomem create-key`). Errors are `{"error": {"code", "message", "field"}}`.
+Timestamps are ISO 8601; a timestamp without a zone is read as UTC; answers are in UTC.
+"""
+
+
+def create_app(dsn: str | None = None, settings: Settings | None = None) -> FastAPI:
+    metrics = ApiMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        conf = settings or Settings.from_env()
+        url = dsn or os.environ.get(DSN_VARIABLE)
+        if not url:
+            raise SettingsError(f"{DSN_VARIABLE} is not set (`chronomem serve` sets it)")
+        api: ApiSettings = conf.api
+        db = Database(
+            url,
+            min_size=api.pool_min,
+            max_size=api.pool_max,
+            statement_timeout_ms=int(api.statement_timeout * 1000),
+        )
+        db.open()
+        metrics.watch_database(db)
+        app.state.db = db
+        app.state.embedder = QueryEmbedder(conf.embedding, enabled=api.query_embeddings)
+        try:
+            yield
+        finally:
+            db.close()
+
+    app = FastAPI(
+        title="Chronomem",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.metrics = metrics
+    errors.install(app)
+    for module in (projects, memory, facts, retrieval, ops):
+        app.include_router(module.router)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    logging.getLogger("chronomem.api").setLevel(logging.INFO)
+    return app
+
+
+app = create_app()

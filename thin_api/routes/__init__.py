@@ -1,0 +1,28 @@
+"""The /v1 routes, one module per area; each route is memory.authorize plus one SQL call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thin_api.models import ErrorResponse
+
+READ = "project:read"
+WRITE = "project:write"
+MANAGE = "project:manage"
+CONFIG_READ = "configuration:read"
+CONFIG_WRITE = "configuration:write"
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorResponse, "description": description}
+
+
+# Documented on every authenticated route.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: _error("Missing, malformed, unknown or revoked API key (no detail)."),
+    403: _error("The key does not grant this permission here (own org only)."),
+    404: _error("Not found, or not in the key's org."),
+    409: _error("Conflict (e.g. an idempotency key reused with another body)."),
+    422: _error("Invalid input; `field` names the field at fault."),
+    503: _error("The database is unavailable or the query timed out."),
+}

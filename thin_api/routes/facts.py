@@ -1,0 +1,139 @@
+"""Facts: batch assert, as-of listing, retraction, history, timelines, predicates."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Query
+from psycopg.types.json import Jsonb
+
+from thin_api.db import Access
+from thin_api.deps import DB, Token
+from thin_api.models import (
+    AssertResult,
+    FactHistory,
+    FactPage,
+    FactsRequest,
+    Instant,
+    Int32,
+    Predicate,
+    PredicateDeclare,
+    PredicateList,
+    RetractRequest,
+    RetractResult,
+    Timeline,
+)
+from thin_api.routes import CONFIG_READ, CONFIG_WRITE, ERRORS, READ, WRITE
+
+router = APIRouter(prefix="/v1", tags=["facts"], responses=ERRORS)
+
+AsOf = Annotated[
+    Instant | None, Query(description="World instant (ISO 8601, zone-less = UTC); default now.")
+]
+KnownAt = Annotated[
+    Instant | None,
+    Query(description="What the store believed at this instant (ISO 8601); default now."),
+]
+
+
+@router.post("/projects/{project_id}/facts", response_model=AssertResult)
+def assert_facts(project_id: UUID, body: FactsRequest, token: Token, db: DB) -> Any:
+    """Assert a batch. Each fact is inserted (closing what it follows in world time),
+    skipped (already holds), refused (retracted claim) or invalid (with its field);
+    one bad fact never costs the rest of the batch."""
+    facts = [f.model_dump(mode="json", exclude_unset=True) for f in body.facts]
+    return db.call(
+        Access(token, WRITE, project_id),
+        "select memory.api_assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
+        (project_id, Jsonb(facts), body.override_tombstones),
+    )
+
+
+@router.get("/projects/{project_id}/facts", response_model=FactPage)
+def list_facts(
+    project_id: UUID,
+    token: Token,
+    db: DB,
+    as_of: AsOf = None,
+    known_at: KnownAt = None,
+    subject: Annotated[str | None, Query()] = None,
+    predicate: Annotated[str | None, Query()] = None,
+    cursor: Annotated[UUID | None, Query(description="next_cursor of the previous page.")] = None,
+    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+) -> Any:
+    """The facts that hold at `as_of` as the store believed at `known_at`."""
+    return db.call(
+        Access(token, READ, project_id),
+        "select memory.list_facts(%s::uuid, %s::timestamptz, %s::timestamptz, %s::text, "
+        "%s::text, %s::uuid, %s::integer)",
+        (project_id, as_of, known_at, subject, predicate, cursor, limit),
+    )
+
+
+@router.post("/projects/{project_id}/facts/{fact_id}/retract", response_model=RetractResult)
+def retract_fact(
+    project_id: UUID,
+    fact_id: UUID,
+    token: Token,
+    db: DB,
+    body: RetractRequest | None = None,
+) -> Any:
+    """The claim never held: record time ends, the claim is tombstoned, and what it
+    had closed gets its window back."""
+    return db.call(
+        Access(token, WRITE, project_id),
+        "select memory.api_retract_fact(%s::uuid, %s::uuid, %s::text)",
+        (project_id, fact_id, body.reason if body else None),
+    )
+
+
+@router.get("/projects/{project_id}/facts/{fact_id}/history", response_model=FactHistory)
+def fact_history(project_id: UUID, fact_id: UUID, token: Token, db: DB) -> Any:
+    """Every event of every version of the fact's identity, oldest first."""
+    return db.call(
+        Access(token, READ, project_id),
+        "select memory.api_fact_history(%s::uuid, %s::uuid)",
+        (project_id, fact_id),
+    )
+
+
+@router.get("/projects/{project_id}/timeline", response_model=Timeline)
+def timeline(
+    project_id: UUID,
+    token: Token,
+    db: DB,
+    subject: Annotated[str, Query(min_length=1)],
+    predicate: Annotated[str | None, Query()] = None,
+) -> Any:
+    """Every version of a subject's facts in world-time order, with their events."""
+    return db.call(
+        Access(token, READ, project_id),
+        "select memory.api_timeline(%s::uuid, %s::text, %s::text)",
+        (project_id, subject, predicate),
+    )
+
+
+@router.put(
+    "/projects/{project_id}/predicates/{predicate}", response_model=Predicate, tags=["predicates"]
+)
+def declare_predicate(
+    project_id: UUID, predicate: str, body: PredicateDeclare, token: Token, db: DB
+) -> Any:
+    """Declare a predicate `one` (a new object supersedes the old) or `many`."""
+    return db.call_row(
+        Access(token, CONFIG_WRITE, project_id),
+        "select * from memory.api_declare_predicate(%s::uuid, %s::text, %s::text)",
+        (project_id, predicate, body.cardinality),
+    )
+
+
+@router.get("/projects/{project_id}/predicates", response_model=PredicateList, tags=["predicates"])
+def list_predicates(project_id: UUID, token: Token, db: DB) -> Any:
+    rows = db.call(
+        Access(token, CONFIG_READ, project_id),
+        "select * from memory.predicates_of(%s::uuid)",
+        (project_id,),
+        many=True,
+    )
+    return {"predicates": rows}

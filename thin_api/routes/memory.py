@@ -1,0 +1,80 @@
+"""Conversations: ingest messages, read a session, wipe."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Query
+from psycopg.types.json import Jsonb
+
+from thin_api.db import Access
+from thin_api.deps import DB, Token
+from thin_api.models import IngestRequest, IngestResult, Int32, MessagePage, WipeResult
+from thin_api.routes import ERRORS, READ, WRITE
+
+router = APIRouter(prefix="/v1", tags=["memory"], responses=ERRORS)
+
+
+@router.post("/projects/{project_id}/memory", response_model=IngestResult)
+def ingest(
+    project_id: UUID,
+    body: IngestRequest,
+    token: Token,
+    db: DB,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="Retries with the same key and body get the first answer back "
+            "(replayed: true); the same key with another body is a 409.",
+        ),
+    ] = None,
+) -> Any:
+    """Store messages as episodes of a session now; extraction and embedding follow in
+    the background."""
+    messages = [m.model_dump(mode="json", exclude_none=True) for m in body.messages]
+    return db.call(
+        Access(token, WRITE, project_id),
+        "select memory.api_ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
+        (
+            project_id,
+            body.session,
+            Jsonb(messages),
+            idempotency_key,
+            None if body.session_metadata is None else Jsonb(body.session_metadata),
+        ),
+    )
+
+
+@router.delete("/projects/{project_id}/memory", response_model=WipeResult)
+def wipe(
+    project_id: UUID,
+    token: Token,
+    db: DB,
+    session: Annotated[str | None, Query(description="Wipe only this session.")] = None,
+    subject: Annotated[str | None, Query(description="Wipe only this subject.")] = None,
+) -> Any:
+    """Hard-delete the project's memory (or one session's, or one subject's). Nothing
+    wiped stays readable at any instant; an audit row keeps the counts."""
+    return db.call(
+        Access(token, WRITE, project_id),
+        "select memory.api_wipe(%s::uuid, %s::text, %s::text)",
+        (project_id, session, subject),
+    )
+
+
+@router.get("/projects/{project_id}/sessions/{session}/messages", response_model=MessagePage)
+def session_messages(
+    project_id: UUID,
+    session: str,
+    token: Token,
+    db: DB,
+    after: Annotated[Int32, Query(description="Sequence number to continue after.")] = 0,
+    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+) -> Any:
+    return db.call(
+        Access(token, READ, project_id),
+        "select memory.session_messages(%s::uuid, %s::text, %s::integer, %s::integer)",
+        (project_id, session, after, limit),
+    )

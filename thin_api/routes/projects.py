@@ -1,0 +1,76 @@
+"""Projects and their API keys."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, status
+
+from thin_api.db import Access
+from thin_api.deps import DB, Token
+from thin_api.models import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyList,
+    ApiKeyRevoked,
+    Project,
+    ProjectCreate,
+)
+from thin_api.routes import ERRORS, MANAGE, READ
+
+router = APIRouter(prefix="/v1", tags=["projects"], responses=ERRORS)
+
+
+@router.post("/projects", response_model=Project, status_code=status.HTTP_201_CREATED)
+def create_project(body: ProjectCreate, token: Token, db: DB) -> Any:
+    """Create a project in the key's org (needs project:manage)."""
+    return db.call_row(
+        Access(token, MANAGE), "select * from memory.api_create_project(%s::text)", (body.name,)
+    )
+
+
+@router.get("/projects/{project_id}", response_model=Project)
+def get_project(project_id: UUID, token: Token, db: DB) -> Any:
+    return db.call_row(
+        Access(token, READ, project_id), "select * from memory.get_project(%s::uuid)", (project_id,)
+    )
+
+
+@router.post(
+    "/projects/{project_id}/api-keys",
+    response_model=ApiKeyCreated,
+    status_code=status.HTTP_201_CREATED,
+    tags=["api keys"],
+)
+def create_api_key(project_id: UUID, body: ApiKeyCreate, token: Token, db: DB) -> Any:
+    """Create a key for the project (needs project:manage). The token is in this answer
+    only; the server keeps a hash of it."""
+    return db.call_row(
+        Access(token, MANAGE, project_id),
+        "select * from memory.create_api_key(%s::uuid, %s::text, %s::text[])",
+        (project_id, body.name, list(body.permissions)),
+    )
+
+
+@router.get("/projects/{project_id}/api-keys", response_model=ApiKeyList, tags=["api keys"])
+def list_api_keys(project_id: UUID, token: Token, db: DB) -> Any:
+    rows = db.call(
+        Access(token, MANAGE, project_id),
+        "select * from memory.list_api_keys(%s::uuid)",
+        (project_id,),
+        many=True,
+    )
+    return {"api_keys": rows}
+
+
+@router.delete(
+    "/projects/{project_id}/api-keys/{key_id}", response_model=ApiKeyRevoked, tags=["api keys"]
+)
+def revoke_api_key(project_id: UUID, key_id: UUID, token: Token, db: DB) -> Any:
+    """Revoke a key: every later request with it is refused (401). Idempotent."""
+    return db.call_row(
+        Access(token, MANAGE, project_id),
+        "select * from memory.revoke_api_key(%s::uuid, %s::uuid)",
+        (project_id, key_id),
+    )

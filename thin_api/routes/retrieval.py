@@ -1,0 +1,140 @@
+"""Retrieval: hybrid search, prompt context, the graph, entities, communities."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Query
+
+from thin_api.db import Access
+from thin_api.deps import DB, Embedder, Metrics, Token
+from thin_api.embedding import vector_text
+from thin_api.models import (
+    CommunityList,
+    ContextRequest,
+    ContextResult,
+    EntityPage,
+    Instant,
+    Int32,
+    Neighbors,
+    SearchRequest,
+    SearchResult,
+)
+from thin_api.routes import ERRORS, READ
+
+router = APIRouter(prefix="/v1", tags=["retrieval"], responses=ERRORS)
+
+
+@router.post("/projects/{project_id}/search", response_model=SearchResult)
+def search(
+    project_id: UUID,
+    body: SearchRequest,
+    token: Token,
+    db: DB,
+    embedder: Embedder,
+    metrics: Metrics,
+) -> Any:
+    """Hybrid search (vector, full-text, entity, graph legs fused by RRF) at `as_of` /
+    `known_at`. A failing leg marks the answer degraded instead of failing it."""
+
+    def params() -> tuple[Any, ...]:
+        computed = None if body.query_embedding else embedder.embed(body.query)
+        return (
+            project_id,
+            body.query,
+            vector_text(body.query_embedding),
+            vector_text(computed),
+            body.as_of,
+            body.known_at,
+            body.k,
+            body.legs,
+        )
+
+    with metrics.search_latency.labels("search").time():
+        return db.call(
+            Access(token, READ, project_id),
+            "select memory.api_search(%s::uuid, %s::text, %s::vector, %s::vector, "
+            "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[])",
+            params,
+        )
+
+
+@router.post("/projects/{project_id}/context", response_model=ContextResult)
+def context(
+    project_id: UUID,
+    body: ContextRequest,
+    token: Token,
+    db: DB,
+    embedder: Embedder,
+    metrics: Metrics,
+) -> Any:
+    """A prompt-ready block: the facts that hold at `as_of` with their windows, then
+    supporting conversation excerpts, within `max_tokens`."""
+
+    def params() -> tuple[Any, ...]:
+        computed = None if body.query_embedding else embedder.embed(body.query)
+        return (
+            project_id,
+            body.query,
+            vector_text(body.query_embedding),
+            vector_text(computed),
+            body.as_of,
+            body.known_at,
+            body.max_tokens,
+            body.k,
+        )
+
+    with metrics.search_latency.labels("context").time():
+        return db.call(
+            Access(token, READ, project_id),
+            "select memory.api_context(%s::uuid, %s::text, %s::vector, %s::vector, "
+            "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
+            params,
+        )
+
+
+@router.get("/projects/{project_id}/graph/neighbors", response_model=Neighbors, tags=["graph"])
+def neighbors(
+    project_id: UUID,
+    token: Token,
+    db: DB,
+    entity: Annotated[str, Query(min_length=1, description="Entity name or alias.")],
+    depth: Annotated[Int32, Query(description="1-3.")] = 1,
+    as_of: Annotated[Instant | None, Query(description="Default now.")] = None,
+    known_at: Annotated[Instant | None, Query(description="Default now.")] = None,
+    limit: Annotated[Int32, Query(description="At most this many nodes, 1-1000.")] = 200,
+) -> Any:
+    """The entities within `depth` edges of an entity, over the edges effective at
+    `as_of`, and those edges."""
+    return db.call(
+        Access(token, READ, project_id),
+        "select memory.graph_neighbors(%s::uuid, %s::text, %s::integer, %s::timestamptz, "
+        "%s::timestamptz, %s::integer)",
+        (project_id, entity, depth, as_of, known_at, limit),
+    )
+
+
+@router.get("/projects/{project_id}/entities", response_model=EntityPage, tags=["graph"])
+def entities(
+    project_id: UUID,
+    token: Token,
+    db: DB,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+) -> Any:
+    return db.call(
+        Access(token, READ, project_id),
+        "select memory.list_entities(%s::uuid, %s::text, %s::integer)",
+        (project_id, cursor, limit),
+    )
+
+
+@router.get("/projects/{project_id}/communities", response_model=CommunityList, tags=["graph"])
+def communities(project_id: UUID, token: Token, db: DB) -> Any:
+    """Communities from the last periodic computation (label propagation)."""
+    return db.call(
+        Access(token, READ, project_id),
+        "select memory.list_communities(%s::uuid)",
+        (project_id,),
+    )
