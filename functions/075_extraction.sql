@@ -203,6 +203,12 @@ begin
     v_report := v_report || jsonb_build_object('notes', jsonb_build_object('error', sqlerrm));
   end;
 
+  -- Subscribers hear of a fully applied episode (counts only, no content);
+  -- a partial one is retried instead.
+  perform memory_internal.enqueue_webhook_event(
+            ep.org_id, ep.project_id, 'episode.enriched',
+            jsonb_build_object('episode_id', p_episode, 'session_id', ep.session_id) || v_report)
+    where cardinality(v_failed) = 0;
   return v_report || jsonb_build_object('episode_id', p_episode, 'failed_sections', to_jsonb(v_failed));
 end
 $$;

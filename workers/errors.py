@@ -27,11 +27,14 @@ class PartialFailure(RetryableError):
     """Part of the work failed and is worth retrying; the rest stands.
 
     The runner commits what was done together with the failed attempt (re-applying is
-    idempotent), instead of rolling the whole attempt back."""
+    idempotent), instead of rolling the whole attempt back. retryable=False: what was
+    done stands, and the job goes dead at once (a webhook delivery refused with a 4xx,
+    whose attempt is logged)."""
 
-    def __init__(self, message: str, result: dict[str, Any]) -> None:
+    def __init__(self, message: str, result: dict[str, Any], *, retryable: bool = True) -> None:
         super().__init__(message)
         self.result = result
+        self.retryable = retryable
 
 
 class ParkJob(Exception):

@@ -12,6 +12,7 @@ from workers.errors import PermanentError
 from workers.extraction import Extractor, enrich_episode
 from workers.jobs import Handler, Job
 from workers.plpy import PsycopgPlpy
+from workers.webhooks import WebhookSettings, make_deliver_handler
 
 
 def _field(job: Job, key: str) -> Any:
@@ -26,8 +27,13 @@ def _scalar(conn: psycopg.Connection[Any], query: str) -> Any:
 
 
 def build_handlers(
-    extractor: Extractor | None, embedder: Embedder, min_confidence: float
+    extractor: Extractor | None,
+    embedder: Embedder,
+    min_confidence: float,
+    webhooks: WebhookSettings | None = None,
 ) -> dict[str, Handler]:
+    """webhooks: delivery settings; None reads CHRONOMEM_WEBHOOK_* from the environment."""
+
     def enrich(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
         episode = str(_field(job, "episode_id"))
         return enrich_episode(PsycopgPlpy(conn), episode, extractor, min_confidence=min_confidence)
@@ -60,4 +66,5 @@ def build_handlers(
         "reconcile_edges": reconcile_edges,
         "purge": purge,
         "communities": communities,
+        "deliver_webhook": make_deliver_handler(webhooks),
     }

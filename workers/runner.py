@@ -175,8 +175,9 @@ class Worker:
                 try:
                     result = handler(conn, job)
                 except PartialFailure as err:
-                    # What applied stands, committed with the failed attempt.
-                    status = self._fail(conn, worker, job, str(err), retryable=True)
+                    # What applied stands, committed with the failed attempt (retried
+                    # unless the error says it cannot help, e.g. a webhook's 4xx).
+                    status = self._fail(conn, worker, job, str(err), retryable=err.retryable)
                     if status is None:
                         raise _LeaseLost from err
                     log.warning(

@@ -1,0 +1,514 @@
+-- Webhooks: endpoints (create, rotate, update, delete, list), the outbox
+-- (events become deliver_webhook jobs in the writing transaction) and what
+-- the worker calls to sign a delivery and log each attempt.
+--
+-- A deliver_webhook job's payload:
+--   {event_id: "msg_<uuid>" (webhook-id, the same on every attempt and for
+--    every endpoint of one event), event_type, endpoint_id,
+--    fact_ids: the facts the body names (a wipe drops bodies naming wiped facts),
+--    body: the JSON body as text, fixed at enqueue time so every attempt
+--          sends the same bytes}
+-- Bodies (all carry type, project_id, org_id and at, the record-time instant):
+--   fact.superseded   {old_fact_id, new_fact_id, triple {subject, predicate, object}
+--                      (the superseded fact's), valid_until (where its window now ends)}
+--   fact.retracted    {fact_id, triple, reason}
+--   fact.contradicted {fact_id, triple, valid_until, reason}
+--   memory.wiped      {scope, counts}
+--   episode.enriched  whatever apply_extraction passes (episode_id, ...)
+
+create or replace function memory.webhook_event_types()
+  returns table (event_type text, description text)
+  language sql immutable parallel safe
+  as $$
+    select * from (values
+      ('fact.superseded', 'A newer fact closed a fact''s window (same identity): old and new fact ids, the old fact''s triple.'),
+      ('fact.retracted', 'A fact was retracted (it never held; its claim is tombstoned).'),
+      ('fact.contradicted', 'A fact''s window was closed by a contradiction (e.g. one the extraction model reported).'),
+      ('episode.enriched', 'The extraction model''s answer for an episode was applied.'),
+      ('memory.wiped', 'A project''s memory (or a session''s, or a subject''s) was wiped; counts only.')
+    ) t(event_type, description)
+  $$;
+comment on function memory.webhook_event_types() is
+  'The event types a webhook endpoint can subscribe to, with what each means.';
+
+-- Attempts per delivery: the queue's backoff (2, 4, 8 ... s, at most an
+-- hour) over 12 attempts spans about 68 minutes of receiver downtime.
+create or replace function memory_internal.webhook_max_attempts() returns integer
+  language sql immutable parallel safe
+  as $$ select 12 $$;
+
+-- A new signing secret: whsec_ + base64 of 24 random bytes (Svix's format).
+-- gen_random_uuid() draws from the server's strong random source; hashing
+-- three of them gives 24 uniformly random bytes without pgcrypto.
+create or replace function memory_internal.new_webhook_secret() returns text
+  language sql volatile
+  as $$
+    select 'whsec_' || encode(substring(sha256(
+             uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
+             || uuid_send(gen_random_uuid())) from 1 for 24), 'base64')
+  $$;
+
+-- Client input checks.  Errors name the field (the diagnostics' column).
+create or replace function memory_internal.webhook_url(p_url text) returns text
+  language plpgsql immutable
+as $$
+declare
+  v_url text := btrim(p_url);
+begin
+  if v_url is null or v_url = '' then
+    raise exception 'url is required' using errcode = 'invalid_parameter_value', column = 'url';
+  end if;
+  if length(v_url) > 2048 then
+    raise exception 'url must be at most 2048 characters' using errcode = 'invalid_parameter_value', column = 'url';
+  end if;
+  -- scheme://[userinfo@]host[:port][/path?query#fragment], no whitespace.
+  if v_url !~* '^https?://([^/?#@[:space:]]+@)?(\[[0-9a-f:.]+\]|[^/?#:@[:space:]\[\]]+)(:[0-9]{1,5})?([/?#][^[:space:]]*)?$' then
+    raise exception 'url must be an absolute http or https URL, not "%"', left(v_url, 200)
+      using errcode = 'invalid_parameter_value', column = 'url';
+  end if;
+  return v_url;
+end
+$$;
+
+create or replace function memory_internal.webhook_event_type_list(p_types text[]) returns text[]
+  language plpgsql stable
+as $$
+declare
+  v_unknown text;
+begin
+  if p_types is null then  -- no filter: every type
+    return array(select t.event_type from memory.webhook_event_types() t order by 1);
+  end if;
+  if cardinality(p_types) = 0 or array_position(p_types, null) is not null then
+    raise exception 'event_types must list at least one event type (or be null for all of them)'
+      using errcode = 'invalid_parameter_value', column = 'event_types';
+  end if;
+  select u into v_unknown from unnest(p_types) u
+   where u not in (select t.event_type from memory.webhook_event_types() t) limit 1;
+  if v_unknown is not null then
+    raise exception 'unknown event type "%"', left(v_unknown, 100)
+      using errcode = 'invalid_parameter_value', column = 'event_types',
+            hint = 'memory.webhook_event_types() lists them.';
+  end if;
+  return array(select distinct u from unnest(p_types) u order by 1);
+end
+$$;
+
+-- A live (not deleted) endpoint of a project in the current org, locked.
+create or replace function memory_internal.webhook_endpoint(p_project uuid, p_endpoint uuid)
+  returns memory.webhook_endpoints
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  e memory.webhook_endpoints;
+begin
+  select w.* into e from memory.webhook_endpoints w
+   where w.org_id = v_org and w.project_id = p_project and w.endpoint_id = p_endpoint
+     and w.deleted_at is null
+     for update;
+  if e.endpoint_id is null then
+    raise exception 'webhook endpoint % not found in project %', p_endpoint, p_project
+      using errcode = 'no_data_found';
+  end if;
+  return e;
+end
+$$;
+
+create or replace function memory_internal.webhook_view(e memory.webhook_endpoints) returns jsonb
+  language sql stable
+  set timezone = 'UTC'
+  as $$
+    select jsonb_build_object(
+      'endpoint_id', e.endpoint_id, 'project_id', e.project_id, 'url', e.url,
+      'event_types', to_jsonb(e.event_types), 'enabled', e.enabled,
+      'created_at', e.created_at, 'updated_at', e.updated_at)
+  $$;
+
+--------------------------------------------------------------------------
+-- Endpoints
+--------------------------------------------------------------------------
+create or replace function memory.create_webhook(
+  p_project uuid, p_url text, p_event_types text[] default null)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  e memory.webhook_endpoints;
+  v_secret text := memory_internal.new_webhook_secret();
+begin
+  insert into memory.webhook_endpoints (org_id, project_id, url, event_types)
+  values (v_org, p_project, memory_internal.webhook_url(p_url),
+          memory_internal.webhook_event_type_list(p_event_types))
+  returning * into e;
+  insert into memory_internal.webhook_secrets (org_id, endpoint_id, secret)
+  values (v_org, e.endpoint_id, v_secret);
+  return memory_internal.webhook_view(e) || jsonb_build_object('secret', v_secret);
+end
+$$;
+comment on function memory.create_webhook(uuid, text, text[]) is
+  'Add a webhook endpoint to a project: an http(s) URL and the event types it wants (NULL = all; see memory.webhook_event_types()). Returns the endpoint with its signing secret (whsec_...): the only time the secret is shown, until memory.rotate_webhook_secret.';
+
+create or replace function memory.rotate_webhook_secret(p_project uuid, p_endpoint uuid)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  e memory.webhook_endpoints := memory_internal.webhook_endpoint(p_project, p_endpoint);
+  v_secret text := memory_internal.new_webhook_secret();
+begin
+  insert into memory_internal.webhook_secrets as s (org_id, endpoint_id, secret)
+  values (e.org_id, e.endpoint_id, v_secret)
+  on conflict (org_id, endpoint_id) do update set secret = excluded.secret, created_at = now();
+  update memory.webhook_endpoints w set updated_at = now()
+   where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id
+  returning * into e;
+  return memory_internal.webhook_view(e) || jsonb_build_object('secret', v_secret);
+end
+$$;
+comment on function memory.rotate_webhook_secret(uuid, uuid) is
+  'Replace an endpoint''s signing secret and return the new one (shown only here). Every delivery attempt from now on, retries of older events included, is signed with the new secret only.';
+
+create or replace function memory.update_webhook(
+  p_project uuid, p_endpoint uuid, p_url text default null, p_event_types text[] default null,
+  p_enabled boolean default null)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  e memory.webhook_endpoints := memory_internal.webhook_endpoint(p_project, p_endpoint);
+begin
+  update memory.webhook_endpoints w
+     set url = case when p_url is null then w.url else memory_internal.webhook_url(p_url) end,
+         event_types = case when p_event_types is null then w.event_types
+                            else memory_internal.webhook_event_type_list(p_event_types) end,
+         enabled = coalesce(p_enabled, w.enabled),
+         updated_at = now()
+   where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id
+  returning * into e;
+  return memory_internal.webhook_view(e);
+end
+$$;
+comment on function memory.update_webhook(uuid, uuid, text, text[], boolean) is
+  'Change an endpoint''s URL, event types (a non-empty list) or enabled flag; NULL keeps a value. Events are queued only for enabled endpoints, and a queued delivery to an endpoint disabled since is dropped, not sent.';
+
+create or replace function memory.delete_webhook(p_project uuid, p_endpoint uuid)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  e memory.webhook_endpoints := memory_internal.webhook_endpoint(p_project, p_endpoint);
+begin
+  update memory.webhook_endpoints w
+     set enabled = false, deleted_at = now(), updated_at = now()
+   where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id;
+  delete from memory_internal.webhook_secrets s
+   where s.org_id = e.org_id and s.endpoint_id = e.endpoint_id;
+  return jsonb_build_object('endpoint_id', e.endpoint_id, 'deleted', true);
+end
+$$;
+comment on function memory.delete_webhook(uuid, uuid) is
+  'Delete an endpoint: it receives nothing more (queued deliveries are dropped), its secret is destroyed, and it no longer appears in memory.list_webhooks. Its delivery log is kept.';
+
+create or replace function memory.list_webhooks(p_project uuid)
+  returns table (endpoint_id uuid, url text, event_types text[], enabled boolean,
+                 created_at timestamptz, updated_at timestamptz)
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);  -- raises for an unknown project
+begin
+  return query
+    select e.endpoint_id, e.url, e.event_types, e.enabled, e.created_at, e.updated_at
+      from memory.webhook_endpoints e
+     where e.org_id = v_org and e.project_id = p_project and e.deleted_at is null
+     order by e.created_at, e.endpoint_id;
+end
+$$;
+comment on function memory.list_webhooks(uuid) is
+  'A project''s webhook endpoints (not deleted ones), oldest first. Never the secrets.';
+
+create or replace function memory.webhook_deliveries(
+  p_project uuid, p_endpoint uuid default null, p_limit integer default 100,
+  p_before bigint default null)
+  returns table (delivery_id bigint, event_id text, event_type text, endpoint_id uuid,
+                 attempt integer, status_code integer, outcome text, error text,
+                 duration_ms integer, attempted_at timestamptz)
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);  -- raises for an unknown project
+begin
+  return query
+    select d.delivery_id, d.event_id, d.event_type, d.endpoint_id, d.attempt, d.status_code,
+           d.outcome, d.error, d.duration_ms, d.attempted_at
+      from memory.webhook_delivery_log d
+     where d.org_id = v_org and d.project_id = p_project
+       and (p_endpoint is null or d.endpoint_id = p_endpoint)
+       and (p_before is null or d.delivery_id < p_before)
+     order by d.delivery_id desc
+     limit least(greatest(coalesce(p_limit, 100), 1), 1000);
+end
+$$;
+comment on function memory.webhook_deliveries(uuid, uuid, integer, bigint) is
+  'The delivery log of a project (or one endpoint), newest attempt first: event id (webhook-id), type, attempt, HTTP status or error, outcome, duration. p_before: a delivery_id, for the next page.';
+
+--------------------------------------------------------------------------
+-- Outbox
+--------------------------------------------------------------------------
+create or replace function memory_internal.webhook_payload(
+  p_event_id text, p_type text, p_endpoint uuid, p_body text, p_fact_ids uuid[])
+  returns jsonb
+  language sql immutable
+  as $$
+    select jsonb_build_object('event_id', p_event_id, 'event_type', p_type,
+                              'endpoint_id', p_endpoint, 'fact_ids', to_jsonb(p_fact_ids),
+                              'body', p_body)
+  $$;
+
+-- Queue one event for every enabled endpoint of the project subscribed to
+-- its type, in the caller's transaction.  The body gets type, project_id,
+-- org_id and at (this transaction's record-time instant) unless it has
+-- them.  Returns the number of deliveries queued (0: nobody listens).
+create or replace function memory_internal.enqueue_webhook_event(
+  p_org uuid, p_project uuid, p_type text, p_body jsonb default '{}',
+  p_fact_ids uuid[] default '{}')
+  returns integer
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+declare
+  v_event text;
+  v_body text;
+  v_n integer;
+begin
+  if p_type is null or p_type not in (select t.event_type from memory.webhook_event_types() t) then
+    raise exception 'unknown webhook event type %', coalesce(p_type, 'NULL')
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if not exists (select from memory.webhook_endpoints e
+                  where e.org_id = p_org and e.project_id = p_project and e.enabled
+                    and p_type = any (e.event_types)) then
+    return 0;
+  end if;
+  v_event := 'msg_' || gen_random_uuid();
+  v_body := (jsonb_build_object('type', p_type) || coalesce(p_body, '{}')
+             || jsonb_build_object('project_id', p_project, 'org_id', p_org,
+                                   'at', coalesce(p_body -> 'at', to_jsonb(memory_internal.txn_instant()))))::text;
+  insert into memory.jobs (org_id, project_id, kind, payload, max_attempts)
+  select p_org, p_project, 'deliver_webhook',
+         memory_internal.webhook_payload(v_event, p_type, e.endpoint_id, v_body, coalesce(p_fact_ids, '{}')),
+         memory_internal.webhook_max_attempts()
+    from memory.webhook_endpoints e
+   where e.org_id = p_org and e.project_id = p_project and e.enabled and p_type = any (e.event_types)
+   order by e.endpoint_id;
+  get diagnostics v_n = row_count;
+  return v_n;
+end
+$$;
+comment on function memory_internal.enqueue_webhook_event(uuid, uuid, text, jsonb, uuid[]) is
+  'Outbox: queue a webhook event (one deliver_webhook job per subscribed, enabled endpoint of the project) in the caller''s transaction. p_fact_ids: facts the body names, so a wipe can drop it.';
+
+-- fact.superseded, fact.retracted, fact.contradicted: from the fact event
+-- log, whoever wrote it (assert_facts, retract_fact, close_fact,
+-- apply_extraction, a later writer), in its transaction, once per
+-- statement.
+create or replace function memory_internal.tg_fact_events__webhooks() returns trigger
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+begin
+  -- Nearly free when nobody listens: one probe of a partial index.
+  if not exists (select from memory.webhook_endpoints e
+                  where e.org_id = memory_internal.current_org() and e.enabled) then
+    return null;
+  end if;
+  with ev as materialized (
+    -- materialized (and gen_random_uuid() is volatile): one message id per
+    -- event, shared by all the endpoints it goes to.
+    select n.*, 'fact.' || n.event_type as type, 'msg_' || gen_random_uuid() as msg_id
+      from new_rows n
+     where n.event_type in ('superseded', 'retracted', 'contradicted')
+       and exists (select from memory.webhook_endpoints e
+                    where e.org_id = n.org_id and e.project_id = n.project_id and e.enabled
+                      and 'fact.' || n.event_type = any (e.event_types))
+  ), bodies as (
+    select ev.org_id, ev.project_id, ev.event_id, ev.type, ev.msg_id,
+           array_remove(array[ev.fact_id, ev.new_fact_id], null) as fact_ids,
+           (jsonb_build_object('type', ev.type)
+            || case ev.event_type
+                 when 'superseded' then jsonb_build_object(
+                   'old_fact_id', ev.fact_id, 'new_fact_id', ev.new_fact_id,
+                   'valid_until', memory_internal.range_until(ev.new_range, f.valid_from))
+                 when 'retracted' then jsonb_build_object(
+                   'fact_id', ev.fact_id, 'reason', ev.reason)
+                 else jsonb_build_object(
+                   'fact_id', ev.fact_id, 'reason', ev.reason,
+                   'valid_until', memory_internal.range_until(ev.new_range, f.valid_from))
+               end
+            || jsonb_build_object(
+                 'triple', jsonb_build_object('subject', s.name, 'predicate', f.predicate_label,
+                                              'object', coalesce(o.name, f.object_literal)),
+                 'project_id', ev.project_id, 'org_id', ev.org_id, 'at', ev.occurred_at))::text
+             as body
+      from ev
+     cross join lateral (
+       select v.subject_id, v.predicate_label, v.object_entity_id, v.object_literal, v.valid_from
+         from memory_internal.fact_versions(ev.project_id) v
+        where v.org_id = ev.org_id and v.fact_id = ev.fact_id
+       offset 0) f
+      join memory.entities s on s.org_id = ev.org_id and s.entity_id = f.subject_id
+      left join memory.entities o on o.org_id = ev.org_id and o.entity_id = f.object_entity_id
+  )
+  insert into memory.jobs (org_id, project_id, kind, payload, max_attempts)
+  select b.org_id, b.project_id, 'deliver_webhook',
+         memory_internal.webhook_payload(b.msg_id, b.type, e.endpoint_id, b.body, b.fact_ids),
+         memory_internal.webhook_max_attempts()
+    from bodies b
+    join memory.webhook_endpoints e
+      on e.org_id = b.org_id and e.project_id = b.project_id and e.enabled
+     and b.type = any (e.event_types)
+   order by b.event_id, e.endpoint_id;
+  return null;
+end
+$$;
+
+-- memory.wiped: from the wipe's audit row, in the wipe's transaction.  The
+-- wipe also takes the wiped content out of the outbox: deliveries whose
+-- body names a fact that no longer exists lose their body, and those not
+-- sent yet are dropped (a wipe means forget: nothing wiped leaves the
+-- database afterwards, nor stays readable in the job queue).
+create or replace function memory_internal.tg_audit_log__webhooks() returns trigger
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+declare
+  r record;
+begin
+  for r in select n.* from new_rows n where n.action = 'wipe' and n.project_id is not null
+            order by n.audit_id loop
+    update memory.jobs j
+       set payload = (j.payload - 'body') || jsonb_build_object('body_wiped', r.occurred_at),
+           status = case when j.status in ('queued', 'waiting') then 'done' else j.status end,
+           result = case when j.status in ('queued', 'waiting')
+                         then jsonb_build_object('skipped', 'wiped before delivery') else j.result end,
+           finished_at = case when j.status in ('queued', 'waiting') then clock_timestamp()
+                              else j.finished_at end
+     where j.org_id = r.org_id and j.project_id = r.project_id and j.kind = 'deliver_webhook'
+       and j.payload ? 'body'
+       and exists (select from jsonb_array_elements_text(j.payload -> 'fact_ids') x(id)
+                    where not exists (select from memory_internal.fact_versions(r.project_id) v
+                                       where v.org_id = r.org_id and v.fact_id = x.id::uuid));
+    perform memory_internal.enqueue_webhook_event(
+      r.org_id, r.project_id, 'memory.wiped',
+      jsonb_build_object('scope', r.resource, 'counts', r.counts, 'at', r.occurred_at));
+  end loop;
+  return null;
+end
+$$;
+
+create or replace trigger "60_webhooks" after insert on memory.fact_events
+  referencing new table as new_rows
+  for each statement execute function memory_internal.tg_fact_events__webhooks();
+create or replace trigger "60_webhooks" after insert on memory.audit_log
+  referencing new table as new_rows
+  for each statement execute function memory_internal.tg_audit_log__webhooks();
+
+--------------------------------------------------------------------------
+-- Delivery (the worker, under the job's org scope)
+--------------------------------------------------------------------------
+create or replace function memory.webhook_target(p_endpoint uuid)
+  returns table (url text, secret text, enabled boolean)
+  language sql stable
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    select e.url, s.secret, e.enabled and s.secret is not null
+      from memory.webhook_endpoints e
+      left join memory_internal.webhook_secrets s
+        on s.org_id = e.org_id and s.endpoint_id = e.endpoint_id
+     where e.org_id = memory_internal.current_org() and e.endpoint_id = p_endpoint
+  $$;
+comment on function memory.webhook_target(uuid) is
+  'For the worker: where to send an endpoint''s deliveries and the secret to sign them with (current org). No row: the endpoint is gone.';
+
+create or replace function memory.log_webhook_attempt(
+  p_job bigint, p_status_code integer, p_error text, p_duration_ms integer,
+  p_retryable boolean)
+  returns text
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  j memory.jobs;
+  v_outcome text;
+begin
+  select x.* into j from memory.jobs x
+   where x.org_id = memory_internal.current_org() and x.job_id = p_job
+     and x.kind = 'deliver_webhook' and x.status = 'running';
+  if j.job_id is null then
+    raise exception 'no running deliver_webhook job % in this org', p_job using errcode = 'no_data_found';
+  end if;
+  v_outcome := case when p_status_code between 200 and 299 then 'delivered'
+                    when coalesce(p_retryable, false) and j.attempts < j.max_attempts then 'retrying'
+                    else 'failed' end;
+  insert into memory.webhook_delivery_log
+    (org_id, project_id, job_id, event_id, event_type, endpoint_id, attempt, status_code,
+     outcome, error, duration_ms)
+  values (j.org_id, j.project_id, j.job_id, j.payload ->> 'event_id', j.payload ->> 'event_type',
+          (j.payload ->> 'endpoint_id')::uuid, j.attempts, p_status_code, v_outcome,
+          left(p_error, 1000), greatest(coalesce(p_duration_ms, 0), 0));
+  return v_outcome;
+end
+$$;
+comment on function memory.log_webhook_attempt(bigint, integer, text, integer, boolean) is
+  'For the worker: log one delivery attempt of a running deliver_webhook job (in the attempt''s transaction). Returns the outcome: delivered (2xx), retrying (p_retryable and attempts remain) or failed.';
+
+-- Grants (090_grants.sql revokes PUBLIC's execute from every function first
+-- and grants the rest; these survive it).
+revoke execute on function
+  memory.webhook_event_types(),
+  memory.create_webhook(uuid, text, text[]),
+  memory.rotate_webhook_secret(uuid, uuid),
+  memory.update_webhook(uuid, uuid, text, text[], boolean),
+  memory.delete_webhook(uuid, uuid),
+  memory.list_webhooks(uuid),
+  memory.webhook_deliveries(uuid, uuid, integer, bigint),
+  memory.webhook_target(uuid),
+  memory.log_webhook_attempt(bigint, integer, text, integer, boolean),
+  memory_internal.enqueue_webhook_event(uuid, uuid, text, jsonb, uuid[])
+  from public;
+-- Readers (invoker rights): app and analyst.  They read no secret.
+grant execute on function
+  memory.webhook_event_types(),
+  memory.list_webhooks(uuid),
+  memory.webhook_deliveries(uuid, uuid, integer, bigint)
+  to chronomem_app, chronomem_analyst;
+-- Writers and the worker's two functions: the app role only.  webhook_target
+-- returns secrets: the analyst must never reach it.
+grant execute on function
+  memory.create_webhook(uuid, text, text[]),
+  memory.rotate_webhook_secret(uuid, uuid),
+  memory.update_webhook(uuid, uuid, text, text[], boolean),
+  memory.delete_webhook(uuid, uuid),
+  memory.webhook_target(uuid),
+  memory.log_webhook_attempt(bigint, integer, text, integer, boolean)
+  to chronomem_app;
