@@ -69,10 +69,18 @@ $$;
 
 create or replace function memory_internal.tg_jobs__notify() returns trigger
   language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
 as $$
 begin
   -- Delivered at commit, so a worker never wakes for a rolled-back job.
-  perform pg_notify('chronomem_jobs', '');
+  -- NOTIFY serialises concurrent commits on one server-wide lock, so skip
+  -- it when ready jobs of these kinds already wait: the workers are busy
+  -- (or absent) and will reach the new ones by claiming or polling.
+  if not exists (select from memory.jobs j
+                  where j.status = 'queued' and j.run_at < clock_timestamp() - interval '1 second'
+                    and j.kind in (select n.kind from new_rows n)) then
+    perform pg_notify('chronomem_jobs', '');
+  end if;
   return null;
 end
 $$;
@@ -103,6 +111,7 @@ create or replace trigger "51_reembed" after update on memory.entities
   referencing old table as old_rows new table as new_rows
   for each statement execute function memory_internal.tg_entities__reembed();
 create or replace trigger "90_notify" after insert on memory.jobs
+  referencing new table as new_rows
   for each statement execute function memory_internal.tg_jobs__notify();
 create or replace trigger "50_schedule" after insert on memory.orgs
   for each row execute function memory_internal.tg_orgs__schedule();
@@ -117,7 +126,11 @@ create or replace function memory.claim_jobs(
   language plpgsql
   security definer
   set search_path = memory_internal, memory, public, pg_temp
+  -- A generic plan for "limit $n" hash-joins the whole queue.
+  set plan_cache_mode = force_custom_plan
 as $$
+declare
+  v_claimed integer;
 begin
   if p_worker is null or p_worker = '' then
     raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
@@ -135,20 +148,36 @@ begin
             where c.status = 'running' and c.locked_until < clock_timestamp()
               and c.attempts >= c.max_attempts
               for update skip locked);
+  -- Expired leases first, then ready jobs: two statements, so each walks its
+  -- own partial index in order (one OR-ed condition made the planner sort
+  -- every ready row of a long queue).
   return query
   update memory.jobs j
-     set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+     set attempts = j.attempts + 1, locked_by = p_worker,
          locked_until = clock_timestamp() + p_lease
    where (j.org_id, j.job_id) in (
            select c.org_id, c.job_id from memory.jobs c
-            where c.kind = any (p_kinds)
-              and ((c.status = 'queued' and c.run_at <= clock_timestamp())
-                   or (c.status = 'running' and c.locked_until < clock_timestamp()
-                       and c.attempts < c.max_attempts))
-            order by c.run_at, c.job_id
+            where c.status = 'running' and c.locked_until < clock_timestamp()
+              and c.attempts < c.max_attempts and c.kind = any (p_kinds)
+            order by c.locked_until
             limit p_limit
               for update skip locked)
   returning j.*;
+  get diagnostics v_claimed = row_count;
+  if v_claimed < p_limit then
+    return query
+    update memory.jobs j
+       set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+           locked_until = clock_timestamp() + p_lease
+     where (j.org_id, j.job_id) in (
+             select c.org_id, c.job_id from memory.jobs c
+              where c.status = 'queued' and c.run_at <= clock_timestamp()
+                and c.kind = any (p_kinds)
+              order by c.run_at, c.job_id
+              limit p_limit - v_claimed
+                for update skip locked)
+    returning j.*;
+  end if;
 end
 $$;
 comment on function memory.claim_jobs(text, text[], integer, interval) is
