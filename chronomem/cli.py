@@ -207,6 +207,31 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    """MCP over stdio with the API key in CHRONOMEM_API_KEY (stdout is the protocol's:
+    everything else goes to stderr)."""
+    from thin_api.app import DSN_VARIABLE
+    from thin_api.embedding import QueryEmbedder
+    from thin_api.mcp_server import KEY_VARIABLE, run_stdio
+
+    token = os.environ.get(KEY_VARIABLE, "").strip()
+    if not token:
+        print(f"chronomem: {KEY_VARIABLE} is not set (an API key)", file=sys.stderr)
+        return 2
+    dsn = (
+        args.dsn
+        or os.environ.get(DSN_VARIABLE)
+        or app_dsn(_owner_dsn(settings), settings.app_password)
+    )
+    embedder = QueryEmbedder(settings.embedding, enabled=settings.api.query_embeddings)
+    try:
+        run_stdio(dsn, token, embedder)
+    except PermissionError as err:
+        print(f"chronomem: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def cmd_create_key(args: argparse.Namespace, settings: Settings) -> int:
     """Bootstrap: an org (new by name, or existing by id), a project (found or created
     by name) and an API key for it; the token is printed once."""
@@ -299,6 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--dsn", help="an app-role DSN instead of the configured server")
     _api_address_arguments(serve)
     serve.set_defaults(func=cmd_serve)
+    mcp = sub.add_parser(
+        "mcp", parents=[common], help="serve MCP over stdio (API key in CHRONOMEM_API_KEY)"
+    )
+    mcp.add_argument("--dsn", help="an app-role DSN instead of the configured server")
+    mcp.set_defaults(func=cmd_mcp)
     key = sub.add_parser(
         "create-key",
         parents=[common],

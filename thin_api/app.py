@@ -14,11 +14,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from chronomem.settings import ApiSettings, Settings, SettingsError
-from thin_api import errors
+from thin_api import errors, mcp_server
 from thin_api.db import Database
 from thin_api.embedding import QueryEmbedder
 from thin_api.metrics import ApiMetrics, MetricsMiddleware
-from thin_api.routes import facts, memory, ops, projects, retrieval
+from thin_api.routes import facts, memory, ops, projects, retrieval, webhooks
 
 DSN_VARIABLE = "CHRONOMEM_API_DSN"
 
@@ -64,8 +64,9 @@ def create_app(dsn: str | None = None, settings: Settings | None = None) -> Fast
     )
     app.state.metrics = metrics
     errors.install(app)
-    for module in (projects, memory, facts, retrieval, ops):
+    for module in (projects, memory, facts, retrieval, webhooks, ops):
         app.include_router(module.router)
+    mcp_server.mount(app)  # MCP over streamable HTTP at /mcp
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     logging.getLogger("chronomem.api").setLevel(logging.INFO)
     return app

@@ -31,11 +31,13 @@ Params = Sequence[Any] | Callable[[], Sequence[Any]]
 @dataclass(frozen=True)
 class Access:
     """What a request needs: its bearer token, the permission, and the project (None
-    for org-level actions such as creating a project)."""
+    for org-level actions such as creating a project). own_project: the route names no
+    project and the permission is checked on the key's own (memory.authorize_own_project)."""
 
     token: str
     permission: str
     project: UUID | None = None
+    own_project: bool = False
 
 
 class Database:
@@ -98,15 +100,30 @@ class Database:
         first column of the first row (usually a jsonb answer), or with many=True every
         row as a dict."""
         with self.pool.connection() as conn, conn.transaction():
-            conn.execute(
-                "select 1 from memory.authorize(%s::text, %s::text, %s::uuid)",
-                (access.token, access.permission, access.project),
-            )
+            if access.own_project:
+                conn.execute(
+                    "select 1 from memory.authorize_own_project(%s::text, %s::text)",
+                    (access.token, access.permission),
+                )
+            else:
+                conn.execute(
+                    "select 1 from memory.authorize(%s::text, %s::text, %s::uuid)",
+                    (access.token, access.permission, access.project),
+                )
             cur = conn.execute(query, params() if callable(params) else params)
             if many:
                 return cur.fetchall()
             row = cur.fetchone()
             return None if row is None else next(iter(row.values()))
+
+    def authenticate(self, token: str) -> bool:
+        """Whether `token` is a valid, unrevoked API key (memory.authenticate; the
+        transaction, and the org scope it sets, ends here)."""
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "select key_id from memory.authenticate(%s::text)", (token,)
+            ).fetchone()
+        return row is not None and row["key_id"] is not None
 
     def call_row(self, access: Access, query: LiteralString, params: Params = ()) -> dict[str, Any]:
         rows = self.call(access, query, params, many=True)

@@ -110,7 +110,9 @@ def from_db_error(err: psycopg.Error) -> ApiError:
         return ApiError(status, code, "internal error" if status == 500 else "query timed out")
     diag = err.diag
     message = diag.message_primary or "invalid request"
-    field = sql_field(message, diag.message_detail) if status in (409, 422) else None
+    # The field is in DETAIL (086) or in the diagnostics' column (087's webhook checks).
+    named = diag.message_detail or (diag.column_name if state.startswith("22") else None)
+    field = sql_field(message, named) if status in (409, 422) else None
     return ApiError(status, code, message, field)
 
 
@@ -154,6 +156,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's "There was an error parsing the body" (e.g. not UTF-8): bad input
+            # like any other, a 422 naming the body.
+            return ApiError(422, "invalid_request", f"body: {exc.detail}", "body").response()
         codes = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}
         code = codes.get(exc.status_code, "http_error")
         return ApiError(exc.status_code, code, str(exc.detail)).response()

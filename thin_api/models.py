@@ -465,6 +465,91 @@ class CommunityList(Model):
     communities: list[Community]
 
 
+# -- webhooks -------------------------------------------------------------------------
+WebhookEventType = Literal[
+    "fact.superseded", "fact.retracted", "fact.contradicted", "episode.enriched", "memory.wiped"
+]
+WebhookUrl = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=2048,
+        description="An absolute http or https URL (checked by the database).",
+    ),
+]
+
+
+class WebhookCreate(Model):
+    url: WebhookUrl
+    event_types: list[WebhookEventType] | None = Field(
+        None, min_length=1, description="The events to receive; null or absent: all of them."
+    )
+
+
+class WebhookUpdate(Model):
+    url: WebhookUrl | None = None
+    event_types: list[WebhookEventType] | None = Field(
+        None, min_length=1, description="A new non-empty list; null or absent: unchanged."
+    )
+    enabled: bool | None = Field(None, description="null or absent: unchanged.")
+
+
+class Webhook(Model):
+    endpoint_id: UUID
+    url: str
+    event_types: list[WebhookEventType]
+    enabled: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class WebhookEndpoint(Webhook):
+    project_id: UUID
+
+
+class WebhookCreated(WebhookEndpoint):
+    secret: str = Field(
+        description="The signing secret (whsec_...): shown here only, never again (rotate to "
+        "get a new one)."
+    )
+
+
+class WebhookList(Model):
+    webhooks: list[Webhook]
+
+
+class WebhookDeleted(Model):
+    endpoint_id: UUID
+    deleted: Literal[True]
+
+
+class WebhookDelivery(Model):
+    delivery_id: int
+    event_id: str = Field(description="The webhook-id header: the same on every attempt.")
+    event_type: WebhookEventType
+    endpoint_id: UUID
+    attempt: int
+    status_code: int | None = Field(description="The receiver's HTTP status; null: no answer.")
+    outcome: Literal["delivered", "retrying", "failed"]
+    error: str | None
+    duration_ms: int
+    attempted_at: datetime
+
+
+class WebhookDeliveryPage(Model):
+    deliveries: list[WebhookDelivery] = Field(description="Newest attempt first.")
+    next_cursor: int | None = Field(description="Pass as `before` for the next page.")
+
+
+class WebhookEventTypeInfo(Model):
+    event_type: WebhookEventType
+    description: str
+
+
+class WebhookEventTypeList(Model):
+    event_types: list[WebhookEventTypeInfo]
+
+
 # -- operations -----------------------------------------------------------------------
 class Health(Model):
     status: Literal["ok"]

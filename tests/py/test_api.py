@@ -439,7 +439,7 @@ def test_openapi_documents_every_route(base: str) -> None:
         if path.startswith("/v1/")
         for method, op in item.items()
     ]
-    assert len(operations) == 20
+    assert len(operations) == 27  # 20 + 7 webhook operations
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

@@ -1,0 +1,311 @@
+"""The MCP server through the `mcp` SDK's own client: streamable HTTP at /mcp of a real
+`chronomem serve` process (tools listed with their input schemas, each called for a
+positive result, another org's project and a bad key refused), and stdio through
+`chronomem mcp` spawned with CHRONOMEM_API_KEY."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from api_server import Tenant, api_server, make_tenant
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+TOOLS = {
+    "add_memory",
+    "add_facts",
+    "search_memory",
+    "get_context",
+    "list_facts",
+    "fact_history",
+    "retract_fact",
+    "declare_predicate",
+}
+
+
+@pytest.fixture(scope="module")
+def base(app_dsn: str) -> Iterator[str]:
+    with api_server(app_dsn) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def tenant(app_dsn: str) -> Tenant:
+    return make_tenant(app_dsn, "mcp")
+
+
+@pytest.fixture(scope="module")
+def other(app_dsn: str) -> Tenant:
+    return make_tenant(app_dsn, "mcp other org")
+
+
+@asynccontextmanager
+async def http_client(
+    base: str, token: str, statuses: list[int] | None = None
+) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"}
+
+    async def seen(response: httpx2.Response) -> None:
+        if statuses is not None:
+            statuses.append(response.status_code)
+
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30, event_hooks={"response": [seen]}) as http,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+    ):
+        yield client
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert isinstance(data, dict)
+    # The text content is the same answer as JSON (for clients without structured output).
+    assert json.loads(result.content[0].text) == data  # type: ignore[union-attr]
+    return data
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error
+    text: str = result.content[0].text  # type: ignore[union-attr]
+    return text
+
+
+def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) -> None:
+    p = str(tenant.project)
+
+    async def run() -> None:
+        async with http_client(base, tenant.token) as mcp:
+            tools = {t.name: t for t in (await mcp.list_tools()).tools}
+            assert set(tools) == TOOLS
+            for tool in tools.values():
+                assert tool.description
+                schema = tool.input_schema
+                assert schema["type"] == "object" and "project_id" in schema["required"]
+            assert {"as_of", "known_at"} <= set(tools["list_facts"].input_schema["properties"])
+            assert "as_of" in tools["get_context"].input_schema["properties"]
+
+            declared = ok(
+                await mcp.call_tool(
+                    "declare_predicate",
+                    {"project_id": p, "predicate": "plan", "cardinality": "one"},
+                )
+            )
+            assert (declared["predicate"], declared["cardinality"]) == ("plan", "one")
+
+            first = ok(
+                await mcp.call_tool(
+                    "add_facts",
+                    {
+                        "project_id": p,
+                        "facts": [
+                            {
+                                "subject": "user 42",
+                                "predicate": "plan",
+                                "object": "pro",
+                                "valid_from": "2024-01-01T00:00:00Z",
+                            }
+                        ],
+                    },
+                )
+            )
+            assert first["inserted"] == 1
+            pro = first["results"][0]["fact_id"]
+            second = ok(
+                await mcp.call_tool(
+                    "add_facts",
+                    {
+                        "project_id": p,
+                        "facts": [
+                            {
+                                "subject": "user 42",
+                                "predicate": "plan",
+                                "object": "enterprise",
+                                "valid_from": "2024-03-01",
+                            }
+                        ],
+                    },
+                )
+            )
+            assert (second["inserted"], second["superseded_count"]) == (1, 1)
+            enterprise = second["results"][0]["fact_id"]
+
+            now = ok(await mcp.call_tool("list_facts", {"project_id": p, "subject": "user 42"}))
+            assert [f["object"] for f in now["facts"]] == ["enterprise"]
+            then = ok(await mcp.call_tool("list_facts", {"project_id": p, "as_of": "2024-02-01"}))
+            assert [f["fact_id"] for f in then["facts"]] == [pro]
+
+            history = ok(await mcp.call_tool("fact_history", {"project_id": p, "fact_id": pro}))
+            assert any(
+                e["event_type"] == "superseded" and e["new_fact_id"] == enterprise
+                for e in history["events"]
+            ), history
+
+            context = ok(
+                await mcp.call_tool(
+                    "get_context", {"project_id": p, "query": "what plan is user 42 on?"}
+                )
+            )
+            assert "enterprise" in context["text"]
+            past = ok(
+                await mcp.call_tool(
+                    "get_context",
+                    {"project_id": p, "query": "user 42 plan", "as_of": "2024-02-01"},
+                )
+            )
+            assert "pro" in past["text"] and "enterprise" not in past["text"]
+
+            found = ok(await mcp.call_tool("search_memory", {"project_id": p, "query": "plan"}))
+            assert enterprise in [hit["id"] for hit in found["results"]]
+
+            added = ok(
+                await mcp.call_tool(
+                    "add_memory",
+                    {
+                        "project_id": p,
+                        "session": "s1",
+                        "messages": [{"role": "user", "content": "I moved to Berlin"}],
+                    },
+                )
+            )
+            assert len(added["episode_ids"]) == 1 and added["replayed"] is False
+
+            retracted = ok(
+                await mcp.call_tool(
+                    "retract_fact",
+                    {"project_id": p, "fact_id": enterprise, "reason": "entered by mistake"},
+                )
+            )
+            assert retracted["status"] == "retracted" and retracted["restored"] == [pro]
+            after = ok(await mcp.call_tool("list_facts", {"project_id": p}))
+            assert enterprise not in [f["fact_id"] for f in after["facts"]]
+
+            # Negatives: another org's project is not found; bad input is named; the
+            # session goes on after each.
+            for name, args in [
+                ("list_facts", {"project_id": str(other.project)}),
+                ("add_facts", {"project_id": str(other.project), "facts": []}),
+                ("fact_history", {"project_id": p, "fact_id": str(uuid.uuid4())}),
+            ]:
+                text = error_text(await mcp.call_tool(name, args))
+                assert "not_found" in text, (name, text)
+            text = error_text(
+                await mcp.call_tool(
+                    "add_memory",
+                    {
+                        "project_id": p,
+                        "session": "",
+                        "messages": [{"role": "user", "content": "x"}],
+                    },
+                )
+            )
+            assert "invalid_request" in text and "session" in text
+            text = error_text(await mcp.call_tool("list_facts", {"project_id": "not-a-uuid"}))
+            assert "project_id" in text
+            assert ok(await mcp.call_tool("list_facts", {"project_id": p}))["facts"]
+
+        # A read-only key: reads work, writes are refused with the permission named.
+        reader = tenant.key(["project:read"])
+        async with http_client(base, reader) as mcp:
+            assert ok(await mcp.call_tool("list_facts", {"project_id": p}))["facts"]
+            text = error_text(
+                await mcp.call_tool("retract_fact", {"project_id": p, "fact_id": pro})
+            )
+            assert "forbidden" in text and "project:write" in text
+
+        # The other org sees its own project, and not this one.
+        async with http_client(base, other.token) as mcp:
+            assert ok(await mcp.call_tool("list_facts", {"project_id": str(other.project)}))
+            text = error_text(await mcp.call_tool("list_facts", {"project_id": p}))
+            assert "not_found" in text
+
+    asyncio.run(run())
+
+
+def test_bad_token_is_401(base: str, tenant: Tenant) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    bad = f"cmk_{uuid.uuid4().hex}_{'0' * 64}"
+    for headers in [{}, {"Authorization": f"Bearer {bad}"}, {"Authorization": "Bearer x"}]:
+        r = httpx.post(f"{base}/mcp", json=body, headers=headers)
+        assert r.status_code == 401
+        assert r.json() == {
+            "error": {
+                "code": "unauthorized",
+                "message": "missing or invalid API key",
+                "field": None,
+            }
+        }
+
+    # The SDK's client cannot connect with it: the server answered 401.
+    statuses: list[int] = []
+
+    async def run() -> None:
+        async with http_client(base, bad, statuses) as mcp:
+            await mcp.list_tools()
+
+    with pytest.raises(Exception):  # noqa: B017 (the SDK wraps it in exception groups)
+        asyncio.run(run())
+    assert statuses and set(statuses) == {401}
+
+
+def test_stdio(app_dsn: str, tenant: Tenant) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "chronomem", "mcp"],
+        env={
+            **os.environ,
+            "CHRONOMEM_API_KEY": tenant.token,
+            "CHRONOMEM_API_DSN": app_dsn,
+            "CHRONOMEM_API_QUERY_EMBEDDINGS": "off",
+        },
+    )
+
+    async def run() -> None:
+        async with Client(params) as mcp:
+            assert {t.name for t in (await mcp.list_tools()).tools} == TOOLS
+            added = ok(
+                await mcp.call_tool(
+                    "add_facts",
+                    {
+                        "project_id": str(tenant.project),
+                        "facts": [{"subject": "stdio", "predicate": "likes", "object": "pipes"}],
+                    },
+                )
+            )
+            assert added["inserted"] == 1
+            listed = ok(
+                await mcp.call_tool(
+                    "list_facts", {"project_id": str(tenant.project), "subject": "stdio"}
+                )
+            )
+            assert [f["object"] for f in listed["facts"]] == ["pipes"]
+            text = error_text(await mcp.call_tool("list_facts", {"project_id": str(uuid.uuid4())}))
+            assert "not_found" in text
+
+    asyncio.run(run())
+
+
+def test_stdio_refuses_a_bad_key(app_dsn: str) -> None:
+    import subprocess
+
+    env = {**os.environ, "CHRONOMEM_API_KEY": "cmk_bad", "CHRONOMEM_API_DSN": app_dsn}
+    done = subprocess.run(
+        [sys.executable, "-m", "chronomem", "mcp"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2 and "invalid API key" in done.stderr and done.stdout == ""

@@ -1,0 +1,344 @@
+"""The MCP server (official `mcp` SDK): Chronomem's memory as tools for agents.
+
+Eight tools, each one memory.authorize (the key, the tool's permission, the project
+given as an argument) plus the same SQL function the matching HTTP route calls, in one
+transaction through thin_api.db.Database. No business rules here.
+
+Two transports, both authenticated by an API key:
+- streamable HTTP at /mcp on the API app (`mount`): the key is the request's
+  `Authorization: Bearer` header, checked before the MCP layer sees the request
+  (401 without detail, like the rest of the API), and authorized again per tool call;
+- stdio (`chronomem mcp`, `run_stdio`): the key is CHRONOMEM_API_KEY, read at start.
+
+A SQL error (not found, bad input, not permitted) is a tool error whose text is
+"<code>: <message>" with the codes of the HTTP API; it never ends the session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, LiteralString
+from uuid import UUID
+
+import anyio
+import psycopg
+from fastapi import FastAPI
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from psycopg.types.json import Jsonb
+from psycopg_pool import PoolTimeout
+from pydantic import Field
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from thin_api.db import Access, Database
+from thin_api.embedding import QueryEmbedder, vector_text
+from thin_api.errors import ApiError, from_db_error, unauthorized
+from thin_api.models import Cardinality, FactIn, Instant, MessageIn
+from thin_api.routes import CONFIG_WRITE, READ, WRITE
+
+log = logging.getLogger("chronomem.mcp")
+
+MCP_PATH = "/mcp"
+KEY_VARIABLE = "CHRONOMEM_API_KEY"
+
+INSTRUCTIONS = """\
+Chronomem: long-term memory as a temporal knowledge graph. Facts (subject, predicate,
+object) carry validity windows; a newer fact of a `one` predicate supersedes the older
+one without deleting it; every read can be asked `as_of` a world instant and `known_at`
+an instant of the store's belief. Timestamps are ISO 8601 (zone-less = UTC). Every tool
+takes the project's id; the API key decides which projects are visible."""
+
+ProjectId = Annotated[UUID, Field(description="The project's id.")]
+AsOf = Annotated[
+    Instant | None, Field(description="World instant (ISO 8601, zone-less = UTC); default now.")
+]
+KnownAt = Annotated[
+    Instant | None,
+    Field(description="What the store believed at this instant (ISO 8601); default now."),
+]
+
+
+@dataclass
+class Backend:
+    """Where tools find the database, the query embedder and (stdio) the key."""
+
+    get_db: Callable[[], Database]
+    get_embedder: Callable[[], QueryEmbedder | None]
+    token: str | None = None  # stdio: the key given at start; HTTP: the request's header
+
+
+def bearer(headers: Any) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, else None."""
+    value = headers.get("authorization") if headers is not None else None
+    if not value:
+        return None
+    scheme, _, token = value.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def _tool_error(err: ApiError) -> ToolError:
+    return ToolError(f"{err.code}: {err.message}")
+
+
+def build_server(backend: Backend) -> MCPServer:
+    # MCPServer configures root logging (logging.basicConfig) when it is made; the
+    # process's logging is not its to set (the API's, the worker's, pytest's).
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    server = MCPServer("chronomem", title="Chronomem", instructions=INSTRUCTIONS, version="0.1.0")
+    root.handlers[:], root.level = saved
+
+    def call(
+        ctx: Context,
+        permission: str,
+        project: UUID,
+        query: LiteralString,
+        params: Sequence[Any] | Callable[[], Sequence[Any]],
+        *,
+        row: bool = False,
+    ) -> Any:
+        token = backend.token if ctx.headers is None else bearer(ctx.headers)
+        try:
+            if not token:
+                raise unauthorized()
+            access = Access(token, permission, project)
+            db = backend.get_db()
+            return db.call_row(access, query, params) if row else db.call(access, query, params)
+        except ApiError as err:
+            raise _tool_error(err) from None
+        except psycopg.Error as err:
+            raise _tool_error(from_db_error(err)) from None
+        except PoolTimeout:
+            raise ToolError("unavailable: no database connection available") from None
+
+    def embed(text: str) -> str | None:
+        embedder = backend.get_embedder()
+        return vector_text(embedder.embed(text)) if embedder else None
+
+    @server.tool()
+    def add_memory(
+        project_id: ProjectId,
+        session: Annotated[str, Field(description="Your id for the conversation (1-200 chars).")],
+        messages: Annotated[list[MessageIn], Field(description="At most 100 per call.")],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        """Store conversation messages as episodes of a session now; extraction of facts
+        and embeddings follow in the background."""
+        rows = [m.model_dump(mode="json", exclude_none=True) for m in messages]
+        return call(  # type: ignore[no-any-return]
+            ctx,
+            WRITE,
+            project_id,
+            "select memory.api_ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
+            (project_id, session, Jsonb(rows), None, None),
+        )
+
+    @server.tool()
+    def add_facts(
+        project_id: ProjectId,
+        facts: Annotated[list[FactIn], Field(description="At most 1000 per batch.")],
+        ctx: Context,
+        override_tombstones: Annotated[
+            bool, Field(description="Assert retracted claims again (lifts their tombstones).")
+        ] = False,
+    ) -> dict[str, Any]:
+        """Assert a batch of facts. Each is inserted (closing what it supersedes),
+        skipped (already holds), refused (retracted claim) or invalid (with its field)."""
+        rows = [f.model_dump(mode="json", exclude_unset=True) for f in facts]
+        return call(  # type: ignore[no-any-return]
+            ctx,
+            WRITE,
+            project_id,
+            "select memory.api_assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
+            (project_id, Jsonb(rows), override_tombstones),
+        )
+
+    @server.tool()
+    def search_memory(
+        project_id: ProjectId,
+        query: Annotated[str, Field(max_length=10_000)],
+        ctx: Context,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
+        k: Annotated[int, Field(ge=1, le=200, description="Results.")] = 10,
+    ) -> dict[str, Any]:
+        """Hybrid search (vectors, full text, entities, graph) over facts and
+        conversation excerpts as they held at `as_of`, as known at `known_at`."""
+        return call(  # type: ignore[no-any-return]
+            ctx,
+            READ,
+            project_id,
+            "select memory.api_search(%s::uuid, %s::text, %s::vector, %s::vector, "
+            "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[])",
+            lambda: (project_id, query, None, embed(query), as_of, known_at, k, None),
+        )
+
+    @server.tool()
+    def get_context(
+        project_id: ProjectId,
+        query: Annotated[str, Field(max_length=10_000)],
+        ctx: Context,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
+        max_tokens: Annotated[int, Field(ge=50, le=100_000)] = 1500,
+    ) -> dict[str, Any]:
+        """A prompt-ready block (`text`): the facts that hold at `as_of` with their
+        windows, then supporting conversation excerpts, within `max_tokens`."""
+        return call(  # type: ignore[no-any-return]
+            ctx,
+            READ,
+            project_id,
+            "select memory.api_context(%s::uuid, %s::text, %s::vector, %s::vector, "
+            "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
+            lambda: (project_id, query, None, embed(query), as_of, known_at, max_tokens, 20),
+        )
+
+    @server.tool()
+    def list_facts(
+        project_id: ProjectId,
+        ctx: Context,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        cursor: Annotated[UUID | None, Field(description="next_cursor of the last page.")] = None,
+        limit: Annotated[int, Field(ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        """The facts that hold at `as_of` as the store believed at `known_at`,
+        optionally of one subject and/or predicate."""
+        return call(  # type: ignore[no-any-return]
+            ctx,
+            READ,
+            project_id,
+            "select memory.list_facts(%s::uuid, %s::timestamptz, %s::timestamptz, %s::text, "
+            "%s::text, %s::uuid, %s::integer)",
+            (project_id, as_of, known_at, subject, predicate, cursor, limit),
+        )
+
+    @server.tool()
+    def fact_history(project_id: ProjectId, fact_id: UUID, ctx: Context) -> dict[str, Any]:
+        """Every event (asserted, superseded, retracted, ...) of every version of the
+        fact's identity, oldest first."""
+        return call(  # type: ignore[no-any-return]
+            ctx,
+            READ,
+            project_id,
+            "select memory.api_fact_history(%s::uuid, %s::uuid)",
+            (project_id, fact_id),
+        )
+
+    @server.tool()
+    def retract_fact(
+        project_id: ProjectId,
+        fact_id: UUID,
+        ctx: Context,
+        reason: Annotated[str | None, Field(max_length=2000)] = None,
+    ) -> dict[str, Any]:
+        """The claim never held: it is tombstoned, and what it had closed gets its
+        window back."""
+        return call(  # type: ignore[no-any-return]
+            ctx,
+            WRITE,
+            project_id,
+            "select memory.api_retract_fact(%s::uuid, %s::uuid, %s::text)",
+            (project_id, fact_id, reason),
+        )
+
+    @server.tool()
+    def declare_predicate(
+        project_id: ProjectId,
+        predicate: str,
+        cardinality: Annotated[
+            Cardinality, Field(description="one: a new object supersedes the old; many: not.")
+        ],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        """Declare a predicate's cardinality (needs configuration:write)."""
+        row = call(
+            ctx,
+            CONFIG_WRITE,
+            project_id,
+            "select * from memory.api_declare_predicate(%s::uuid, %s::text, %s::text)",
+            (project_id, predicate, cardinality),
+            row=True,
+        )
+        return {**row, "declared_at": row["declared_at"].isoformat()}
+
+    return server
+
+
+class _BearerGate:
+    """Refuses a request without a valid API key (401, no detail) before MCP sees it."""
+
+    def __init__(self, app: StreamableHTTPASGIApp, get_db: Callable[[], Database]) -> None:
+        self.app = app
+        self.get_db = get_db
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        token = bearer(headers)
+        try:
+            ok = bool(token) and await anyio.to_thread.run_sync(self.get_db().authenticate, token)
+            error = None if ok else unauthorized()
+        except psycopg.Error as err:
+            error = from_db_error(err)
+        except PoolTimeout:
+            error = ApiError(503, "unavailable", "no database connection available")
+        if error is not None:
+            await error.response()(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def mount(app: FastAPI) -> MCPServer:
+    """Serve MCP over streamable HTTP at /mcp on the API app (its database and query
+    embedder, made in the app's lifespan), and run the MCP session manager in it."""
+    backend = Backend(
+        get_db=lambda: app.state.db,
+        get_embedder=lambda: getattr(app.state, "embedder", None),
+    )
+    server = build_server(backend)
+    # Stateless JSON: every POST is answered on its own, so any API process can serve
+    # any request and nothing is left streaming at shutdown. DNS-rebinding checks are
+    # off: the API binds where it is configured, and every request needs a key.
+    server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    gate = _BearerGate(StreamableHTTPASGIApp(server.session_manager), backend.get_db)
+    app.router.routes.append(
+        Route(MCP_PATH, endpoint=gate, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    )
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: FastAPI) -> AsyncIterator[Any]:
+        async with inner(a) as state, server.session_manager.run():
+            yield state
+
+    app.router.lifespan_context = lifespan
+    return server
+
+
+def run_stdio(dsn: str, token: str, embedder: QueryEmbedder | None = None) -> None:
+    """Serve MCP over stdin/stdout with one API key (checked at start)."""
+    db = Database(dsn, min_size=1, max_size=4)
+    db.pool.open(wait=True, timeout=30)
+    try:
+        if not db.authenticate(token):
+            raise PermissionError(f"{KEY_VARIABLE}: invalid API key")
+        server = build_server(
+            Backend(get_db=lambda: db, get_embedder=lambda: embedder, token=token)
+        )
+        server.run("stdio")
+    finally:
+        db.close()
