@@ -38,13 +38,21 @@ from thin_api.models import (
     IngestResult,
     MessagePage,
     Neighbors,
+    Org,
     Predicate,
     PredicateList,
     Project,
+    ProjectList,
     Readiness,
     RetractResult,
     SearchResult,
     Timeline,
+    WebhookCreated,
+    WebhookDeleted,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEventTypeList,
+    WebhookList,
     WipeResult,
 )
 
@@ -104,6 +112,14 @@ def _answer(response: httpx.Response, model: type[T]) -> T:
 
 class Calls:
     """Every API route as a `Call` (shared by the sync and async clients)."""
+
+    def get_org(self) -> Call[Org]:
+        """The calling key's org."""
+        return Call("GET", "/v1/org", Org)
+
+    def list_projects(self) -> Call[ProjectList]:
+        """The org's projects the key may see (all with project:manage, else its own)."""
+        return Call("GET", "/v1/projects", ProjectList)
 
     def create_project(self, name: str) -> Call[Project]:
         return Call("POST", "/v1/projects", Project, json={"name": name})
@@ -323,6 +339,62 @@ class Calls:
     def communities(self, project: Id) -> Call[CommunityList]:
         return Call("GET", f"/v1/projects/{project}/communities", CommunityList)
 
+    def create_webhook(
+        self, project: Id, url: str, event_types: Sequence[str] | None = None
+    ) -> Call[WebhookCreated]:
+        """Add a webhook endpoint; its signing secret is in this answer only."""
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/webhooks",
+            WebhookCreated,
+            json=_body(url=url, event_types=None if event_types is None else list(event_types)),
+        )
+
+    def list_webhooks(self, project: Id) -> Call[WebhookList]:
+        return Call("GET", f"/v1/projects/{project}/webhooks", WebhookList)
+
+    def update_webhook(
+        self,
+        project: Id,
+        endpoint: Id,
+        *,
+        url: str | None = None,
+        event_types: Sequence[str] | None = None,
+        enabled: bool | None = None,
+    ) -> Call[WebhookEndpoint]:
+        """Change the URL, the event types or the enabled flag; None keeps a value."""
+        return Call(
+            "PATCH",
+            f"/v1/projects/{project}/webhooks/{endpoint}",
+            WebhookEndpoint,
+            json=_body(
+                url=url,
+                event_types=None if event_types is None else list(event_types),
+                enabled=enabled,
+            ),
+        )
+
+    def delete_webhook(self, project: Id, endpoint: Id) -> Call[WebhookDeleted]:
+        return Call("DELETE", f"/v1/projects/{project}/webhooks/{endpoint}", WebhookDeleted)
+
+    def rotate_webhook_secret(self, project: Id, endpoint: Id) -> Call[WebhookCreated]:
+        """A new signing secret; it is in this answer only."""
+        return Call("POST", f"/v1/projects/{project}/webhooks/{endpoint}/rotate", WebhookCreated)
+
+    def webhook_deliveries(
+        self, project: Id, endpoint: Id, *, limit: int | None = None, before: int | None = None
+    ) -> Call[WebhookDeliveryPage]:
+        """The endpoint's delivery log, newest first; pass next_cursor as `before`."""
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/webhooks/{endpoint}/deliveries",
+            WebhookDeliveryPage,
+            params=_query(limit=limit, before=before),
+        )
+
+    def webhook_event_types(self) -> Call[WebhookEventTypeList]:
+        return Call("GET", "/v1/webhook-event-types", WebhookEventTypeList)
+
     def ready(self) -> Call[Readiness]:
         return Call("GET", "/readyz", Readiness)
 
@@ -384,6 +456,8 @@ class Client:
     ) -> None:
         self.close()
 
+    get_org = _sync(Calls.get_org)
+    list_projects = _sync(Calls.list_projects)
     create_project = _sync(Calls.create_project)
     get_project = _sync(Calls.get_project)
     create_api_key = _sync(Calls.create_api_key)
@@ -404,6 +478,13 @@ class Client:
     neighbors = _sync(Calls.neighbors)
     entities = _sync(Calls.entities)
     communities = _sync(Calls.communities)
+    create_webhook = _sync(Calls.create_webhook)
+    list_webhooks = _sync(Calls.list_webhooks)
+    update_webhook = _sync(Calls.update_webhook)
+    delete_webhook = _sync(Calls.delete_webhook)
+    rotate_webhook_secret = _sync(Calls.rotate_webhook_secret)
+    webhook_deliveries = _sync(Calls.webhook_deliveries)
+    webhook_event_types = _sync(Calls.webhook_event_types)
     ready = _sync(Calls.ready)
 
 
@@ -437,6 +518,8 @@ class AsyncClient:
     ) -> None:
         await self.aclose()
 
+    get_org = _async(Calls.get_org)
+    list_projects = _async(Calls.list_projects)
     create_project = _async(Calls.create_project)
     get_project = _async(Calls.get_project)
     create_api_key = _async(Calls.create_api_key)
@@ -457,4 +540,11 @@ class AsyncClient:
     neighbors = _async(Calls.neighbors)
     entities = _async(Calls.entities)
     communities = _async(Calls.communities)
+    create_webhook = _async(Calls.create_webhook)
+    list_webhooks = _async(Calls.list_webhooks)
+    update_webhook = _async(Calls.update_webhook)
+    delete_webhook = _async(Calls.delete_webhook)
+    rotate_webhook_secret = _async(Calls.rotate_webhook_secret)
+    webhook_deliveries = _async(Calls.webhook_deliveries)
+    webhook_event_types = _async(Calls.webhook_event_types)
     ready = _async(Calls.ready)

@@ -32,10 +32,11 @@ Params = Sequence[Any] | Callable[[], Sequence[Any]]
 class Access:
     """What a request needs: its bearer token, the permission, and the project (None
     for org-level actions such as creating a project). own_project: the route names no
-    project and the permission is checked on the key's own (memory.authorize_own_project)."""
+    project and the permission is checked on the key's own (memory.authorize_own_project).
+    permission None: any valid key will do (memory.authorize_key)."""
 
     token: str
-    permission: str
+    permission: str | None
     project: UUID | None = None
     own_project: bool = False
 
@@ -93,14 +94,17 @@ class Database:
         *,
         many: bool = False,
     ) -> Any:
-        """One transaction: memory.authorize(token, permission, project), then `query`.
+        """One transaction: memory.authorize(token, permission, project) (or its
+        own-project / any-key variant), then `query`.
 
         `params` may be a function, called once the key is authorized (work such as
         embedding a query is then never done for a caller without access). Returns the
         first column of the first row (usually a jsonb answer), or with many=True every
         row as a dict."""
         with self.pool.connection() as conn, conn.transaction():
-            if access.own_project:
+            if access.permission is None:
+                conn.execute("select 1 from memory.authorize_key(%s::text)", (access.token,))
+            elif access.own_project:
                 conn.execute(
                     "select 1 from memory.authorize_own_project(%s::text, %s::text)",
                     (access.token, access.permission),

@@ -88,6 +88,18 @@ class Project(Model):
     created_at: datetime
 
 
+class ProjectList(Model):
+    projects: list[Project] = Field(
+        description="Every project of the org for a project:manage key; its own otherwise."
+    )
+
+
+class Org(Model):
+    org_id: UUID
+    name: str
+    created_at: datetime
+
+
 class ApiKeyCreate(Model):
     name: str = Field(min_length=1, max_length=200)
     permissions: list[Permission] = Field(min_length=1)

@@ -94,6 +94,51 @@ def test_projects_and_keys(api: Client, base: str, tenant: Tenant) -> None:
     assert api.list_api_keys(made.project_id).api_keys[0].revoked_at == revoked.revoked_at
 
 
+def test_org_and_visible_projects(api: Client, base: str, tenant: Tenant) -> None:
+    org = api.get_org()
+    assert (org.org_id, org.name) == (tenant.org, "api happy paths")
+    made = api.create_project(f"listed-{uuid.uuid4().hex[:8]}")
+    listed = api.list_projects().projects
+    ids = [p.project_id for p in listed]
+    # A project:manage key sees every project of its org, oldest first.
+    assert tenant.project in ids and made.project_id in ids
+    assert made in listed and all(p.org_id == tenant.org for p in listed)
+    assert [p.created_at for p in listed] == sorted(p.created_at for p in listed)
+    # Any other key sees only its own project, and its org.
+    narrow = tenant.key(["configuration:read"], made.project_id)
+    with Client(base, narrow) as other:
+        assert other.list_projects().projects == [made]
+        assert other.get_org() == org
+
+
+# -- webhooks -------------------------------------------------------------------------
+def test_webhooks_through_the_client(api: Client, project: uuid.UUID) -> None:
+    types = {t.event_type for t in api.webhook_event_types().event_types}
+    assert {"fact.superseded", "memory.wiped"} <= types
+    made = api.create_webhook(project, "https://example.com/hook", ["fact.superseded"])
+    assert made.secret.startswith("whsec_") and made.project_id == project
+    assert made.event_types == ["fact.superseded"] and made.enabled
+    listed = api.list_webhooks(project).webhooks
+    assert [w.endpoint_id for w in listed] == [made.endpoint_id]
+    updated = api.update_webhook(project, made.endpoint_id, enabled=False)
+    assert not updated.enabled and updated.url == made.url  # the rest kept
+    updated = api.update_webhook(
+        project, made.endpoint_id, url="https://example.com/other", event_types=types
+    )
+    assert updated.url == "https://example.com/other" and set(updated.event_types) == types
+    assert not updated.enabled
+    rotated = api.rotate_webhook_secret(project, made.endpoint_id)
+    assert rotated.secret.startswith("whsec_") and rotated.secret != made.secret
+    page = api.webhook_deliveries(project, made.endpoint_id, limit=10)
+    assert page.deliveries == [] and page.next_cursor is None
+    deleted = api.delete_webhook(project, made.endpoint_id)
+    assert (deleted.endpoint_id, deleted.deleted) == (made.endpoint_id, True)
+    assert api.list_webhooks(project).webhooks == []
+    with pytest.raises(ChronomemError) as err:
+        api.update_webhook(project, made.endpoint_id, enabled=True)
+    assert err.value.status == 404
+
+
 # -- facts ----------------------------------------------------------------------------
 def test_supersession_and_as_of_reads(api: Client, project: uuid.UUID) -> None:
     assert api.declare_predicate(project, "plan", "one").cardinality == "one"
@@ -425,6 +470,17 @@ def test_async_client(base: str, tenant: Tenant, project: uuid.UUID) -> None:
             )
             with pytest.raises(ChronomemError):
                 await client.get_project(uuid.uuid4())
+            assert (await client.get_org()).org_id == tenant.org
+            assert project in [p.project_id for p in (await client.list_projects()).projects]
+            hook = await client.create_webhook(project, "https://example.com/async")
+            assert [w.endpoint_id for w in (await client.list_webhooks(project)).webhooks] == [
+                hook.endpoint_id
+            ]
+            assert (await client.webhook_event_types()).event_types
+            await client.update_webhook(project, hook.endpoint_id, enabled=False)
+            await client.rotate_webhook_secret(project, hook.endpoint_id)
+            await client.webhook_deliveries(project, hook.endpoint_id)
+            assert (await client.delete_webhook(project, hook.endpoint_id)).deleted
             return [len(p.facts) for p in pages]
 
     assert asyncio.run(run()) == [1] * 8
@@ -439,7 +495,7 @@ def test_openapi_documents_every_route(base: str) -> None:
         if path.startswith("/v1/")
         for method, op in item.items()
     ]
-    assert len(operations) == 27  # 20 + 7 webhook operations
+    assert len(operations) == 29  # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

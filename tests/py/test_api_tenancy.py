@@ -213,6 +213,41 @@ def test_other_org_sees_nothing_in_its_own_project(world: World) -> None:
         assert "alpha" not in context.text
 
 
+def test_other_org_never_sees_ones_org_or_projects(world: World) -> None:
+    a, b = world.a, world.b
+    with a.client(world.base) as ca:
+        extra = ca.create_project(f"hidden-{uuid.uuid4().hex[:6]}").project_id
+        # Positive control: A's key sees its own org and projects.
+        assert ca.get_org().org_id == a.org
+        assert {a.project, extra} <= {p.project_id for p in ca.list_projects().projects}
+    with b.client(world.base) as cb:
+        assert cb.get_org().org_id == b.org
+        seen = cb.list_projects().projects
+        assert seen and all(p.org_id == b.org for p in seen)
+        assert not {a.project, extra} & {p.project_id for p in seen}
+    for path in ("/v1/org", "/v1/projects"):
+        raw = call(world, b.token, "GET", path)
+        assert raw.status_code == 200, raw.text
+        assert str(a.org) not in raw.text and str(a.project) not in raw.text
+        assert "tenant A" not in raw.text and str(extra) not in raw.text
+
+
+def test_non_manage_key_sees_only_its_project(world: World) -> None:
+    a = world.a
+    with a.client(world.base) as ca:
+        other = ca.create_project(f"sibling-{uuid.uuid4().hex[:6]}")
+        assert len(ca.list_projects().projects) >= 2  # positive control: manage sees all
+    for permissions in (["project:read"], ["project:write", "configuration:write"]):
+        with Client(world.base, a.key(permissions)) as narrow:
+            assert [p.project_id for p in narrow.list_projects().projects] == [a.project]
+            assert narrow.get_org().org_id == a.org
+        with Client(world.base, a.key(permissions, other.project_id)) as narrow:
+            assert narrow.list_projects().projects == [other]
+    for path in ("/v1/org", "/v1/projects"):
+        assert call(world, "cmk_nope", "GET", path).json() == UNAUTHORIZED
+        assert call(world, "cmk_nope", "GET", path).status_code == 401
+
+
 def test_forbidden_only_inside_ones_own_org(world: World) -> None:
     a = world.a
     reader = a.key(["project:read"])

@@ -14,12 +14,28 @@ from thin_api.models import (
     ApiKeyCreated,
     ApiKeyList,
     ApiKeyRevoked,
+    Org,
     Project,
     ProjectCreate,
+    ProjectList,
 )
 from thin_api.routes import ERRORS, MANAGE, READ
 
 router = APIRouter(prefix="/v1", tags=["projects"], responses=ERRORS)
+
+
+@router.get("/org", response_model=Org, tags=["orgs"])
+def get_org(token: Token, db: DB) -> Any:
+    """The calling key's org (any valid key)."""
+    return db.call_row(Access(token, None), "select * from memory.api_org()")
+
+
+@router.get("/projects", response_model=ProjectList)
+def list_projects(token: Token, db: DB) -> Any:
+    """The org's projects the key may see, oldest first: all of them for a project:manage
+    key, only its own project otherwise (any valid key)."""
+    rows = db.call(Access(token, None), "select * from memory.api_list_projects()", many=True)
+    return {"projects": rows}
 
 
 @router.post("/projects", response_model=Project, status_code=status.HTTP_201_CREATED)
