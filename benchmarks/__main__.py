@@ -26,6 +26,10 @@ from chronomem.paths import REPO_ROOT
 # heavy optional dependencies does not slow the others down.
 BENCHMARKS: dict[str, str] = {
     "write": "benchmarks.write",
+    "ingest": "benchmarks.ingest",
+    "locomo": "benchmarks.locomo",
+    "search": "benchmarks.search",
+    "api": "benchmarks.api",
 }
 
 
@@ -51,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
         "created there and dropped afterwards (default: DATABASE_URL, else a throwaway "
         "embedded server in a temp dir)",
     )
+    common.add_argument(
+        "--keep-database",
+        action="store_true",
+        help="with --database-url: leave chronomem_bench in place afterwards (to inspect it)",
+    )
     sub = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name in BENCHMARKS:
         module = _load(name)
@@ -63,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     started = time.perf_counter()
     print(f"benchmark {args.benchmark}: preparing the database", flush=True)
-    with bench_database(args.database_url) as db:
+    with bench_database(args.database_url, keep=args.keep_database) as db:
         path = _load(args.benchmark).run(args, db)
     print(f"wrote {path} in {time.perf_counter() - started:.0f} s", flush=True)
     return 0

@@ -59,8 +59,10 @@ def _drop_database(superuser_dsn: str) -> None:
 
 
 @contextmanager
-def bench_database(database_url: str | None) -> Iterator[BenchDatabase]:
-    """A freshly bootstrapped and migrated `chronomem_bench`, dropped afterwards.
+def bench_database(database_url: str | None, keep: bool = False) -> Iterator[BenchDatabase]:
+    """A freshly bootstrapped and migrated `chronomem_bench`, dropped afterwards (unless
+    `keep`, with a --database-url server: then it stays for EXPLAIN and psql until the
+    next run replaces it).
 
     Set up exactly as `chronomem up` does (bootstrap as superuser, migrate as owner).
     Passwords, where the server asks for them, come from CHRONOMEM_OWNER_PASSWORD and
@@ -80,7 +82,8 @@ def bench_database(database_url: str | None) -> Iterator[BenchDatabase]:
                 server=kind,
             )
         finally:
-            _drop_database(superuser)
+            if not (keep and kind == "database_url"):
+                _drop_database(superuser)
 
 
 def server_info(dsn: str) -> dict[str, Any]:

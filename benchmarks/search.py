@@ -1,0 +1,206 @@
+"""Search latency at scale: memory.search (all legs, and each leg alone) and facts_at on
+synthetic memory loaded through the product's write path.
+
+Several projects share one database (one of them holds most rows), facts have
+histories several versions deep (cardinality-one predicates superseded in world
+time), episodes come in through ingest, embeddings (clustered random vectors) through
+store_embeddings. After VACUUM ANALYZE, every workload runs `--queries` times in one
+shuffled sequence per project, so all see the same server state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import zlib
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import psycopg
+
+from benchmarks.common import (
+    BenchDatabase,
+    git_info,
+    machine_info,
+    now_iso,
+    server_info,
+    write_json,
+)
+from benchmarks.search_load import LoadedProject, load_all
+from benchmarks.search_measure import (
+    Query,
+    by_statement,
+    explain_nested,
+    reindex,
+    result_shape,
+    run_queries,
+    sizes,
+    workloads,
+)
+from benchmarks.search_plot import plot
+from benchmarks.synthetic import Clusters, Project, split
+
+HELP = "memory.search / vector legs / facts_at p50-p95 on synthetic data (default 100k facts)"
+
+GOAL = {"all_legs_p95_max_ratio_to_vector_leg": 3.0, "all_legs_p95_ms_max_at_100k": 20.0}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--facts", type=int, default=100_000, help="facts in all (100000)")
+    parser.add_argument(
+        "--episodes", type=int, default=None, help="episodes in all (default: as many as facts)"
+    )
+    parser.add_argument("--projects", type=int, default=5, help="projects (default 5)")
+    parser.add_argument(
+        "--main-share",
+        type=float,
+        default=0.6,
+        help="share of the rows in the first project; the rest split evenly (default 0.6)",
+    )
+    parser.add_argument("--queries", type=int, default=200, help="timed queries per workload")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed queries first (50)")
+    parser.add_argument("--k", type=int, default=10, help="memory.search p_k (default 10)")
+    parser.add_argument(
+        "--batch", type=int, default=1000, help="facts per assert_facts call (default 1000)"
+    )
+    parser.add_argument("--clusters", type=int, default=200, help="embedding cluster centres")
+    parser.add_argument("--seed", default="chronomem-search", help="data and query seed")
+    parser.add_argument(
+        "--no-reindex", action="store_true", help="skip the timed HNSW rebuilds (REINDEX)"
+    )
+    parser.add_argument(
+        "--reindex-maintenance-work-mem",
+        default="1GB",
+        help="maintenance_work_mem for the second REINDEX (the first uses the server's)",
+    )
+
+
+def _specs(args: argparse.Namespace) -> list[Project]:
+    rest = (1 - args.main_share) / max(args.projects - 1, 1)
+    shares = [args.main_share] + [rest] * (args.projects - 1)
+    facts = split(args.facts, shares)
+    episodes = split(args.facts if args.episodes is None else args.episodes, shares)
+    names = ["main"] + [f"small-{i}" for i in range(1, args.projects)]
+    return [Project(n, f, e, args.seed) for n, f, e in zip(names, facts, episodes, strict=True)]
+
+
+def _rounded(avg: tuple[float, float, float]) -> list[float]:
+    return [round(x, 2) for x in avg]
+
+
+def _dim(app_dsn: str) -> int:
+    with psycopg.connect(app_dsn) as conn:
+        row = conn.execute("select memory.embedding_dim()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _goal(latency: dict[str, Any]) -> dict[str, Any]:
+    all_p95 = latency["search_all_legs"]["p95"]
+    out: dict[str, Any] = {"all_legs_p95_ms": all_p95}
+    for leg in ("episode_vector", "fact_vector"):
+        ratio = all_p95 / max(latency[f"leg_{leg}"]["p95"], 1e-9)
+        out[f"ratio_to_{leg}_p95"] = round(ratio, 2)
+    worst = max(out["ratio_to_episode_vector_p95"], out["ratio_to_fact_vector_p95"])
+    out["ratio_within_3x"] = worst <= GOAL["all_legs_p95_max_ratio_to_vector_leg"]
+    out["under_20_ms"] = all_p95 <= GOAL["all_legs_p95_ms_max_at_100k"]
+    return out
+
+
+def _project_summary(lp: LoadedProject) -> dict[str, Any]:
+    return {
+        "name": lp.spec.name,
+        "subjects": lp.spec.subjects,
+        "episodes": len(lp.episode_ids),
+        "fact_rows": len(lp.fact_ids),
+        "assert_counts": dict(lp.counts),
+    }
+
+
+def _explain(db: BenchDatabase, org: Any, queries: list[Query], out: Path) -> dict[str, Any]:
+    """Plans of one all-legs search and one facts_at count (full text in a .txt file)."""
+    report: dict[str, Any] = {}
+    lines: list[str] = []
+    for workload in ("search_all_legs", "facts_at_count", "facts_at_subject"):
+        query = next(q for q in queries if q.workload == workload)
+        plans = explain_nested(db.admin, org, query)
+        lines += [f"===== {workload}: {query.params[1]!s}", *(p["plan"] for p in plans)]
+        if workload == "search_all_legs":
+            report[workload] = {
+                "query": query.params[1],
+                "statement_ms": {k: v["ms"] for k, v in by_statement(plans).items()},
+                "total_ms": plans[0]["ms"] if plans else None,
+            }
+        else:
+            report[workload] = {"ms": plans[0]["ms"] if plans else None}
+    (out / "search_plans.txt").write_text("\n\n".join(lines) + "\n")
+    report["plans_file"] = "search_plans.txt"
+    return report
+
+
+def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
+    started = perf_counter()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    specs = _specs(args)
+    clusters = Clusters(_dim(db.app), args.clusters, seed=zlib.crc32(args.seed.encode()))
+    print(f"  loading {args.facts} facts into {args.projects} projects ...", flush=True)
+    org, projects, load = load_all(db.app, db.owner, specs, args.batch, clusters)
+    fact_rows = sum(len(p.fact_ids) for p in projects)
+    result: dict[str, Any] = {"benchmark": "search", "timestamp": now_iso(), "git": git_info()}
+    result["settings"] = {
+        "facts_requested": args.facts,
+        "projects": args.projects,
+        "main_share": args.main_share,
+        "queries_per_workload": args.queries,
+        "warmup": args.warmup,
+        "k": args.k,
+        "assert_batch": args.batch,
+        "clusters": args.clusters,
+        "seed": args.seed,
+        "server": db.server,
+        "postgres": server_info(db.admin),
+        "machine": machine_info(),
+    }
+    result["data"] = {
+        "fact_rows": fact_rows,
+        "projects": [_project_summary(p) for p in projects],
+    }
+    result["load"] = load.as_dict(projects)
+    result["sizes"] = sizes(db.admin, fact_rows)
+    latency: dict[str, Any] = {}
+    loads: dict[str, list[list[float]]] = {}
+    main_queries: list[Query] = []
+    for lp in projects[:2]:  # the large project and one small one
+        with psycopg.connect(db.app) as conn:
+            conn.execute("select memory.use_org(%s, false)", (org,))
+            warm = workloads(conn, lp, args.warmup, args.k, clusters, f"{args.seed}/warmup")
+            timed = workloads(conn, lp, args.queries, args.k, clusters, args.seed)
+        print(f"  {lp.spec.name}: {len(warm)} + {len(timed)} queries ...", flush=True)
+        before = os.getloadavg()
+        latency[lp.spec.name] = run_queries(db.app, org, warm, timed)
+        loads[lp.spec.name] = [_rounded(before), _rounded(os.getloadavg())]
+        main_queries = main_queries or timed
+    result["latency_ms"] = latency
+    # Other work on the machine inflates latencies: the 1/5/15-min load averages before and
+    # after each project's query phase (2 cores: above 2 means queries waited for a core).
+    result["settings"]["load_average_before_after_queries"] = loads
+    result["goal"] = GOAL
+    result["goal_check"] = {name: _goal(lat) for name, lat in latency.items()}
+    first_search = next(q for q in main_queries if q.workload == "search_all_legs")
+    result["answer_shape"] = result_shape(db.app, org, first_search)
+    result["explain_main_project"] = _explain(db, org, main_queries, out)
+    if not args.no_reindex:
+        print("  REINDEX (HNSW builds) ...", flush=True)
+        result["hnsw_build"] = [
+            reindex(db.owner, "memory.facts_embedding_idx", None),
+            reindex(db.owner, "memory.facts_embedding_idx", args.reindex_maintenance_work_mem),
+        ]
+    result["runtime_s"] = round(perf_counter() - started, 1)
+    json_path = out / "search.json"
+    write_json(json_path, result)
+    plot(out / "search.png", result)
+    for name, lat in latency.items():
+        print(f"  {name}: " + ", ".join(f"{w} p95 {v['p95']:.1f}" for w, v in lat.items()))
+    return json_path
