@@ -2,16 +2,9 @@
 -- with FOR UPDATE SKIP LOCKED, woken by NOTIFY, retried with exponential
 -- backoff, dead after max_attempts, leases recovered when a worker dies.
 
-create or replace function memory_internal.enqueue(
-  p_org uuid, p_project uuid, p_kind text, p_payload jsonb, p_run_at timestamptz default now())
-  returns void
-  language sql
-  as $$
-    insert into memory.jobs (org_id, project_id, kind, payload, run_at)
-    values (p_org, p_project, p_kind, p_payload, p_run_at)
-  $$;
-comment on function memory_internal.enqueue(uuid, uuid, text, jsonb, timestamptz) is
-  'The one way to queue a job; triggers call it in the writing transaction.';
+-- Jobs are queued by the triggers below, in the writing transaction.  (An
+-- earlier helper function for it was never called: dropped.)
+drop function if exists memory_internal.enqueue(uuid, uuid, text, jsonb, timestamptz);
 
 create or replace function memory_internal.tg_episodes__enqueue() returns trigger
   language plpgsql
