@@ -16,6 +16,7 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -140,9 +141,9 @@ def _search(conn: Conn, item: Item, k: int, legs: list[str] | None) -> dict[str,
 def product_phase(conn: Conn, items: list[Item], k: int) -> Phase:
     phase = Phase("product")
     for it in items:
-        fused = phase.timed("fused", lambda it=it: _search(conn, it, k, None))
-        vec = phase.timed("vector", lambda it=it: _search(conn, it, LEG_N, ["episode_vector"]))
-        fts = phase.timed("fulltext", lambda it=it: _search(conn, it, LEG_N, ["episode_fulltext"]))
+        fused = phase.timed("fused", partial(_search, conn, it, k, None))
+        vec = phase.timed("vector", partial(_search, conn, it, LEG_N, ["episode_vector"]))
+        fts = phase.timed("fulltext", partial(_search, conn, it, LEG_N, ["episode_fulltext"]))
         it.legs["vector"] = leg_ranking(vec, "episode_vector")
         it.legs["fulltext"] = leg_ranking(fts, "episode_fulltext")
         phase.add(it, "fused", hits(fused))
@@ -199,7 +200,7 @@ def context_phase(
     for lc in loaded:
         embed_episodes(conn, model, lc, exp.context_texts(lc.conversation))
     for it in items:
-        fused = phase.timed("context_fused", lambda it=it: _search(conn, it, k, None))
+        fused = phase.timed("context_fused", partial(_search, conn, it, k, None))
         vec = _search(conn, it, LEG_N, ["episode_vector"])
         ranked = leg_ranking(vec, "episode_vector")
         phase.add(it, "context_vector", ranked)
@@ -211,7 +212,7 @@ def observation_phase(conn: Conn, items: list[Item]) -> Phase:
     phase = Phase("observations")
     both = ("episode", "fact")
     for it in items:
-        fused = phase.timed("fused_all_legs", lambda it=it: _search(conn, it, OBS_K, None))
+        fused = phase.timed("fused_all_legs", partial(_search, conn, it, OBS_K, None))
         fv = _search(conn, it, LEG_N, ["fact_vector"])
         ff = _search(conn, it, LEG_N, ["fact_fulltext"])
         phase.add(it, "fused_episodes_and_facts", hits(fused, both))

@@ -83,7 +83,7 @@ def _content(speaker: str, raw: dict[str, Any], with_speaker: bool) -> str:
     # Two people talk, and a message's role can only say user or assistant: by default
     # the speaker's name goes into the content, as a transcript would write it.  A
     # shared photo reaches the memory as its caption (LoCoMo's blip_caption).
-    text = raw.get("text", "").strip()
+    text = str(raw.get("text", "")).strip()
     if with_speaker:
         text = f"{speaker}: {text}"
     if raw.get("blip_caption"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -34,7 +34,7 @@ class LoadedProject:
 
 @dataclass
 class LoadReport:
-    seconds: Counter[str] = field(default_factory=Counter)
+    seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self, projects: list[LoadedProject]) -> dict[str, Any]:

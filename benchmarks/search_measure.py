@@ -187,7 +187,7 @@ def explain_nested(admin_dsn: str, org: uuid.UUID, query: Query) -> list[dict[st
         conn.execute("select memory.use_org(%s, false)", (org,))
         plans.clear()
         conn.execute(query.sql, query.params).fetchone()
-    out = []
+    out: list[dict[str, Any]] = []
     for p in plans:
         m = _DURATION.search(p)
         out.append({"ms": float(m[1]) if m else None, "plan": p})
