@@ -230,6 +230,30 @@ create or replace function memory.park_job(p_org uuid, p_job bigint, p_worker te
 comment on function memory.park_job(uuid, bigint, text, text) is
   'Set a job aside as waiting (e.g. enrich with no LLM endpoint configured), with the reason; the attempt does not count.';
 
+-- A lane holding a long job (a slow model) renews its lease, so the job is
+-- not reclaimed and run twice while it is still being worked on.
+create or replace function memory.extend_lease(
+  p_org uuid, p_job bigint, p_worker text, p_lease interval default interval '5 minutes')
+  returns boolean
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  if p_lease is null or p_lease < interval '1 second' or p_lease > interval '1 day' then
+    raise exception 'lease must be between 1 second and 1 day, got %', p_lease
+      using errcode = 'invalid_parameter_value';
+  end if;
+  -- Only the holder renews; once another worker reclaimed the job (locked_by
+  -- changed) or it finished, the answer is false and nothing changes.
+  update memory.jobs j set locked_until = clock_timestamp() + p_lease
+   where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker;
+  return found;
+end
+$$;
+comment on function memory.extend_lease(uuid, bigint, text, interval) is
+  'Renew the lease of a running job held by p_worker to now + p_lease (the worker''s heartbeat). False when the job is no longer that worker''s: reclaimed after an expired lease, or finished.';
+
 create or replace function memory.resume_waiting_jobs(p_kinds text[]) returns integer
   language sql
   security definer

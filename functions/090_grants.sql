@@ -59,6 +59,7 @@ grant execute on function
   memory.complete_job(uuid, bigint, text, jsonb),
   memory.fail_job(uuid, bigint, text, text, boolean),
   memory.park_job(uuid, bigint, text, text),
+  memory.extend_lease(uuid, bigint, text, interval),
   memory.resume_waiting_jobs(text[]),
   memory.enqueue_due_jobs(),
   memory.purge_done_jobs(interval),

@@ -6,7 +6,10 @@ Threads, each with its own connection:
   memory.complete_job, so the work and "done" commit together (a crash rolls both
   back; the lease then expires and another lane reclaims the job);
 - one control thread: LISTEN chronomem_jobs to wake the lanes (polling is only the
-  fallback), and memory.enqueue_due_jobs() for the periodic jobs.
+  fallback), and memory.enqueue_due_jobs() for the periodic jobs;
+- one heartbeat thread: renews the lease of every job a lane holds
+  (memory.extend_lease) every third of the lease, so a job that outlasts its lease (a
+  slow model) is not reclaimed and run twice while a live lane still works on it.
 
 Nothing here decides a rule about memory: it moves jobs between SQL functions.
 """
@@ -76,6 +79,9 @@ class Worker:
         self._wakes = [threading.Event() for _ in range(concurrency)]
         self._threads: list[threading.Thread] = []
         self._lanes: list[threading.Thread] = []
+        self._held: dict[str, Job] = {}  # lane name -> the job it runs
+        self._held_lock = threading.Lock()
+        self.heartbeat = True
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -89,6 +95,9 @@ class Worker:
             for i in range(self.concurrency)
         ]
         self._threads = list(self._lanes)
+        if self.heartbeat:
+            beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
+            self._threads.append(beat)
         if until_idle:
             with connect(self.dsn, f"{self.name}/control") as conn:
                 conn.execute("select memory.enqueue_due_jobs()")
@@ -143,7 +152,13 @@ class Worker:
                         break
                     wake.wait(self.poll_interval)
                     continue
-                self.run_job(conn, worker, job)
+                with self._held_lock:
+                    self._held[worker] = job
+                try:
+                    self.run_job(conn, worker, job)
+                finally:
+                    with self._held_lock:
+                        self._held.pop(worker, None)
             except psycopg.OperationalError as err:
                 # The connection is gone; a job it held is reclaimed after its lease.
                 log.warning("database connection lost", extra={"lane": worker, "error": str(err)})
@@ -232,6 +247,42 @@ class Worker:
             (job.org_id, job.job_id, worker, error, retryable),
         ).fetchone()
         return None if row is None else row[0]
+
+    # -- heartbeat: lease renewal -------------------------------------------------
+
+    def _heartbeat(self) -> None:
+        """Renew held leases until every lane has exited (after stop(), lanes still
+        finish the job in hand, and that job keeps its lease)."""
+        interval = self.lease.total_seconds() / 3
+        conn: psycopg.Connection[Any] | None = None
+        next_beat = time.monotonic() + interval
+        while any(t.is_alive() for t in self._lanes):
+            time.sleep(min(0.2, interval))
+            if time.monotonic() < next_beat:
+                continue
+            next_beat = time.monotonic() + interval
+            with self._held_lock:
+                held = list(self._held.items())
+            if not held:
+                continue
+            try:
+                if conn is None or conn.closed or conn.broken:
+                    conn = connect(self.dsn, f"{self.name}/heartbeat")
+                    # A lane that is committing holds the job's row: skip a beat, not wait.
+                    conn.execute("set lock_timeout = '1s'")
+                for worker, job in held:
+                    row = conn.execute(
+                        "select memory.extend_lease(%s, %s, %s, %s)",
+                        (job.org_id, job.job_id, worker, self.lease),
+                    ).fetchone()
+                    if not (row and row[0]):
+                        log.debug("lease not renewed", extra={**job.log_fields(), "lane": worker})
+            except psycopg.Error as err:
+                log.warning("heartbeat failed", extra={"error": str(err)})
+                if conn is not None and (conn.closed or conn.broken):
+                    conn = None
+        if conn is not None:
+            conn.close()
 
     # -- control: wake-ups and periodic jobs -------------------------------------------
 

@@ -426,6 +426,47 @@ def test_concurrent_workers_never_run_a_job_twice(
     assert status == [{"status": "done", "attempts": 1, "n": 200}]
 
 
+@pytest.mark.parametrize("heartbeat", [True, False], ids=["heartbeat", "no-heartbeat-control"])
+def test_a_job_longer_than_its_lease_is_not_run_twice(
+    heartbeat: bool, tenant: Tenant, llm: ScriptedOpenAI, admin_dsn: str, app_dsn: str, quiet: Any
+) -> None:
+    """A lane renews its lease while it works: a second worker polling all along never
+    reclaims the job. Without the heartbeat (the control) the same run is reclaimed."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        (job_id,) = conn.execute(
+            "insert into memory.jobs (org_id, project_id, kind, payload) "
+            'values (%s, %s, \'embed\', \'{"kind": "episode", "ids": []}\') returning job_id',
+            (tenant.org, tenant.project),
+        ).fetchone()  # type: ignore[misc]
+    runs: list[str] = []
+
+    def slow(handler: Handler) -> Handler:
+        def run(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
+            runs.append(threading.current_thread().name)
+            time.sleep(3.5)  # almost three leases of 1.2 s
+            return handler(conn, job)
+
+        return run
+
+    holder = make_worker(app_dsn, llm, name="holder", lease=1.2, wrap=slow)
+    holder.heartbeat = heartbeat
+    other = make_worker(app_dsn, llm, name="other", lease=1.2, wrap=slow)
+    holder.start(until_idle=True)
+    while not runs:
+        time.sleep(0.05)
+    while any(t.is_alive() for t in holder._lanes):
+        assert other.drain(timeout=30)
+        time.sleep(0.1)
+    assert holder.wait(10)
+    assert other.drain(timeout=30)
+
+    (job,) = tenant.rows("select status, attempts from memory.jobs where job_id = %s", (job_id,))
+    if heartbeat:
+        assert len(runs) == 1 and job == {"status": "done", "attempts": 1}
+    else:
+        assert len(runs) == 2 and job == {"status": "done", "attempts": 2}
+
+
 def test_enqueue_is_transactional(tenant: Tenant, app_dsn: str) -> None:
     messages = json.dumps([{"role": "user", "content": "hello"}])
     with psycopg.connect(app_dsn) as conn:

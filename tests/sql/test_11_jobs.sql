@@ -10,7 +10,7 @@
 -- by difference.  Leases and backoff are moved into the past with
 -- pg_temp.set_job, which runs as superuser (security definer).
 BEGIN;
-select plan(57);
+select plan(60);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -242,6 +242,16 @@ select is(pg_temp.got('c7', pg_temp.j('e4')) || ' ' || pg_temp.st(pg_temp.j('e4'
 insert into snap values ('complete_e4', memory.complete_job(pg_temp.id('org'), pg_temp.j('e4'), 'w1'));
 select is((select v from snap where k = 'complete_e4') || ' ' || pg_temp.st(pg_temp.j('e4')),
           'false running 2 w2', 'the old holder''s completion is refused (lease lost)');
+insert into snap values ('extend_e4_w1', memory.extend_lease(pg_temp.id('org'), pg_temp.j('e4'), 'w1', interval '1 hour'));
+select is((select v from snap where k = 'extend_e4_w1') || ' ' || pg_temp.st(pg_temp.j('e4'))
+          || ' ' || ((pg_temp.job(pg_temp.j('e4'))).locked_until < now() + interval '10 minutes'),
+          'false running 2 w2 true', 'the old holder cannot renew the lease it lost, and nothing changes');
+insert into snap values ('extend_e4_w2', memory.extend_lease(pg_temp.id('org'), pg_temp.j('e4'), 'w2', interval '1 hour'));
+select is((select v from snap where k = 'extend_e4_w2') || ' ' || pg_temp.st(pg_temp.j('e4')) || ' '
+          || ((pg_temp.job(pg_temp.j('e4'))).locked_until between now() + interval '1 hour' and clock_timestamp() + interval '1 hour'),
+          'true running 2 w2 true', 'positive control: the holder renews its lease to now + the lease (the heartbeat)');
+select throws_ok($$ select memory.extend_lease(pg_temp.id('org'), pg_temp.j('e4'), 'w2', interval '0 seconds') $$,
+                 '22023', 'lease must be between 1 second and 1 day, got 00:00:00', 'a lease of nothing is refused, naming the value');
 call pg_temp.set_job(pg_temp.j('b_enrich'), 'max_attempts = 1, locked_until = now() - interval ''1 second''');
 call pg_temp.claim('c8', 'w2', array['enrich']);
 select ok(not pg_temp.got('c8', pg_temp.j('b_enrich')), 'a lease that expired on the last attempt is not retried');
