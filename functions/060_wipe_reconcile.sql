@@ -1,5 +1,60 @@
 -- Wipe (hard delete of content; no tombstones) and edge reconciliation.
 
+-- Queued work for rows a wipe deleted goes with them, in the wipe's
+-- transaction: an enrich job whose episode is gone, and the ids of deleted
+-- rows in embed jobs (the job is done when none remain), so no job points
+-- at wiped content.  Marked done with the reason rather than deleted, like
+-- the deliveries the wipe drops (087).  Running jobs are left to their
+-- worker, which finds the rows gone and skips them.
+create or replace function memory_internal.cancel_wiped_jobs(p_org uuid, p_project uuid)
+  returns integer
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  c_skipped constant jsonb := '{"skipped": "wiped before it ran"}';
+  v_enrich integer;
+  v_embed integer;
+begin
+  update memory.jobs j
+     set status = 'done', result = c_skipped, finished_at = clock_timestamp(), last_error = null
+   where j.org_id = p_org and j.project_id = p_project and j.kind = 'enrich'
+     and j.status in ('queued', 'waiting')
+     and not exists (select from memory.episodes e
+                      where e.org_id = p_org and e.episode_id::text = j.payload ->> 'episode_id');
+  get diagnostics v_enrich = row_count;
+
+  with kept as (
+    select x.job_id, count(*) as n,
+           coalesce(jsonb_agg(to_jsonb(i.id) order by i.ord) filter (where case x.payload ->> 'kind'
+             when 'episode' then exists (select from memory.episodes e
+                                          where e.org_id = p_org and e.episode_id::text = i.id)
+             when 'entity' then exists (select from memory.entities n
+                                         where n.org_id = p_org and n.entity_id::text = i.id)
+             when 'fact' then exists (select from memory_internal.fact_versions(p_project) v
+                                       where v.org_id = p_org and v.fact_id::text = i.id)
+             else true end), '[]') as ids
+      from memory.jobs x
+     cross join lateral jsonb_array_elements_text(x.payload -> 'ids') with ordinality i(id, ord)
+     where x.org_id = p_org and x.project_id = p_project and x.kind = 'embed'
+       and x.status in ('queued', 'waiting')
+     group by x.job_id
+  )
+  update memory.jobs j
+     set payload = jsonb_set(j.payload, '{ids}', k.ids),
+         status = case when jsonb_array_length(k.ids) = 0 then 'done' else j.status end,
+         result = case when jsonb_array_length(k.ids) = 0 then c_skipped else j.result end,
+         finished_at = case when jsonb_array_length(k.ids) = 0 then clock_timestamp()
+                            else j.finished_at end
+    from kept k
+   where j.org_id = p_org and j.job_id = k.job_id and jsonb_array_length(k.ids) < k.n;
+  get diagnostics v_embed = row_count;
+  return v_enrich + v_embed;
+end
+$$;
+comment on function memory_internal.cancel_wiped_jobs(uuid, uuid) is
+  'For memory.wipe: queued or waiting enrich jobs of deleted episodes are done (skipped), embed jobs lose the ids of deleted rows (done when none remain). Returns the jobs changed.';
+
 create or replace function memory.wipe(
   p_project uuid, p_session text default null, p_subject text default null,
   p_actor text default null)
@@ -139,6 +194,7 @@ begin
     'facts', v_n_facts, 'fact_events', v_n_events, 'edges', v_n_edges,
     'entities', v_n_entities, 'episodes', v_n_episodes, 'sessions', v_n_sessions,
     'tombstones', v_n_tombstones);
+  perform memory_internal.cancel_wiped_jobs(v_org, p_project);
   -- The audit row names the scope and counts, never the wiped content.
   insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
   values (v_org, p_project, 'wipe', v_scope, v_actor, v_counts);
@@ -147,7 +203,7 @@ begin
 end
 $$;
 comment on function memory.wipe(uuid, text, text, text) is
-  'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards.';
+  'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction.';
 
 create or replace function memory.reconcile_edges(
   p_batch integer default 1000, p_project uuid default null)

@@ -1,6 +1,39 @@
 -- Extraction: what the model is shown for an episode, and how its answer
 -- is applied.  The worker only calls the model; every rule is here.
 
+-- The facts the model is shown for an episode (and so may name as
+-- contradicted): those holding at the episode's instant whose subject is
+-- named (by name or alias, as a whole word) in the episode or its last
+-- p_turns turns.  One definition for extraction_context and apply_extraction.
+create or replace function memory_internal.extraction_fact_ids(p_episode uuid, p_turns integer)
+  returns setof uuid
+  language sql stable
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+  with ep as (
+    select e.* from memory.episodes e where e.episode_id = p_episode
+  ), said as (
+    select ' ' || memory.normalize_text(ep.content || ' ' || coalesce((
+             select string_agg(t.content, ' ' order by t.seq)
+               from (select x.seq, x.content from memory.episodes x
+                      where x.org_id = ep.org_id and x.session_id = ep.session_id and x.seq < ep.seq
+                      order by x.seq desc limit greatest(p_turns, 0)) t), '')) || ' ' as norm
+      from ep
+  )
+  select x.fact_id
+    from ep, said, memory.facts_at(ep.project_id, ep.occurred_at) x
+   where x.subject_id in (
+           select n.entity_id from memory.entities n
+            where n.org_id = ep.org_id and n.project_id = ep.project_id
+              and strpos(said.norm, ' ' || n.normalized_name || ' ') > 0
+           union
+           select a.entity_id from memory.entity_aliases a
+            where a.org_id = ep.org_id and a.project_id = ep.project_id
+              and strpos(said.norm, ' ' || a.normalized_alias || ' ') > 0)
+$$;
+comment on function memory_internal.extraction_fact_ids(uuid, integer) is
+  'Ids of the facts extraction_context shows the model for an episode (with p_turns recent turns): the only ones apply_extraction accepts as contradicted.';
+
 -- Everything the enrich job sends the model about one episode.
 create or replace function memory.extraction_context(p_episode uuid, p_turns integer default 6)
   returns jsonb
@@ -9,7 +42,6 @@ create or replace function memory.extraction_context(p_episode uuid, p_turns int
 as $$
 declare
   ep memory.episodes;
-  v_norm text;
   v_turns jsonb;
   v_facts jsonb;
   v_predicates jsonb;
@@ -28,25 +60,13 @@ begin
   -- Current facts about the entities the episode and its recent turns name
   -- (exact normalized-name or alias occurrence), as they hold at the
   -- episode's instant: the ids the model may list as contradicted.
-  v_norm := ' ' || memory.normalize_text(
-    ep.content || ' ' || coalesce((select string_agg(x ->> 'content', ' ') from jsonb_array_elements(v_turns) x), ''))
-    || ' ';
   select coalesce(jsonb_agg(jsonb_build_object(
            'fact_id', f.fact_id, 'subject', f.subject, 'predicate', f.predicate,
            'object', f.object, 'content', f.content, 'valid_from', f.valid_from,
            'valid_until', f.valid_until) order by f.subject, f.predicate), '[]')
     into v_facts
     from memory.readable_facts_at(ep.project_id, ep.occurred_at) f
-   where f.fact_id in (
-           select x.fact_id from memory.facts_at(ep.project_id, ep.occurred_at) x
-            where x.subject_id in (
-                    select n.entity_id from memory.entities n
-                     where n.org_id = ep.org_id and n.project_id = ep.project_id
-                       and strpos(v_norm, ' ' || n.normalized_name || ' ') > 0
-                    union
-                    select a.entity_id from memory.entity_aliases a
-                     where a.org_id = ep.org_id and a.project_id = ep.project_id
-                       and strpos(v_norm, ' ' || a.normalized_alias || ' ') > 0));
+   where f.fact_id in (select memory_internal.extraction_fact_ids(p_episode, p_turns));
 
   select coalesce(jsonb_agg(jsonb_build_object('predicate', d.predicate, 'cardinality', d.cardinality)
                             order by d.predicate), '[]')
@@ -68,8 +88,10 @@ comment on function memory.extraction_context(uuid, integer) is
 -- savepoint: a failing section is rolled back whole and reported, the
 -- others stand.  Re-applying the same answer is a no-op (facts skip,
 -- entities and notes upsert, contradictions already closed are unchanged).
+-- (p_turns came with the rule that only offered facts may be contradicted.)
+drop function if exists memory.apply_extraction(uuid, jsonb, real);
 create or replace function memory.apply_extraction(
-  p_episode uuid, p_payload jsonb, p_min_confidence real default 0.5)
+  p_episode uuid, p_payload jsonb, p_min_confidence real default 0.5, p_turns integer default 6)
   returns jsonb
   language plpgsql
   security definer
@@ -90,6 +112,7 @@ declare
   x jsonb;
   v_target memory.facts;
   v_section text;
+  v_offered uuid[];
 begin
   select e.* into ep from memory.episodes e where e.episode_id = p_episode;
   if ep.episode_id is null then
@@ -98,6 +121,8 @@ begin
   if p_payload is null or jsonb_typeof(p_payload) <> 'object' then
     raise exception 'extraction payload must be a JSON object' using errcode = 'invalid_parameter_value';
   end if;
+  -- What the model was shown, before this answer adds entities or facts.
+  v_offered := array(select memory_internal.extraction_fact_ids(p_episode, p_turns));
   foreach v_section in array array['entities', 'facts', 'contradictions', 'notes'] loop
     if coalesce(jsonb_typeof(p_payload -> v_section), 'array') <> 'array' then
       raise exception 'extraction payload: % must be an array', v_section
@@ -161,7 +186,9 @@ begin
   end;
 
   -- Contradictions: the model names fact ids it was shown; each is closed
-  -- at the episode's instant with a 'contradicted' event.
+  -- at the episode's instant with a 'contradicted' event.  Any other id (a
+  -- fact of the project the context did not offer included) is unknown: a
+  -- model must not close facts it never saw.
   begin
     for x in select * from jsonb_array_elements(coalesce(p_payload -> 'contradictions', '[]')) loop
       if not memory_internal.is_uuid(x ->> 'fact_id') then
@@ -169,7 +196,8 @@ begin
         continue;
       end if;
       select v.* into v_target from memory_internal.fact_versions(ep.project_id) v
-       where v.fact_id = (x ->> 'fact_id')::uuid and v.invalid_at is null;
+       where v.fact_id = (x ->> 'fact_id')::uuid and v.invalid_at is null
+         and v.fact_id = any (v_offered);
       if v_target.fact_id is null then
         v_unknown := v_unknown + 1;
         continue;
@@ -212,5 +240,5 @@ begin
   return v_report || jsonb_build_object('episode_id', p_episode, 'failed_sections', to_jsonb(v_failed));
 end
 $$;
-comment on function memory.apply_extraction(uuid, jsonb, real) is
-  'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant. Reports per section and lists failed_sections.';
+comment on function memory.apply_extraction(uuid, jsonb, real, integer) is
+  'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant, and only facts memory.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';

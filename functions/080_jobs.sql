@@ -176,6 +176,15 @@ $$;
 comment on function memory.claim_jobs(text, text[], integer, interval) is
   'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again.';
 
+-- The worker completes, fails and parks jobs unscoped or under the job's org
+-- scope; a transaction scoped to another org (a tenant's request) must not
+-- reach them: to it they are not found, like an unknown job.
+create or replace function memory_internal.in_scope(p_org uuid) returns boolean
+  language sql stable parallel safe
+  as $$ select memory_internal.current_org() is null or p_org = memory_internal.current_org() $$;
+comment on function memory_internal.in_scope(uuid) is
+  'True when the transaction has no org scope or is scoped to p_org (for the worker''s cross-org job functions).';
+
 create or replace function memory.complete_job(
   p_org uuid, p_job bigint, p_worker text, p_result jsonb default null)
   returns boolean
@@ -188,6 +197,7 @@ create or replace function memory.complete_job(
          set status = 'done', result = p_result, locked_by = null, locked_until = null,
              finished_at = clock_timestamp(), last_error = null
        where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+         and memory_internal.in_scope(j.org_id)
       returning 1)
     select exists (select from done)
   $$;
@@ -208,6 +218,7 @@ create or replace function memory.fail_job(
            last_error = left(p_error, 4000), locked_by = null, locked_until = null,
            finished_at = case when p_retryable and j.attempts < j.max_attempts then null else clock_timestamp() end
      where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+         and memory_internal.in_scope(j.org_id)
     returning j.status
   $$;
 comment on function memory.fail_job(uuid, bigint, text, text, boolean) is
@@ -224,6 +235,7 @@ create or replace function memory.park_job(p_org uuid, p_job bigint, p_worker te
          set status = 'waiting', attempts = greatest(j.attempts - 1, 0), last_error = p_reason,
              locked_by = null, locked_until = null
        where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+         and memory_internal.in_scope(j.org_id)
       returning 1)
     select exists (select from parked)
   $$;

@@ -336,6 +336,11 @@ begin
     raise exception 'give an org id or a new org''s name, not both or neither'
       using errcode = 'invalid_parameter_value', detail = 'org';
   end if;
+  -- A transaction scoped to one org cannot make keys in another: to it the
+  -- other org is not found, like an unknown one.
+  if not memory_internal.in_scope(coalesce(p_org, memory_internal.current_org())) then
+    raise exception 'org % not found', p_org using errcode = 'no_data_found';
+  end if;
   -- Org names are not unique and other orgs are invisible: a name always
   -- makes a new org; an existing org is named by its id.
   if v_org is null then
@@ -357,7 +362,7 @@ begin
 end
 $$;
 comment on function memory.bootstrap_api_key(uuid, text, text, text, text[]) is
-  'For operators (chronomem create-key): in an existing org (by id) or a new one (by name), find or create a project by name and create an API key for it. Leaves the transaction scoped to that org.';
+  'For operators (chronomem create-key): in an existing org (by id) or a new one (by name), find or create a project by name and create an API key for it. Leaves the transaction scoped to that org. A transaction already scoped to another org gets "org not found".';
 
 --------------------------------------------------------------------------
 -- Audited writes: one call per mutating request; each writes one audit row

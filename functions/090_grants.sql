@@ -54,7 +54,7 @@ grant execute on function
   memory.embedding_inputs(uuid, text, uuid[]),
   memory.store_embeddings(text, uuid[], vector[]),
   memory.extraction_context(uuid, integer),
-  memory.apply_extraction(uuid, jsonb, real),
+  memory.apply_extraction(uuid, jsonb, real, integer),
   memory.claim_jobs(text, text[], integer, interval),
   memory.complete_job(uuid, bigint, text, jsonb),
   memory.fail_job(uuid, bigint, text, text, boolean),
@@ -67,7 +67,8 @@ grant execute on function
   -- Counts across orgs: for the operator's /metrics, not for tenants' analysts.
   memory.queue_stats()
   to chronomem_app;
-grant execute on function memory_internal.try_timestamptz(text), memory_internal.is_uuid(text)
+grant execute on function memory_internal.try_timestamptz(text), memory_internal.is_uuid(text),
+  memory_internal.extraction_fact_ids(uuid, integer)
   to chronomem_app;
 
 grant select on all tables in schema memory to chronomem_app, chronomem_analyst;

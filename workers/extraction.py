@@ -169,8 +169,9 @@ def enrich_episode(
     extraction = extractor.extract(json.loads(found[0]["ctx"]))
     payload = extraction.model_dump(mode="json", exclude_none=True)
     rows = plpy.prepare(
-        "select memory.apply_extraction($1, $2, $3)::text as report", ["uuid", "jsonb", "real"]
-    ).execute([episode_id, json.dumps(payload), min_confidence])
+        "select memory.apply_extraction($1, $2, $3, $4)::text as report",
+        ["uuid", "jsonb", "real", "integer"],
+    ).execute([episode_id, json.dumps(payload), min_confidence, turns])
     report: dict[str, Any] = json.loads(rows[0]["report"])
     failed = report.get("failed_sections") or []
     if failed:

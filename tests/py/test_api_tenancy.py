@@ -2,14 +2,18 @@
 
 Org B, with its own valid key holding every permission, gets 404 (never 403) for org
 A's ids on every route and can read, search, list, retract or wipe nothing of A's;
-each case has a positive control (A's key succeeds). Revoked and malformed keys are
-401 without detail; 403 happens only inside one's own org. A pool of two connections
-serving alternating tenants never carries one request's org into the next.
+the 404 body is the same as for random ids (existence cannot be inferred), and every
+route with an id in its path has such a case (test_every_route_with_a_path_id_has_a_case
+enumerates app.routes). Each case has a positive control (A's key succeeds). Revoked
+and malformed keys are 401 without detail; 403 happens only inside one's own org. A
+pool of two connections serving alternating tenants never carries one request's org
+into the next.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,8 +24,10 @@ import httpx
 import psycopg
 import pytest
 from api_server import Tenant, api_server, make_tenant
+from fastapi.routing import iter_route_contexts
 
 from chronomem.client import Client
+from thin_api.app import app
 
 UNAUTHORIZED = {
     "error": {"code": "unauthorized", "message": "missing or invalid API key", "field": None}
@@ -37,6 +43,7 @@ class World:
     session: str  # one of A's sessions
     key: uuid.UUID  # an extra key of A's project
     http: httpx.Client  # one connection pool for the module (a new client per call is slow)
+    endpoint: uuid.UUID  # a webhook endpoint of A's project (disabled: it never delivers)
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +77,14 @@ def seed(client: Client, project: uuid.UUID, tag: str) -> list[uuid.UUID]:
     return [r.fact_id for r in result.results if r.fact_id]
 
 
+def disabled_endpoint(client: Client, project: uuid.UUID) -> uuid.UUID:
+    """A webhook endpoint that is disabled at once, so no delivery job is ever queued
+    for it (later modules' workers must not find jobs of this one)."""
+    endpoint = client.create_webhook(project, "https://hooks.example.com/tenancy").endpoint_id
+    client.update_webhook(project, endpoint, enabled=False)
+    return endpoint
+
+
 @pytest.fixture(scope="module")
 def http() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=30) as client:
@@ -84,14 +99,48 @@ def world(base: str, app_dsn: str, http: httpx.Client) -> World:
         facts = seed(ca, a.project, "alpha")
         seed(cb, b.project, "bravo")
         key = ca.create_api_key(a.project, "spare", ["project:read"]).key_id
-    return World(base, a, b, facts[0], "alpha chat", key, http)
+        endpoint = disabled_endpoint(ca, a.project)
+    return World(base, a, b, facts[0], "alpha chat", key, http, endpoint)
 
 
 def call(w: World, token: str, method: str, path: str, **kw: Any) -> httpx.Response:
-    url = path.format(p=w.a.project, f=w.fact, s=w.session, k=w.key, bp=w.b.project)
+    url = path.format(
+        p=w.a.project, f=w.fact, s=w.session, k=w.key, e=w.endpoint, bp=w.b.project, pred="likes"
+    )
     return w.http.request(
         method, w.base + url, headers={"Authorization": b"Bearer " + token.encode()}, **kw
     )
+
+
+def a_ids(w: World) -> dict[str, str]:
+    """A's ids in the path templates, as they appear in URLs and answers."""
+    return {"p": str(w.a.project), "f": str(w.fact), "s": w.session, "k": str(w.key),
+            "e": str(w.endpoint)}  # fmt: skip
+
+
+def with_random_ids(w: World) -> World:
+    """The world with every id of A's replaced by one that exists nowhere."""
+    a = Tenant(w.a.app_dsn, w.a.org, uuid.uuid4(), w.a.key_id, w.a.token)
+    return World(
+        w.base, a, w.b, uuid.uuid4(), f"no such {uuid.uuid4().hex}", uuid.uuid4(), w.http,
+        uuid.uuid4(),
+    )  # fmt: skip
+
+
+def masked(response: httpx.Response, w: World) -> tuple[int, str]:
+    text = response.text
+    for name, value in a_ids(w).items():
+        text = text.replace(value, f"<{name}>")
+    return response.status_code, text
+
+
+def assert_same_as_random(w: World, method: str, path: str, kw: dict[str, Any]) -> None:
+    """B's answer for A's ids is the answer for ids that do not exist, byte for byte
+    (ids masked): it tells B nothing about A."""
+    real = masked(call(w, w.b.token, method, path, **_fill(kw, w)), w)
+    other = with_random_ids(w)
+    fake = masked(call(other, w.b.token, method, path, **_fill(kw, other)), other)
+    assert real == fake, (method, path, real, fake)
 
 
 # Every route that takes an id, with a request that succeeds for the owner.  Reads
@@ -110,6 +159,8 @@ READS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/projects/{p}/graph/neighbors", {"params": {"entity": "alpha user"}}),
     ("GET", "/v1/projects/{p}/entities", {}),
     ("GET", "/v1/projects/{p}/communities", {}),
+    ("GET", "/v1/projects/{p}/webhooks", {}),
+    ("GET", "/v1/projects/{p}/webhooks/{e}/deliveries", {}),
 ]
 WRITES: list[tuple[str, str, dict[str, Any]]] = [
     (
@@ -122,19 +173,27 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
         "/v1/projects/{p}/memory",
         {"json": {"session": "intruder", "messages": [{"role": "user", "content": "hi"}]}},
     ),
-    ("PUT", "/v1/projects/{p}/predicates/likes", {"json": {"cardinality": "one"}}),
+    ("PUT", "/v1/projects/{p}/predicates/{pred}", {"json": {"cardinality": "one"}}),
     ("POST", "/v1/projects/{p}/api-keys", {"json": {"name": "x", "permissions": ["project:read"]}}),
     ("POST", "/v1/projects/{p}/facts/{f}/retract", {"json": {"reason": "x"}}),
     ("DELETE", "/v1/projects/{p}/api-keys/{k}", {}),
     ("DELETE", "/v1/projects/{p}/memory", {"params": {"session": "{s}"}}),
     ("DELETE", "/v1/projects/{p}/memory", {"params": {"subject": "alpha user"}}),
     ("DELETE", "/v1/projects/{p}/memory", {}),
+    ("POST", "/v1/projects/{p}/webhooks", {"json": {"url": "https://hooks.example.com/x"}}),
+    ("PATCH", "/v1/projects/{p}/webhooks/{e}", {"json": {"url": "https://hooks.example.com/y"}}),
+    ("POST", "/v1/projects/{p}/webhooks/{e}/rotate", {}),
+    ("DELETE", "/v1/projects/{p}/webhooks/{e}", {}),
     # A's ids under B's own project: still not found.
     ("POST", "/v1/projects/{bp}/facts/{f}/retract", {}),
     ("GET", "/v1/projects/{bp}/facts/{f}/history", {}),
     ("DELETE", "/v1/projects/{bp}/api-keys/{k}", {}),
     ("GET", "/v1/projects/{bp}/sessions/{s}/messages", {}),
     ("DELETE", "/v1/projects/{bp}/memory", {"params": {"session": "{s}"}}),
+    ("GET", "/v1/projects/{bp}/webhooks/{e}/deliveries", {}),
+    ("PATCH", "/v1/projects/{bp}/webhooks/{e}", {"json": {"enabled": True}}),
+    ("POST", "/v1/projects/{bp}/webhooks/{e}/rotate", {}),
+    ("DELETE", "/v1/projects/{bp}/webhooks/{e}", {}),
 ]
 
 
@@ -149,6 +208,12 @@ def a_state(w: World) -> dict[str, Any]:
             "select key_id, revoked_at from memory.list_api_keys(%s) order by 1", (w.a.project,)
         ),
         "predicates": w.a.rows("select * from memory.predicates_of(%s)", (w.a.project,)),
+        "webhooks": w.a.rows(
+            "select e.*, t.* from memory.webhook_endpoints e "
+            "left join lateral memory.webhook_target(e.endpoint_id) t on true "
+            "where e.project_id = %s order by e.endpoint_id",
+            (w.a.project,),
+        ),
     }
 
 
@@ -167,6 +232,7 @@ def test_other_org_reads_are_not_found(
     assert denied.status_code == 404, denied.text
     assert denied.json()["error"]["code"] == "not_found"
     assert "alpha" not in denied.text
+    assert_same_as_random(world, method, path, kw)
     allowed = call(world, world.a.token, method, path, **kw)  # positive control
     assert allowed.status_code == 200, allowed.text
 
@@ -177,12 +243,14 @@ def test_other_org_writes_are_not_found_and_change_nothing(world: World) -> None
         response = call(world, world.b.token, method, path, **_fill(kw, world))
         assert response.status_code == 404, (method, path, response.text)
         assert response.json()["error"]["code"] == "not_found"
+        assert_same_as_random(world, method, path, kw)
     assert a_state(world) == before
     # Positive controls on a copy of the world's shape: A's own key can do each write.
     with world.a.client(world.base) as ca:
         project = ca.create_project(f"control-{uuid.uuid4().hex[:6]}").project_id
         facts = seed(ca, project, "alpha")
         key = ca.create_api_key(project, "spare", ["project:read"]).key_id
+        endpoint = disabled_endpoint(ca, project)
     own = World(
         world.base,
         Tenant(world.a.app_dsn, world.a.org, project, world.a.key_id, world.a.token),
@@ -191,6 +259,7 @@ def test_other_org_writes_are_not_found_and_change_nothing(world: World) -> None
         "alpha chat",
         key,
         world.http,
+        endpoint,
     )
     for method, path, kw in WRITES:
         if "{bp}" in path:
@@ -403,3 +472,23 @@ def test_sql_api_refuses_without_an_authorized_key(world: World) -> None:
         assert row == (None, None, None, None)
         scope = conn.execute("select memory_internal.current_org()").fetchone()
         assert scope == (None,)
+
+
+def _shape(path: str) -> str:
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def test_every_route_with_a_path_id_has_a_case() -> None:
+    """Every route of the app with an id in its path is in READS or WRITES with A's
+    project (so a new route without a cross-tenant case fails here)."""
+    routes = {
+        (method, _shape(c.path))
+        for c in iter_route_contexts(app.routes)
+        if "{" in c.path
+        for method in c.methods or ()
+        if method != "HEAD"
+    }
+    assert len(routes) >= 20, routes  # the enumeration itself works
+    covered = {(m, _shape(p)) for m, p, _ in READS + WRITES if p.startswith("/v1/projects/{p}")}
+    missing = sorted(routes - covered)
+    assert not missing, f"routes with a path id and no cross-tenant case: {missing}"

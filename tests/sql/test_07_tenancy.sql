@@ -2,7 +2,7 @@
 -- the roles clients log in as (chronomem_app, chronomem_analyst), never as
 -- superuser.  Org B gets a row in every table; org A must see none of them.
 BEGIN;
-select plan(45);
+select plan(51);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table snap (k text primary key, v text);
@@ -178,6 +178,26 @@ select throws_ok($$ select memory.retract_fact(pg_temp.id('p_a'), gen_random_uui
                  'analyst cannot call retract_fact');
 select throws_ok($$ select memory.wipe(pg_temp.id('p_a')) $$, '42501', null, 'analyst cannot call wipe');
 select throws_ok($$ delete from memory.facts $$, '42501', null, 'analyst cannot delete facts');
+
+-- Operators in psql (analyst, owner) list the orgs before choosing one, and
+-- see nothing else unscoped; scoped, only their org's row.
+do $$ begin perform set_config('chronomem.org_id', '', true); end $$;
+select is((select count(*)::int from memory.orgs where org_id in (pg_temp.id('org_a'), pg_temp.id('org_b'))), 2,
+          'unscoped, the analyst lists the orgs (A and B)');
+select is_empty('select t::text from pg_temp.tables() t where t <> ''memory.orgs''::regclass and pg_temp.nrows(t, null) > 0',
+                'unscoped, the analyst sees no row of any other table');
+select lives_ok($$ select memory.use_org(pg_temp.id('org_a'), true) $$, 'the analyst picks org A');
+select is((select array_agg(org_id) from memory.orgs), array[pg_temp.id('org_a')],
+          'scoped to A, the analyst sees A''s org row only');
+reset role;
+set local role chronomem_owner;
+do $$ begin perform set_config('chronomem.org_id', '', true); end $$;
+select is((select count(*)::int from memory.orgs where org_id in (pg_temp.id('org_a'), pg_temp.id('org_b'))), 2,
+          'unscoped, the owner (chronomem psql) lists the orgs too');
+reset role;
+set local role chronomem_app;
+do $$ begin perform set_config('chronomem.org_id', '', true); end $$;
+select is_empty('select org_id from memory.orgs', 'the app role, unscoped, still sees no org');
 
 select * from finish();
 ROLLBACK;

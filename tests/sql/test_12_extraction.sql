@@ -16,7 +16,7 @@
 -- Erin likes chess; Alice lives in Paris from 2025; Alice likes rain
 -- (retracted).  Project q and org B each have an Alice fact of their own.
 BEGIN;
-select plan(42);
+select plan(47);
 -- Windows and instants are compared as text: read them in UTC.
 set local timezone = 'UTC';
 
@@ -209,8 +209,8 @@ select is(jsonb_build_object('failed', pg_temp.r('a2') -> 'failed_sections',
                              'facts', (pg_temp.r('a2') -> 'facts') - 'superseded_pairs' - 'errors' - 'dropped_low_confidence' - 'dropped_born_dead',
                              'contradictions', pg_temp.r('a2') -> 'contradictions', 'notes', pg_temp.r('a2') -> 'notes'),
           '{"failed": [], "facts": {"inserted": 0, "superseded": 0, "skipped": 3, "refused": 0, "invalid": 0},
-            "contradictions": {"closed": 0, "unknown_ids": 6}, "notes": {"inserted": 0}}'::jsonb,
-          '... and reports the facts skipped, nothing closed, no note inserted');
+            "contradictions": {"closed": 0, "unknown_ids": 7}, "notes": {"inserted": 0}}'::jsonb,
+          '... and reports the facts skipped, nothing closed (the fact closed by the first apply is no longer offered: unknown), no note inserted');
 
 -- D. A malformed section is rolled back whole; the other sections stand.
 call pg_temp.apply('bad_entities', 'ep_bob', '{
@@ -259,6 +259,24 @@ select is(pg_temp.r('empty') - 'episode_id',
             "superseded_pairs": [], "dropped_low_confidence": 0, "dropped_born_dead": 0, "errors": []},
             "contradictions": {"closed": 0, "unknown_ids": 0}, "notes": {"inserted": 0}, "failed_sections": []}'::jsonb,
           'positive control: an empty object (sections absent) applies nothing and fails nothing');
+
+-- F. Only facts the context offered may be contradicted.  Bob's fact holds
+-- at ep's instant but ep does not name Bob (test A): naming it is unknown.
+select ok(not pg_temp.id('bob_acme') = any (array(select memory_internal.extraction_fact_ids(pg_temp.id('ep'), 6))),
+          'Bob''s fact is not among the facts offered for ep');
+call pg_temp.apply('not_offered', 'ep', jsonb_build_object('contradictions',
+  jsonb_build_array(jsonb_build_object('fact_id', pg_temp.id('bob_acme')))));
+select is(pg_temp.r('not_offered') -> 'contradictions', '{"closed": 0, "unknown_ids": 1}'::jsonb,
+          'a current fact of the project that ep''s context did not offer: unknown, not closed');
+select is((pg_temp.fv('bob_acme')).valid_range::text, '["2020-01-01 00:00:00+00",)', '... and Bob''s fact stays open');
+-- Positive control: ep_bob names Bob, so its context offers the fact and the
+-- same contradiction closes it.
+call pg_temp.apply('offered', 'ep_bob', jsonb_build_object('contradictions',
+  jsonb_build_array(jsonb_build_object('fact_id', pg_temp.id('bob_acme')))));
+select is(pg_temp.r('offered') -> 'contradictions', '{"closed": 1, "unknown_ids": 0}'::jsonb,
+          'positive control: from ep_bob, whose context offers it, the fact is closed');
+select is(jsonb_path_query_array(pg_temp.ctx('ep_bob', 0), '$.known_facts[*].fact_id'), '[]'::jsonb,
+          '... and is no longer offered once closed');
 
 select * from finish();
 ROLLBACK;

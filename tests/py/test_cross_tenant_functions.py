@@ -1,0 +1,864 @@
+"""Cross-tenant suite over every SQL function the app role may execute.
+
+The table CASES has one entry per function of schema `memory` that chronomem_app can
+EXECUTE; test_every_app_function_has_a_case reads that list from the catalog, so a
+new function without a case fails the build.
+
+For a function that takes tenant-owned ids, each probe runs as the app role scoped to
+org B (by B's own API key) with org A's ids, and again with random ids in their place:
+the two answers (rows, or the error's SQLSTATE, message, detail and hint, with the ids
+masked) must be identical, so B can neither read A's data nor learn that A's ids
+exist. Afterwards A's data, read in A's scope, must be unchanged. The positive control
+then runs the same call in A's scope and must succeed (and, for a writer, must change
+what that comparison reads: the check can see the function's effect).
+
+A function that takes no tenant-owned id has a `neutral` reason and a check that fits
+it, run in B's scope.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+ALL_PERMISSIONS = [
+    "project:read",
+    "project:write",
+    "project:manage",
+    "configuration:read",
+    "configuration:write",
+    "members:read",
+    "members:write",
+]
+# Placeholders that name something of org A's; the random run replaces each.
+A_IDS = ("org", "project", "fact", "episode", "entity", "endpoint", "key", "job", "delivery_job")
+THIN_API = Path(__file__).resolve().parents[2] / "thin_api"
+
+
+@dataclass(frozen=True)
+class Case:
+    probes: tuple[str, ...] = ()  # run in B's scope; A's ids vs random ids
+    control: str | None = None  # run in A's scope with A's ids: must return true
+    mutates: bool = False  # the control changes A's data
+    setup: str | None = None  # run in A's scope before anything else (same transaction)
+    neutral: str | None = None  # why no tenant-owned id is involved
+    check: str | None = None  # for neutral cases: run in B's scope, must return true
+
+
+# A vector of the installation's dimension, for the embedding functions.
+VEC = "array_fill(0.25::real, array[memory.embedding_dim()])::vector"
+# Lease A's enrich job (or deliver_webhook job) to worker 'xt': claim_jobs works
+# across orgs, so claim until A's job is among the claimed (all rolled back after).
+LEASE = """do $$ begin
+  for i in 1..50 loop
+    exit when exists (select from memory.jobs where job_id = {job} and status = 'running'
+                                                  and locked_by = 'xt');
+    perform memory.claim_jobs('xt', array['{kind}'], 1000);
+  end loop;
+end $$"""
+LEASE_ENRICH = LEASE.format(job="%(job)s", kind="enrich")
+LEASE_DELIVERY = LEASE.format(job="%(delivery_job)s", kind="deliver_webhook")
+WORKER_ONLY = (
+    "worker entry point across orgs by design (the job row carries its org; "
+    "test_11_jobs asserts it): tenants cannot reach it, no API route or MCP tool calls "
+    "it and the analyst may not execute it"
+)
+
+P = "memory."
+CASES: dict[str, Case] = {
+    # ---- tenancy, projects -------------------------------------------------------
+    P + "normalize_text(text)": Case(
+        neutral="a pure function of its argument: reads no table",
+        check="select memory.normalize_text('  Zürich,  ACME ') = 'zürich acme' "
+        "and (select provolatile = 'i' from pg_proc where oid = "
+        "'memory.normalize_text(text)'::regprocedure)",
+    ),
+    P + "use_org(uuid,boolean)": Case(
+        neutral="it sets the scope itself: the app role picks the org (tenants reach an "
+        "org only through an API key); an unknown org is refused and the scope kept",
+        check="select memory_internal.current_org() = %(b_org)s",
+        # More in test_use_org_refuses_unknown_orgs.
+    ),
+    P + "create_org(text)": Case(
+        neutral="makes a new tenant from a name; the caller's scope is unchanged and "
+        "the new org is not visible from it",
+        check="with o as (select memory.create_org('xt new org') as id) "
+        "select memory_internal.current_org() = %(b_org)s "
+        "and not exists (select from memory.orgs x, o where x.org_id = o.id) from o",
+    ),
+    P + "create_project(uuid,text)": Case(
+        probes=("select memory.create_project(%(org)s, 'intruder')",),
+        control="select memory.create_project(%(org)s, 'xt control') is not null",
+        mutates=True,
+    ),
+    P + "counters(uuid)": Case(
+        probes=("select * from memory.counters(%(project)s)",),
+        control="select count(*) > 0 from memory.counters(%(project)s)",
+    ),
+    P + "get_project(uuid)": Case(
+        probes=("select * from memory.get_project(%(project)s)",),
+        control="select count(*) = 1 from memory.get_project(%(project)s)",
+    ),
+    # ---- fact reads --------------------------------------------------------------
+    P + "facts_at(uuid,timestamptz,timestamptz)": Case(
+        probes=("select * from memory.facts_at(%(project)s)",),
+        control="select count(*) > 0 from memory.facts_at(%(project)s)",
+    ),
+    P + "readable_facts_at(uuid,timestamptz,timestamptz)": Case(
+        probes=("select * from memory.readable_facts_at(%(project)s)",),
+        control="select count(*) > 0 from memory.readable_facts_at(%(project)s)",
+    ),
+    P + "edges_at(uuid,timestamptz,timestamptz)": Case(
+        probes=("select * from memory.edges_at(%(project)s)",),
+        control="select count(*) > 0 from memory.edges_at(%(project)s)",
+    ),
+    P + "fact_history(uuid,uuid)": Case(
+        probes=(
+            "select * from memory.fact_history(%(project)s, %(fact)s)",
+            "select * from memory.fact_history(%(b_project)s, %(fact)s)",
+        ),
+        control="select count(*) > 0 from memory.fact_history(%(project)s, %(fact)s)",
+    ),
+    P + "api_fact_history(uuid,uuid)": Case(
+        probes=(
+            "select memory.api_fact_history(%(project)s, %(fact)s)",
+            "select memory.api_fact_history(%(b_project)s, %(fact)s)",
+        ),
+        control="select jsonb_array_length(memory.api_fact_history(%(project)s, %(fact)s) "
+        "-> 'events') > 0",
+    ),
+    P + "subject_timeline(uuid,text,text)": Case(
+        probes=("select * from memory.subject_timeline(%(project)s, 'Alice')",),
+        control="select count(*) > 0 from memory.subject_timeline(%(project)s, 'Alice')",
+    ),
+    P + "api_timeline(uuid,text,text)": Case(
+        probes=("select memory.api_timeline(%(project)s, 'Alice')",),
+        control="select jsonb_array_length(memory.api_timeline(%(project)s, 'Alice') "
+        "-> 'facts') > 0",
+    ),
+    P + "list_facts(uuid,timestamptz,timestamptz,text,text,uuid,integer)": (
+        Case(
+            probes=(
+                "select memory.list_facts(%(project)s)",
+                # A's fact id as B's own cursor: B's page is the same as for any id.
+                "select memory.list_facts(%(b_project)s, p_after => %(fact)s) - 'as_of' "
+                "- 'known_at'",
+            ),
+            control="select jsonb_array_length(memory.list_facts(%(project)s) -> 'facts') > 0",
+        )
+    ),
+    P + "predicates_of(uuid)": Case(
+        probes=("select * from memory.predicates_of(%(project)s)",),
+        control="select count(*) > 0 from memory.predicates_of(%(project)s)",
+    ),
+    # ---- fact writes -------------------------------------------------------------
+    P + "assert_facts(uuid,jsonb,text,uuid,boolean,text)": Case(
+        probes=(
+            "select memory.assert_facts(%(project)s, "
+            """'[{"subject": "Alice", "predicate": "works at", "object": "Initech"}]')""",
+        ),
+        control="select (memory.assert_facts(%(project)s, "
+        """'[{"subject": "Alice", "predicate": "works at", "object": "Initech",
+              "object_type": "entity"}]') ->> 'inserted')::int = 1""",
+        mutates=True,
+    ),
+    P + "api_assert_facts(uuid,jsonb,boolean)": Case(
+        probes=(
+            "select memory.api_assert_facts(%(project)s, "
+            """'[{"subject": "Alice", "predicate": "likes", "object": "coffee"}]')""",
+        ),
+        control="select (memory.api_assert_facts(%(project)s, "
+        """'[{"subject": "Alice", "predicate": "likes", "object": "coffee"}]')
+           ->> 'inserted')::int = 1""",
+        mutates=True,
+    ),
+    P + "retract_fact(uuid,uuid,text,text)": Case(
+        probes=(
+            "select memory.retract_fact(%(project)s, %(fact)s)",
+            "select memory.retract_fact(%(b_project)s, %(fact)s)",
+        ),
+        control="select memory.retract_fact(%(project)s, %(fact)s) is not null",
+        mutates=True,
+    ),
+    P + "api_retract_fact(uuid,uuid,text)": Case(
+        probes=(
+            "select memory.api_retract_fact(%(project)s, %(fact)s)",
+            "select memory.api_retract_fact(%(b_project)s, %(fact)s)",
+        ),
+        control="select memory.api_retract_fact(%(project)s, %(fact)s) is not null",
+        mutates=True,
+    ),
+    P + "close_fact(uuid,uuid,timestamptz,text,text,text)": Case(
+        probes=(
+            "select memory.close_fact(%(project)s, %(fact)s)",
+            "select memory.close_fact(%(b_project)s, %(fact)s)",
+        ),
+        control="select memory.close_fact(%(project)s, %(fact)s) is not null",
+        mutates=True,
+    ),
+    P + "declare_predicate(uuid,text,text)": Case(
+        probes=("select memory.declare_predicate(%(project)s, 'likes', 'one')",),
+        control="select memory.declare_predicate(%(project)s, 'xt pred', 'one') is not null",
+        mutates=True,
+    ),
+    P + "api_declare_predicate(uuid,text,text)": Case(
+        probes=("select * from memory.api_declare_predicate(%(project)s, 'likes', 'one')",),
+        control="select count(*) = 1 from memory.api_declare_predicate(%(project)s, "
+        "'xt pred', 'one')",
+        mutates=True,
+    ),
+    # ---- entities, graph, communities --------------------------------------------
+    P + "upsert_entity(uuid,text,text,text)": Case(
+        probes=("select memory.upsert_entity(%(project)s, 'Alice', null, 'changed')",),
+        control="select memory.upsert_entity(%(project)s, 'Mallory') is not null",
+        mutates=True,
+    ),
+    P + "add_alias(uuid,text,text)": Case(
+        probes=("select memory.add_alias(%(project)s, 'Alice', 'Ace')",),
+        control="select memory.add_alias(%(project)s, 'Alice', 'Ace') is not null",
+        mutates=True,
+    ),
+    P + "list_entities(uuid,text,integer)": Case(
+        probes=("select memory.list_entities(%(project)s)",),
+        control="select jsonb_array_length(memory.list_entities(%(project)s) -> 'entities') > 0",
+    ),
+    P + "graph_neighbors(uuid,text,integer,timestamptz,timestamptz,integer)": (
+        Case(
+            probes=("select memory.graph_neighbors(%(project)s, 'Alice')",),
+            control="select jsonb_array_length(memory.graph_neighbors(%(project)s, 'Alice') "
+            "-> 'edges') > 0",
+        )
+    ),
+    P + "compute_communities(uuid,integer)": Case(
+        probes=("select memory.compute_communities(%(project)s)",),
+        control="select (memory.compute_communities(%(project)s) ->> 'communities')::int > 0",
+        mutates=True,
+    ),
+    P + "list_communities(uuid)": Case(
+        probes=("select memory.list_communities(%(project)s)",),
+        control="select jsonb_array_length(memory.list_communities(%(project)s) "
+        "-> 'communities') > 0",
+    ),
+    P + "reconcile_edges(integer,uuid)": Case(
+        # It heals drift only, so the control can just succeed: A's edges agree.
+        probes=("select memory.reconcile_edges(1000, %(project)s)",),
+        control="select memory.reconcile_edges(1000, %(project)s) ? 'keys_checked'",
+    ),
+    # ---- episodes, sessions, wipe ------------------------------------------------
+    P + "ingest(uuid,text,jsonb,text,jsonb)": Case(
+        probes=(
+            "select memory.ingest(%(project)s, 'xt chat', "
+            """'[{"role": "user", "content": "intruder"}]')""",
+        ),
+        control="select memory.ingest(%(project)s, 'xt chat', "
+        """'[{"role": "user", "content": "more from Alice"}]') is not null""",
+        mutates=True,
+    ),
+    P + "api_ingest(uuid,text,jsonb,text,jsonb)": Case(
+        probes=(
+            "select memory.api_ingest(%(project)s, 'xt chat', "
+            """'[{"role": "user", "content": "intruder"}]')""",
+        ),
+        control="select memory.api_ingest(%(project)s, 'xt chat', "
+        """'[{"role": "user", "content": "more from Alice"}]') is not null""",
+        mutates=True,
+    ),
+    P + "session_messages(uuid,text,integer,integer)": Case(
+        probes=("select memory.session_messages(%(project)s, 'xt chat')",),
+        control="select jsonb_array_length(memory.session_messages(%(project)s, 'xt chat') "
+        "-> 'messages') > 0",
+    ),
+    P + "wipe(uuid,text,text,text)": Case(
+        probes=(
+            "select memory.wipe(%(project)s)",
+            "select memory.wipe(%(project)s, 'xt chat')",
+            "select memory.wipe(%(project)s, null, 'Alice')",
+        ),
+        control="select (memory.wipe(%(project)s) ->> 'facts')::int > 0",
+        mutates=True,
+    ),
+    P + "api_wipe(uuid,text,text)": Case(
+        probes=(
+            "select memory.api_wipe(%(project)s)",
+            "select memory.api_wipe(%(project)s, 'xt chat')",
+        ),
+        control="select (memory.api_wipe(%(project)s, 'xt chat') ->> 'episodes')::int > 0",
+        mutates=True,
+    ),
+    # ---- embeddings and extraction (the worker's calls) --------------------------
+    P + "embedding_dim()": Case(
+        neutral="the installation's embedding dimension (a column type), not tenant data",
+        check="select memory.embedding_dim() = (select atttypmod from pg_attribute "
+        "where attrelid = 'memory.facts'::regclass and attname = 'embedding')",
+    ),
+    P + "embedding_model()": Case(
+        neutral="the installation's embedding model name (a column comment), not tenant data",
+        check="select memory.embedding_model() is not distinct from (select substring("
+        "col_description('memory.episodes'::regclass, a.attnum) from '\\[model: ([^]]+)\\]') "
+        "from pg_attribute a where a.attrelid = 'memory.episodes'::regclass "
+        "and a.attname = 'embedding')",
+    ),
+    P + "embedding_inputs(uuid,text,uuid[])": Case(
+        probes=tuple(
+            f"select * from memory.embedding_inputs(%({p})s, '{kind}', array[%({i})s]::uuid[])"
+            for kind, i in (("episode", "episode"), ("fact", "fact"), ("entity", "entity"))
+            for p in ("project", "b_project")
+        ),
+        control="select (select count(*) from memory.embedding_inputs(%(project)s, 'episode', "
+        "array[%(episode)s]::uuid[])) + (select count(*) from memory.embedding_inputs("
+        "%(project)s, 'fact', array[%(fact)s]::uuid[])) + (select count(*) from "
+        "memory.embedding_inputs(%(project)s, 'entity', array[%(entity)s]::uuid[])) = 3",
+    ),
+    P + "store_embeddings(text,uuid[],vector[])": Case(
+        probes=tuple(
+            f"select memory.store_embeddings('{kind}', array[%({i})s]::uuid[], array[{VEC}])"
+            for kind, i in (("episode", "episode"), ("fact", "fact"), ("entity", "entity"))
+        ),
+        control=f"select memory.store_embeddings('episode', array[%(episode)s]::uuid[], "
+        f"array[{VEC}]) + memory.store_embeddings('fact', array[%(fact)s]::uuid[], "
+        f"array[{VEC}]) + memory.store_embeddings('entity', array[%(entity)s]::uuid[], "
+        f"array[{VEC}]) = 3",
+        mutates=True,
+    ),
+    P + "extraction_context(uuid,integer)": Case(
+        probes=("select memory.extraction_context(%(episode)s)",),
+        control="select jsonb_array_length(memory.extraction_context(%(episode)s) "
+        "-> 'known_facts') > 0",
+    ),
+    P + "apply_extraction(uuid,jsonb,real,integer)": Case(
+        probes=(
+            "select memory.apply_extraction(%(episode)s, jsonb_build_object("
+            "'contradictions', jsonb_build_array(jsonb_build_object('fact_id', %(fact)s)), "
+            """'entities', '[{"name": "Intruder"}]'::jsonb))""",
+        ),
+        control="select (memory.apply_extraction(%(episode)s, jsonb_build_object("
+        "'contradictions', jsonb_build_array(jsonb_build_object('fact_id', %(fact)s)))) "
+        "#>> '{contradictions,closed}')::int = 1",
+        mutates=True,
+    ),
+    # ---- search (functions/077) --------------------------------------------------
+    P + "search(uuid,text,vector,timestamptz,timestamptz,integer,text[])": (
+        Case(
+            probes=("select memory.search(%(project)s, 'Alice Globex')",),
+            control="select jsonb_array_length(memory.search(%(project)s, 'Alice Globex') "
+            "-> 'results') > 0",
+        )
+    ),
+    P + "search_rows(uuid,text,vector,timestamptz,timestamptz,integer,text[])": (
+        Case(
+            probes=("select * from memory.search_rows(%(project)s, 'Alice Globex')",),
+            control="select count(*) > 0 from memory.search_rows(%(project)s, 'Alice Globex')",
+        )
+    ),
+    P + "context(uuid,text,vector,timestamptz,timestamptz,integer,integer)": (
+        Case(
+            probes=("select memory.context(%(project)s, 'Alice Globex')",),
+            control="select memory.context(%(project)s, 'Alice Globex')::text ~ 'Globex'",
+        )
+    ),
+    P + "api_search(uuid,text,vector,vector,timestamptz,timestamptz,integer,text[])": (
+        Case(
+            probes=("select memory.api_search(%(project)s, 'Alice Globex')",),
+            control="select jsonb_array_length(memory.api_search(%(project)s, 'Alice Globex') "
+            "-> 'results') > 0",
+        )
+    ),
+    P + "api_context(uuid,text,vector,vector,timestamptz,timestamptz,integer,integer)": (
+        Case(
+            probes=("select memory.api_context(%(project)s, 'Alice Globex')",),
+            control="select memory.api_context(%(project)s, 'Alice Globex')::text ~ 'Globex'",
+        )
+    ),
+    # ---- jobs --------------------------------------------------------------------
+    P + "claim_jobs(text,text[],integer,interval)": Case(neutral=WORKER_ONLY),
+    P + "resume_waiting_jobs(text[])": Case(neutral=WORKER_ONLY),
+    P + "enqueue_due_jobs()": Case(neutral=WORKER_ONLY),
+    P + "complete_job(uuid,bigint,text,jsonb)": Case(
+        setup=LEASE_ENRICH,
+        probes=("select memory.complete_job(%(org)s, %(job)s, 'xt')",),
+        control="select memory.complete_job(%(org)s, %(job)s, 'xt')",
+        mutates=True,
+    ),
+    P + "fail_job(uuid,bigint,text,text,boolean)": Case(
+        setup=LEASE_ENRICH,
+        probes=("select memory.fail_job(%(org)s, %(job)s, 'xt', 'intruder', false)",),
+        control="select memory.fail_job(%(org)s, %(job)s, 'xt', 'control', false) = 'dead'",
+        mutates=True,
+    ),
+    P + "park_job(uuid,bigint,text,text)": Case(
+        setup=LEASE_ENRICH,
+        probes=("select memory.park_job(%(org)s, %(job)s, 'xt', 'intruder')",),
+        control="select memory.park_job(%(org)s, %(job)s, 'xt', 'control')",
+        mutates=True,
+    ),
+    P + "purge_done_jobs(interval)": Case(
+        # No id: it acts on the caller's org. B's purge must leave A's done job.
+        setup=LEASE_ENRICH + ";\nselect memory.complete_job(%(org)s, %(job)s, 'xt')",
+        probes=("select memory.purge_done_jobs('-1 hour')",),
+        control="select memory.purge_done_jobs('-1 hour') > 0",
+        mutates=True,
+    ),
+    P + "queue_stats()": Case(
+        neutral="operator totals for /metrics across orgs: counts per kind, no id, no "
+        "content, no org; the same whichever org calls",
+        check="select not exists (select from pg_proc p, unnest(p.proallargtypes) t "
+        "where p.oid = 'memory.queue_stats()'::regprocedure and t not in "
+        "('text'::regtype, 'bigint'::regtype, 'interval'::regtype))",
+    ),
+    P + "metric_totals()": Case(
+        neutral="operator totals for /metrics across orgs: one number per metric, no "
+        "per-org detail",
+        check="select not exists (select from pg_proc p, unnest(p.proallargtypes) t "
+        "where p.oid = 'memory.metric_totals()'::regprocedure and t not in "
+        "('text'::regtype, 'bigint'::regtype))",
+    ),
+    # ---- API keys and authentication ---------------------------------------------
+    P + "api_permissions()": Case(
+        neutral="the fixed permission vocabulary (a constant)",
+        check="select memory.api_permissions() @> array['project:read', 'project:manage']",
+    ),
+    P + "create_api_key(uuid,text,text[])": Case(
+        probes=(
+            "select key_id is null from memory.create_api_key(%(project)s, 'x', "
+            "array['project:read'])",
+        ),
+        control="select token like 'cmk_%%' from memory.create_api_key(%(project)s, 'x', "
+        "array['project:read'])",
+        mutates=True,
+    ),
+    P + "list_api_keys(uuid)": Case(
+        probes=("select * from memory.list_api_keys(%(project)s)",),
+        control="select count(*) > 0 from memory.list_api_keys(%(project)s)",
+    ),
+    P + "revoke_api_key(uuid,uuid)": Case(
+        probes=(
+            "select memory.revoke_api_key(%(project)s, %(key)s)",
+            "select memory.revoke_api_key(%(b_project)s, %(key)s)",
+        ),
+        control="select memory.revoke_api_key(%(project)s, %(key)s) is not null",
+        mutates=True,
+    ),
+    P + "authenticate(text)": Case(
+        # The token is the credential: A's real token scopes to A by design. A's key
+        # id with a wrong secret must look exactly like an unknown key id.
+        probes=(
+            "select *, memory_internal.current_org() from memory.authenticate('cmk_' || "
+            "replace(%(key)s::text, '-', '') || '_' || repeat('0', 64))",
+        ),
+        control="select org_id = %(org)s from memory.authenticate(%(a_token)s)",
+    ),
+    P + "authorize(text,text,uuid)": Case(
+        probes=(
+            "select * from memory.authorize(%(b_token)s, 'project:read', %(project)s)",
+            "select * from memory.authorize('cmk_' || replace(%(key)s::text, '-', '') || '_' "
+            "|| repeat('0', 64), 'project:read', %(project)s)",
+        ),
+        control="select org_id = %(org)s from memory.authorize(%(a_token)s, 'project:read', "
+        "%(project)s)",
+    ),
+    P + "authorize_key(text)": Case(
+        probes=(
+            "select * from memory.authorize_key('cmk_' || replace(%(key)s::text, '-', '') "
+            "|| '_' || repeat('0', 64))",
+        ),
+        control="select org_id = %(org)s from memory.authorize_key(%(a_token)s)",
+    ),
+    P + "authorize_own_project(text,text)": Case(
+        probes=(
+            "select * from memory.authorize_own_project('cmk_' || replace(%(key)s::text, "
+            "'-', '') || '_' || repeat('0', 64), 'project:read')",
+        ),
+        control="select project_id = %(project)s from memory.authorize_own_project("
+        "%(a_token)s, 'project:read')",
+    ),
+    P + "bootstrap_api_key(uuid,text,text,text,text[])": Case(
+        probes=(
+            "select memory.bootstrap_api_key(%(org)s, null, 'intruder', 'k', "
+            "array['project:manage'])",
+        ),
+        control="select memory.bootstrap_api_key(%(org)s, null, 'xt boot', 'k', "
+        "array['project:read']) ->> 'token' like 'cmk_%%'",
+        mutates=True,
+    ),
+    P + "api_create_project(text)": Case(
+        # No id: it creates in the authorized key's org. B's call stays in B.
+        probes=("select org_id = %(b_org)s from memory.api_create_project('xt B project')",),
+        control="select org_id = %(org)s from memory.api_create_project('xt A project')",
+        mutates=True,
+    ),
+    P + "api_org()": Case(
+        neutral="names no id: the authorized key's org, never another",
+        check="select array_agg(org_id) = array[%(b_org)s] from memory.api_org()",
+        control="select array_agg(org_id) = array[%(org)s] from memory.api_org()",
+    ),
+    P + "api_list_projects()": Case(
+        neutral="names no id: the projects of the authorized key's org",
+        check="select count(*) > 0 and bool_and(org_id = %(b_org)s) "
+        "from memory.api_list_projects()",
+        control="select %(project)s in (select project_id from memory.api_list_projects())",
+    ),
+    # ---- webhooks ----------------------------------------------------------------
+    P + "webhook_event_types()": Case(
+        neutral="the fixed event type vocabulary (a constant)",
+        check="select count(*) > 0 from memory.webhook_event_types()",
+    ),
+    P + "create_webhook(uuid,text,text[])": Case(
+        probes=("select memory.create_webhook(%(project)s, 'https://hooks.example.com/x')",),
+        control="select memory.create_webhook(%(project)s, 'https://hooks.example.com/y') "
+        "? 'secret'",
+        mutates=True,
+    ),
+    P + "api_create_webhook(uuid,text,text[])": Case(
+        probes=("select memory.api_create_webhook(%(project)s, 'https://hooks.example.com/x')",),
+        control="select memory.api_create_webhook(%(project)s, "
+        "'https://hooks.example.com/y') ? 'secret'",
+        mutates=True,
+    ),
+    P + "list_webhooks(uuid)": Case(
+        probes=("select * from memory.list_webhooks(%(project)s)",),
+        control="select count(*) > 0 from memory.list_webhooks(%(project)s)",
+    ),
+    P + "rotate_webhook_secret(uuid,uuid)": Case(
+        probes=(
+            "select memory.rotate_webhook_secret(%(project)s, %(endpoint)s)",
+            "select memory.rotate_webhook_secret(%(b_project)s, %(endpoint)s)",
+        ),
+        control="select memory.rotate_webhook_secret(%(project)s, %(endpoint)s) ? 'secret'",
+        mutates=True,
+    ),
+    P + "api_rotate_webhook_secret(uuid,uuid)": Case(
+        probes=(
+            "select memory.api_rotate_webhook_secret(%(project)s, %(endpoint)s)",
+            "select memory.api_rotate_webhook_secret(%(b_project)s, %(endpoint)s)",
+        ),
+        control="select memory.api_rotate_webhook_secret(%(project)s, %(endpoint)s) ? 'secret'",
+        mutates=True,
+    ),
+    P + "update_webhook(uuid,uuid,text,text[],boolean)": Case(
+        probes=(
+            "select memory.update_webhook(%(project)s, %(endpoint)s, p_enabled => false)",
+            "select memory.update_webhook(%(b_project)s, %(endpoint)s, p_enabled => false)",
+        ),
+        control="select not (memory.update_webhook(%(project)s, %(endpoint)s, "
+        "p_enabled => false) ->> 'enabled')::boolean",
+        mutates=True,
+    ),
+    P + "api_update_webhook(uuid,uuid,text,text[],boolean)": Case(
+        probes=(
+            "select memory.api_update_webhook(%(project)s, %(endpoint)s, p_enabled => false)",
+            "select memory.api_update_webhook(%(b_project)s, %(endpoint)s, p_enabled => false)",
+        ),
+        control="select not (memory.api_update_webhook(%(project)s, %(endpoint)s, "
+        "p_enabled => false) ->> 'enabled')::boolean",
+        mutates=True,
+    ),
+    P + "delete_webhook(uuid,uuid)": Case(
+        probes=(
+            "select memory.delete_webhook(%(project)s, %(endpoint)s)",
+            "select memory.delete_webhook(%(b_project)s, %(endpoint)s)",
+        ),
+        control="select memory.delete_webhook(%(project)s, %(endpoint)s) ? 'deleted'",
+        mutates=True,
+    ),
+    P + "api_delete_webhook(uuid,uuid)": Case(
+        probes=(
+            "select memory.api_delete_webhook(%(project)s, %(endpoint)s)",
+            "select memory.api_delete_webhook(%(b_project)s, %(endpoint)s)",
+        ),
+        control="select memory.api_delete_webhook(%(project)s, %(endpoint)s) ? 'deleted'",
+        mutates=True,
+    ),
+    P + "webhook_target(uuid)": Case(
+        probes=("select * from memory.webhook_target(%(endpoint)s)",),
+        control="select secret like 'whsec_%%' from memory.webhook_target(%(endpoint)s)",
+    ),
+    P + "log_webhook_attempt(bigint,integer,text,integer,boolean)": Case(
+        setup=LEASE_DELIVERY,
+        probes=("select memory.log_webhook_attempt(%(delivery_job)s, 200, null, 5, true)",),
+        control="select memory.log_webhook_attempt(%(delivery_job)s, 200, null, 5, true) "
+        "= 'delivered'",
+        mutates=True,
+    ),
+    P + "webhook_deliveries(uuid,uuid,integer,bigint)": Case(
+        setup=LEASE_DELIVERY
+        + ";\nselect memory.log_webhook_attempt(%(delivery_job)s, 500, 'x', 5, true)",
+        probes=(
+            "select * from memory.webhook_deliveries(%(project)s, %(endpoint)s)",
+            "select * from memory.webhook_deliveries(%(b_project)s, %(endpoint)s)",
+            "select * from memory.webhook_deliveries(%(project)s)",
+        ),
+        control="select count(*) > 0 from memory.webhook_deliveries(%(project)s, %(endpoint)s)",
+    ),
+    P + "api_webhook_deliveries(uuid,uuid,integer,bigint)": Case(
+        setup=LEASE_DELIVERY
+        + ";\nselect memory.log_webhook_attempt(%(delivery_job)s, 500, 'x', 5, true)",
+        probes=(
+            "select memory.api_webhook_deliveries(%(project)s, %(endpoint)s)",
+            "select memory.api_webhook_deliveries(%(b_project)s, %(endpoint)s)",
+        ),
+        control="select jsonb_array_length(memory.api_webhook_deliveries(%(project)s, "
+        "%(endpoint)s) -> 'deliveries') > 0",
+    ),
+}
+
+
+# ---- the world: org A with something of every kind, org B with a project -------------
+@dataclass
+class World:
+    ids: dict[str, Any]  # placeholder -> value (A's ids, B's own ids, tokens)
+    tables: list[str] = field(default_factory=list)
+
+
+def _one(conn: psycopg.Connection[Any], query: str, params: Any = None) -> Any:
+    row = conn.execute(query, params).fetchone()
+    assert row is not None, query
+    return row[0]
+
+
+def _tenant(
+    conn: psycopg.Connection[Any], name: str
+) -> tuple[uuid.UUID, uuid.UUID, str, uuid.UUID]:
+    org = _one(conn, "select memory.create_org(%s)", (name,))
+    conn.execute("select memory.use_org(%s)", (org,))
+    project = _one(conn, "select memory.create_project(%s, 'main')", (org,))
+    row = conn.execute(
+        "select token, key_id from memory.create_api_key(%s, 'root', %s)",
+        (project, ALL_PERMISSIONS),
+    ).fetchone()
+    assert row is not None
+    return org, project, row[0], row[1]
+
+
+def build_world(conn: psycopg.Connection[Any]) -> World:
+    """Made in the test's own transaction (rolled back): nothing of it is left in the
+    shared test database, no queued job or webhook endpoint for later modules."""
+    b_org, b_project, b_token, _ = _tenant(conn, "xt tenant B")
+    org, project, a_token, _ = _tenant(conn, "xt tenant A")
+    key = _one(
+        conn,
+        "select key_id from memory.create_api_key(%s, 'spare', array['project:read'])",
+        (project,),
+    )
+    endpoint = uuid.UUID(
+        _one(
+            conn,
+            "select memory.create_webhook(%s, 'https://hooks.example.com/a') ->> 'endpoint_id'",
+            (project,),
+        )
+    )
+    conn.execute("select memory.declare_predicate(%s, 'works at', 'one')", (project,))
+    facts = [
+        {"subject": "Alice", "predicate": "works at", "object": "Acme",
+         "object_type": "entity", "valid_from": "2020-01-01T00:00:00Z"},
+        {"subject": "Alice", "predicate": "likes", "object": "tea"},
+    ]  # fmt: skip
+    conn.execute("select memory.assert_facts(%s, %s)", (project, Jsonb(facts)))
+    # Globex supersedes Acme: a fact event, so a deliver_webhook job for A.
+    fact = _one(
+        conn,
+        "select (memory.assert_facts(%s, %s) #>> '{results,0,fact_id}')::uuid",
+        (project, Jsonb([{**facts[0], "object": "Globex", "valid_from": "2022-01-01Z"}])),
+    )
+    conn.execute("select memory.add_alias(%s, 'Alice', 'Ally')", (project,))
+    ingested = _one(
+        conn,
+        "select memory.ingest(%s, 'xt chat', %s)",
+        (project, Jsonb([{"role": "user", "content": "Alice still works at Globex"}])),
+    )
+    episode = uuid.UUID(ingested["episode_ids"][0])
+    conn.execute("select memory.compute_communities(%s)", (project,))
+    entity = _one(
+        conn,
+        "select entity_id from memory.entities where project_id = %s and normalized_name = 'alice'",
+        (project,),
+    )
+    job = _one(
+        conn,
+        "select job_id from memory.jobs where kind = 'enrich' and payload ->> 'episode_id' = %s",
+        (str(episode),),
+    )
+    delivery_job = _one(
+        conn,
+        "select min(job_id) from memory.jobs where kind = 'deliver_webhook' "
+        "and project_id = %s and status = 'queued'",
+        (project,),
+    )
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "select c.oid::regclass::text from pg_class c "
+            "where c.relnamespace in ('memory'::regnamespace, 'memory_internal'::regnamespace) "
+            "and c.relkind in ('r', 'p') and has_table_privilege(c.oid, 'SELECT') order by 1"
+        )
+    ]
+    ids = {
+        "org": org, "project": project, "fact": fact, "episode": episode, "entity": entity,
+        "endpoint": endpoint, "key": key, "job": job, "delivery_job": delivery_job,
+        "a_token": a_token, "b_org": b_org, "b_project": b_project, "b_token": b_token,
+    }  # fmt: skip
+    assert delivery_job is not None, "the supersession should have queued a delivery"
+    return World(ids, tables)
+
+
+def _random_ids(ids: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(ids)
+    for name in A_IDS:
+        out[name] = random.randrange(10**12, 10**13) if isinstance(ids[name], int) else uuid.uuid4()
+    return out
+
+
+def _mask(text: str, ids: Mapping[str, Any]) -> str:
+    for name in A_IDS:
+        value = ids[name]
+        if isinstance(value, uuid.UUID):
+            text = text.replace(str(value), f"<{name}>").replace(value.hex, f"<{name}>")
+        else:  # a job id: a whole number, not digits inside a uuid or another number
+            text = re.sub(rf"(?<![0-9a-f-]){value}(?![0-9a-f-])", f"<{name}>", text)
+    return text
+
+
+def _outcome(conn: psycopg.Connection[Any], query: str, ids: Mapping[str, Any]) -> str:
+    """The answer B gets, ids masked; the effects stay (savepoint released) unless it
+    raised."""
+    try:
+        with conn.transaction():
+            rows = conn.execute(query, ids).fetchall()
+        return _mask(f"rows {rows!r}", ids)
+    except psycopg.Error as err:
+        d = err.diag
+        return _mask(
+            f"error {d.sqlstate} {d.message_primary} | {d.message_detail} | {d.message_hint}", ids
+        )
+
+
+def _as(conn: psycopg.Connection[Any], token: str) -> None:
+    """Scope the transaction to a key's org (memory.use_org, plus the key for api_*)."""
+    row = conn.execute("select org_id from memory.authenticate(%s)", (token,)).fetchone()
+    assert row is not None and row[0] is not None
+
+
+def _digest(conn: psycopg.Connection[Any], w: World) -> dict[str, str]:
+    """A's data as A sees it: every readable table, its keys and webhook secrets."""
+    conn.execute("select memory.use_org(%s)", (w.ids["org"],))
+    out: dict[str, str] = {}
+    for table in w.tables:
+        text = _one(
+            conn,
+            f"select coalesce(string_agg(t::text, e'\\n' order by t::text), '') from {table} t",
+        )
+        out[table] = hashlib.sha256(text.encode()).hexdigest()
+    for name, query in (
+        ("keys", "select * from memory.list_api_keys(%(project)s) order by key_id"),
+        (
+            "secrets",
+            "select e.endpoint_id, t.* from memory.webhook_endpoints e "
+            "cross join lateral memory.webhook_target(e.endpoint_id) t order by 1",
+        ),
+    ):
+        out[name] = repr(conn.execute(query, w.ids).fetchall())
+    return out
+
+
+def test_every_app_function_has_a_case(app_dsn: str) -> None:
+    with psycopg.connect(app_dsn) as conn:
+        executable = {
+            # Keys are shorter with the type's alias (regprocedure reads either).
+            r[0].replace("timestamp with time zone", "timestamptz")
+            for r in conn.execute(
+                "select p.oid::regprocedure::text from pg_proc p "
+                "where p.pronamespace = 'memory'::regnamespace "
+                "and has_function_privilege('chronomem_app', p.oid, 'EXECUTE')"
+            )
+        }
+    missing = sorted(executable - CASES.keys())
+    stale = sorted(CASES.keys() - executable)
+    assert not missing, f"functions the app role can execute without a cross-tenant case: {missing}"
+    assert not stale, f"cases for functions the app role cannot execute (renamed?): {stale}"
+
+
+@pytest.fixture
+def conn(app_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    # Client-side binding: the setups pass ids into DO blocks.
+    with psycopg.connect(app_dsn, cursor_factory=psycopg.ClientCursor) as c:
+        yield c
+        c.rollback()
+
+
+@pytest.fixture
+def world(conn: psycopg.Connection[Any]) -> World:
+    return build_world(conn)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cross_tenant(world: World, conn: psycopg.Connection[Any], name: str) -> None:
+    case = CASES[name]
+    ids = world.ids
+    assert conn.execute("select current_user").fetchone() == ("chronomem_app",)
+    if case.neutral:
+        assert len(case.neutral) > 20
+    if case.setup:
+        _as(conn, ids["a_token"])
+        conn.execute(case.setup, ids)
+    before = _digest(conn, world)
+
+    if case.check:
+        _as(conn, ids["b_token"])
+        assert _one(conn, case.check, ids) is True, case.check
+    if case.neutral == WORKER_ONLY:
+        # Worker/operator functions across orgs: not reachable by a tenant.
+        fname = name.split("(")[0].removeprefix(P)
+        assert _one(
+            conn,
+            "select not has_function_privilege('chronomem_analyst', %s::regprocedure, 'EXECUTE')",
+            (name,),
+        )
+        users = [
+            p.name for p in THIN_API.rglob("*.py") if re.search(rf"\b{fname}\(", p.read_text())
+        ]
+        assert not users, f"{fname} is reachable from the API: {users}"
+        return
+
+    for probe in case.probes:
+        _as(conn, ids["b_token"])
+        real = _outcome(conn, probe, ids)
+        # No answer shows A's data (Alice) in any form.
+        assert "Alice" not in real and "alice" not in real, real
+        if not any(f"%({n})s" in probe for n in A_IDS):
+            continue  # no id of A's to compare with a random one
+        _as(conn, ids["b_token"])
+        with pytest.raises(_Rollback), conn.transaction():
+            fake = _outcome(conn, probe, _random_ids(ids))
+            raise _Rollback
+        assert real == fake, f"{probe}\nB with A's ids:    {real}\nB with random ids: {fake}"
+
+    assert _digest(conn, world) == before, "B's calls changed A's data"
+
+    if case.control:
+        _as(conn, ids["a_token"])
+        assert _one(conn, case.control, ids) is True, case.control
+        if case.mutates:
+            assert _digest(conn, world) != before, "the control's effect is invisible to the check"
+
+
+class _Rollback(Exception):
+    pass
+
+
+def test_use_org_refuses_unknown_orgs(world: World, conn: psycopg.Connection[Any]) -> None:
+    ids = world.ids
+    _as(conn, ids["b_token"])
+    with pytest.raises(psycopg.errors.NoDataFound), conn.transaction():
+        conn.execute("select memory.use_org(%s)", (uuid.uuid4(),))
+    assert _one(conn, "select memory_internal.current_org()") == ids["b_org"]
+    # Positive control: a real org is accepted (the app role chooses the org).
+    assert _one(conn, "select memory.use_org(%s)", (ids["org"],)) == ids["org"]
