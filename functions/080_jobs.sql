@@ -259,7 +259,8 @@ begin
   -- Only the holder renews; once another worker reclaimed the job (locked_by
   -- changed) or it finished, the answer is false and nothing changes.
   update memory.jobs j set locked_until = clock_timestamp() + p_lease
-   where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker;
+   where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+     and memory_internal.in_scope(j.org_id);
   return found;
 end
 $$;

@@ -401,6 +401,12 @@ CASES: dict[str, Case] = {
         control="select memory.park_job(%(org)s, %(job)s, 'xt', 'control')",
         mutates=True,
     ),
+    P + "extend_lease(uuid,bigint,text,interval)": Case(
+        setup=LEASE_ENRICH,
+        probes=("select memory.extend_lease(%(org)s, %(job)s, 'xt', '1 hour')",),
+        control="select memory.extend_lease(%(org)s, %(job)s, 'xt', '1 hour')",
+        mutates=True,
+    ),
     P + "purge_done_jobs(interval)": Case(
         # No id: it acts on the caller's org. B's purge must leave A's done job.
         setup=LEASE_ENRICH + ";\nselect memory.complete_job(%(org)s, %(job)s, 'xt')",

@@ -1,6 +1,6 @@
-"""Operators list orgs before choosing one: sql/0009_operator_orgs.sql.
+"""Operators list orgs before choosing one: sql/0006_operator_orgs.sql.
 
-Revision ID: 0009
+Revision ID: 0006
 Revises: 0005
 """
 
@@ -8,14 +8,14 @@ from alembic import op
 
 from chronomem.migrate import run_sql_file
 
-revision = "0009"
+revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    run_sql_file(op, "0009_operator_orgs.sql")
+    run_sql_file(op, "0006_operator_orgs.sql")
 
 
 def downgrade() -> None:
