@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 
 from benchmarks import locomo_experiments as exp
+from benchmarks import locomo_fusion as fusion
 from benchmarks.common import (
     BenchDatabase,
     git_info,
@@ -35,7 +36,7 @@ from benchmarks.common import (
 )
 from benchmarks.embedding import embed_many, literal, local_model
 from benchmarks.locomo_data import CATEGORIES, Conversation, Question, load
-from benchmarks.locomo_eval import KS, Ranked, Tally, hits, leg_ranking, rrf, search, to_dias
+from benchmarks.locomo_eval import KS, Ranked, Tally, hits, leg_ranking, search, to_dias
 from benchmarks.locomo_load import (
     LoadedConversation,
     create_org,
@@ -52,6 +53,16 @@ LEG_N = 90  # a leg alone is asked for this many: the list the fused search rank
 OBS_K = 60  # with facts loaded, fused results hold facts too: ask for more
 GOAL = {"fused_recall@10_min": 0.80, "fused_minus_vector_recall@10_min": 0.05}
 REFERENCE = {"vector": 0.481, "fulltext": 0.568, "fused_plain_rrf": 0.595}
+# The product before BM25, score fusion and context shares: recall@10 of this
+# benchmark's own run at commit ee43cd4 (benchmarks/results/locomo.json there).
+BEFORE = {
+    "commit": "ee43cd4",
+    "fused": 0.5422,
+    "vector": 0.4814,
+    "fulltext": 0.5194,
+    "fulltext_leg": "ts_rank_cd over the OR of the question's lexemes",
+    "fusion": "plain RRF 1/(60+rank)",
+}
 
 Conn = psycopg.Connection[Any]
 
@@ -158,7 +169,7 @@ def diagnostics(items: list[Item]) -> dict[str, Any]:
     union = Tally(ks=(20,))
     for it in items:
         ev, cat = it.question.evidence, it.question.category
-        for name in ("vector", "fulltext", "bm25"):
+        for name in ("vector", "fulltext"):
             if name in it.legs:
                 legs.add(name, cat, it.dias(it.legs[name]), ev)
         v, f = it.legs["vector"][:10], it.legs["fulltext"][:10]
@@ -177,14 +188,31 @@ def diagnostics(items: list[Item]) -> dict[str, Any]:
     }
 
 
-def experiment_phase(conn: Conn, items: list[Item], k: int) -> Phase:
+def _positions(lc: LoadedConversation) -> dict[uuid.UUID, fusion.Position]:
+    """Each episode's (session, turn index), from the turn order it was ingested in."""
+    keys = [(s.number, i) for s in lc.conversation.sessions for i in range(len(s.turns))]
+    return dict(zip(lc.episode_ids, keys, strict=True))
+
+
+def experiment_phase(conn: Conn, items: list[Item]) -> Phase:
+    """Fusion and context variants over the product's two episode legs (with scores)."""
     phase = Phase("experiments")
+    positions = {
+        lc.project: _positions(lc) for lc in {it.loaded.project: it.loaded for it in items}.values()
+    }
     for it in items:
+        project, text = it.loaded.project, it.question.text
+        position = positions[project]
+        at = {key: i for i, key in position.items()}
         t0 = perf_counter()
-        it.legs["bm25"] = exp.bm25(conn, it.loaded.project, it.question.text, LEG_N)
-        phase.latencies.setdefault("bm25", []).append(perf_counter() - t0)
-        phase.add(it, "bm25_fulltext", it.legs["bm25"])
-        phase.add(it, "fused_bm25", rrf([it.legs["vector"], it.legs["bm25"]])[:LEG_N])
+        got = fusion.legs(conn, project, text, it.vector, LEG_N)
+        phase.latencies.setdefault("both_episode_legs", []).append(perf_counter() - t0)
+        t0 = perf_counter()
+        old = fusion.ts_rank_cd(conn, project, text, LEG_N)
+        phase.latencies.setdefault("fulltext_ts_rank_cd", []).append(perf_counter() - t0)
+        phase.add(it, "fulltext_ts_rank_cd", old)
+        for name, ranked in fusion.variants(got, position, at).items():
+            phase.add(it, name, ranked)
     return phase
 
 
@@ -205,7 +233,6 @@ def context_phase(
         ranked = leg_ranking(vec, "episode_vector")
         phase.add(it, "context_vector", ranked)
         phase.add(it, "context_fused", hits(fused))
-        phase.add(it, "context_fused_bm25", rrf([ranked, it.legs["bm25"]])[:LEG_N])
 
 
 def observation_phase(conn: Conn, items: list[Item]) -> Phase:
@@ -272,8 +299,12 @@ def _settings(args: argparse.Namespace, convs: list[Conversation], model: Any) -
             "fused": "memory.search with every leg (p_legs null: the product default); no "
             "facts or entities exist, so only the two episode legs contribute",
             "vector": "p_legs => array['episode_vector']",
-            "fulltext": "p_legs => array['episode_fulltext']",
+            "fulltext": "p_legs => array['episode_fulltext'] (Okapi BM25, k1 1.2, b 0.75, "
+            "the project's own statistics)",
         },
+        "fusion": "CombSUM of each leg's scores as shifted z-scores (equal weights), then each "
+        "episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session "
+        "(functions/077_search.sql)",
     }
 
 
@@ -299,9 +330,10 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         result["question_counts"] = product.tally.questions()
         result["goal"] = GOAL
         result["reference_recall@10_from_issue"] = REFERENCE
+        result["before_recall@10"] = BEFORE
         if not args.no_experiments:
-            print("  experiments: BM25 full text, context embeddings ...", flush=True)
-            experiments = experiment_phase(conn, items, args.k)
+            print("  experiments: fusion variants, ts_rank_cd, context embeddings ...", flush=True)
+            experiments = experiment_phase(conn, items)
             context_phase(conn, model, items, loaded, args.k, experiments)
             for lc, vectors in pairs:  # back to what the product stores
                 store_embeddings(conn, "episode", lc.episode_ids, vectors)
@@ -335,17 +367,14 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
 def _describe() -> dict[str, Any]:
     return {
         "systems": {
-            "bm25_fulltext": "the full-text leg's lexemes ranked by Okapi BM25 (k1 1.2, b 0.75) "
-            "in SQL (benchmarks/locomo_experiments.py), top 90",
-            "fused_bm25": "RRF (1/(60+rank)) of the product's episode_vector list and "
-            "bm25_fulltext, 90 each",
+            **fusion.DESCRIPTIONS,
             "context_vector": "episode_vector leg with every turn embedded together with the "
             "previous turn of its session",
             "context_fused": "the product's fused search over those context embeddings",
-            "context_fused_bm25": "RRF of context_vector and bm25_fulltext",
         },
-        "note": "Textbook constants, none tuned on this data; after the context runs the "
-        "product's embeddings are restored.",
+        "note": "Textbook constants, none tuned on this data; the fusion variants re-fuse the "
+        "product's two episode legs (90 each, with their scores) in Python; after the context "
+        "runs the product's embeddings are restored.",
     }
 
 

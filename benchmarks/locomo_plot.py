@@ -6,7 +6,13 @@ from pathlib import Path
 from typing import Any
 
 PRODUCT = ("fused", "vector", "fulltext")
-EXPERIMENTS = ("bm25_fulltext", "fused_bm25", "context_fused_bm25")
+EXPERIMENTS = (
+    "fulltext_ts_rank_cd",
+    "rrf_plain",
+    "combsum_z_no_context",
+    "context_plus_session_boost",
+    "context_fused",
+)
 OBSERVATIONS = ("fused_episodes_and_facts",)
 
 

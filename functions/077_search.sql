@@ -2,22 +2,12 @@
 -- fusion, and answers at the instant asked.  Fact legs read through
 -- facts_at and the graph through edges_at, so as_of/known_at hold for all.
 
--- The question as a full-text OR query: a document need not hold every
--- word of a long question, only the rare ones it shares (ranking sorts the
--- rest).  NULL when the question has no searchable word.
-create or replace function memory_internal.question_tsquery(p_query text)
-  returns tsquery
-  language sql immutable parallel safe
-  as $$
-    select string_agg(quote_literal(l), ' | ')::tsquery
-      from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(p_query, '')))) l
-  $$;
-
--- Reciprocal rank fusion: the one definition.
+-- Reciprocal rank fusion's term: the one definition.  The score fusion
+-- gives a hit of a leg that ranks without a score.
 create or replace function memory_internal.rrf(p_rank integer) returns double precision
   language sql immutable parallel safe
   as $$ select 1.0 / (60 + p_rank) $$;
-comment on function memory_internal.rrf(integer) is 'Reciprocal rank fusion term 1/(60 + rank), rank from 1.';
+comment on function memory_internal.rrf(integer) is 'Reciprocal rank fusion term 1/(60 + rank), rank from 1: the score of a hit from a leg that ranks without scores.';
 
 create or replace function memory.search(
   p_project uuid,
@@ -41,6 +31,7 @@ declare
   v_qnorm text := memory.normalize_text(p_query);
   v_leg text;
   v_ids uuid[];
+  v_scores double precision[];
   v_kind text;
   v_hits jsonb := '[]';
   v_ran text[] := '{}';
@@ -80,18 +71,15 @@ begin
     continue when v_leg in ('episode_fulltext', 'fact_fulltext') and v_tsq is null;
     continue when v_leg in ('entity', 'graph') and coalesce(v_qnorm, '') = '';
     v_ids := null;
+    v_scores := null;
     begin
       case v_leg
       when 'episode_vector' then
         v_kind := 'episode';
-        -- The index picks the candidates (iterative scans may return them
-        -- slightly out of order); ranks are by distance, then id.
-        select array_agg(x.episode_id order by x.d, x.episode_id) into v_ids
-          from (select e.episode_id, e.embedding <=> p_query_embedding as d from memory.episodes e
-                 where e.project_id = p_project and e.embedding is not null
-                   and e.occurred_at <= p_at and e.created_at <= p_known_at
-                 order by e.embedding <=> p_query_embedding
-                 limit v_n) x;
+        select array_agg(x.episode_id order by x.ord), array_agg(x.score order by x.ord)
+          into v_ids, v_scores
+          from memory_internal.search_episode_vector(p_project, p_query_embedding, p_at, p_known_at, v_n)
+               with ordinality x(episode_id, score, ord);
       when 'fact_vector' then
         v_kind := 'fact';
         select array_agg(x.fact_id order by x.d, x.fact_id) into v_ids
@@ -102,13 +90,10 @@ begin
                  limit v_n) x;
       when 'episode_fulltext' then
         v_kind := 'episode';
-        select array_agg(x.episode_id order by x.r desc, x.episode_id) into v_ids
-          from (select e.episode_id, ts_rank_cd(e.content_tsv, v_tsq, 1) as r
-                  from memory.episodes e
-                 where e.project_id = p_project and e.content_tsv @@ v_tsq
-                   and e.occurred_at <= p_at and e.created_at <= p_known_at
-                 order by 2 desc, 1
-                 limit v_n) x;
+        select array_agg(x.episode_id order by x.ord), array_agg(x.score order by x.ord)
+          into v_ids, v_scores
+          from memory_internal.search_episode_fulltext(p_project, p_query, p_at, p_known_at, v_n)
+               with ordinality x(episode_id, score, ord);
       when 'fact_fulltext' then
         v_kind := 'fact';
         select array_agg(x.fact_id order by x.r desc, x.fact_id) into v_ids
@@ -178,7 +163,8 @@ begin
       end case;
       v_ran := v_ran || v_leg;
       v_hits := v_hits || coalesce(
-        (select jsonb_agg(jsonb_build_object('kind', v_kind, 'id', u.id, 'leg', v_leg, 'rank', u.ord))
+        (select jsonb_agg(jsonb_build_object('kind', v_kind, 'id', u.id, 'leg', v_leg, 'rank', u.ord)
+                          || jsonb_strip_nulls(jsonb_build_object('score', v_scores[u.ord])))
            from unnest(v_ids) with ordinality u(id, ord)), '[]');
     exception when others then
       -- A failing leg is reported; the others still answer.
@@ -193,17 +179,51 @@ begin
     raise exception 'every search leg failed: %', v_failed using errcode = 'external_routine_exception';
   end if;
 
+  -- Fusion.  Each leg's scores are put on one scale and summed (CombSUM,
+  -- Fox & Shaw 1994) with equal weights, as nothing here is trained.  The
+  -- scale is the z-score (Montague & Aslam 2001), shifted so that a leg's
+  -- weakest hit scores 0, as does an id the leg did not return; a leg with
+  -- a single hit (or all tied) gives 1.  Unlike reciprocal rank fusion this
+  -- keeps how far apart a leg's scores are, so a weak leg's flat list does
+  -- not dilute a strong leg's clear first.  Legs that rank without a score
+  -- (fact, entity, graph) are scored memory_internal.rrf(rank).
+  -- Then conversation context: the turns that answer a question sit next to
+  -- each other, so every episode passes a share of its score to the turns
+  -- of its session d turns away, halving with each turn (1/2, 1/4, 1/8;
+  -- farther shares, 1/16 and less, are dropped for cost).
   with hits as (
-    select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank
+    select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank,
+           coalesce((h ->> 'score')::float8, memory_internal.rrf((h ->> 'rank')::integer)) as raw
       from jsonb_array_elements(v_hits) h
+  ), normed as (
+    select h.kind, h.id, h.leg, h.rank,
+           coalesce((h.raw - min(h.raw) over w) / nullif(stddev_pop(h.raw) over w, 0), 1) as score
+      from hits h
+    window w as (partition by h.leg)
   ), fused as (
-    select h.kind, h.id, sum(memory_internal.rrf(h.rank)) as score,
-           jsonb_object_agg(h.leg, h.rank) as ranks
-      from hits h group by h.kind, h.id
-      order by 3 desc, 1, 2
-      limit p_k
+    select n.kind, n.id, sum(n.score) as score, jsonb_object_agg(n.leg, n.rank) as ranks
+      from normed n group by n.kind, n.id
+  ), shared as (
+    select e2.episode_id as id, sum(f.score * power(0.5, abs(e2.seq - e1.seq))) as score
+      from fused f
+      join memory.episodes e1 on e1.org_id = v_org and e1.episode_id = f.id
+      join memory.episodes e2 on e2.org_id = v_org and e2.session_id = e1.session_id
+                             and e2.seq between e1.seq - 3 and e1.seq + 3 and e2.seq <> e1.seq
+     where f.kind = 'episode' and e2.project_id = p_project
+       and e2.occurred_at <= p_at and e2.created_at <= p_known_at
+     group by e2.episode_id
+  ), scored as (
+    select u.kind, u.id, sum(u.score) as score,
+           coalesce(jsonb_agg(u.ranks) filter (where u.ranks is not null) -> 0, '{}') as ranks
+      from (select f.kind, f.id, f.score, f.ranks from fused f
+            union all
+            select 'episode', s.id, s.score, null from shared s) u
+     group by u.kind, u.id
   ), numbered as (
-    select f.*, row_number() over (order by f.score desc, f.kind, f.id) as position from fused f
+    select x.kind, x.id, x.score, x.ranks, x.position
+      from (select s.*, row_number() over (order by s.score desc, s.kind, s.id) as position
+              from scored s) x
+     where x.position <= p_k
   )
   select coalesce(jsonb_agg(jsonb_build_object(
            'position', n.position, 'kind', n.kind, 'id', n.id, 'score', round(n.score::numeric, 6),
@@ -236,7 +256,7 @@ begin
 end
 $$;
 comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]) is
-  'Hybrid search in one call: episode and fact vector legs (HNSW), episode and fact full-text legs (OR of the question''s words, ranked by cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by reciprocal rank fusion sum(1/(60+rank)). Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
+  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session. Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
 
 create or replace function memory.search_rows(
   p_project uuid,

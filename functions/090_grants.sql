@@ -33,6 +33,8 @@ grant execute on function
 grant execute on function
   memory_internal.question_tsquery(text),
   memory_internal.rrf(integer),
+  memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer),
+  memory_internal.search_episode_fulltext(uuid, text, timestamptz, timestamptz, integer),
   memory_internal.estimate_tokens(text)
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;

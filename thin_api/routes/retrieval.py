@@ -35,8 +35,9 @@ def search(
     embedder: Embedder,
     metrics: Metrics,
 ) -> Any:
-    """Hybrid search (vector, full-text, entity, graph legs fused by RRF) at `as_of` /
-    `known_at`. A failing leg marks the answer degraded instead of failing it."""
+    """Hybrid search (vector, full-text, entity, graph legs; their normalised scores
+    summed, episodes sharing score with neighbouring turns) at `as_of` / `known_at`.
+    A failing leg marks the answer degraded instead of failing it."""
 
     def params() -> tuple[Any, ...]:
         computed = None if body.query_embedding else embedder.embed(body.query)

@@ -1,0 +1,158 @@
+"""Experiments on the product's episode legs: other fusions and other context sharing.
+
+Each question's two episode legs are read with their scores, straight from the
+functions memory.search calls (memory_internal.search_episode_vector and
+search_episode_fulltext, 90 each), and fused here in Python in several ways, one of
+them the product's own (a check that this re-implementation matches memory.search).
+The previous product full-text leg (ts_rank_cd over the OR of the question's lexemes)
+is measured beside them. Nothing here is fitted to the data: every variant uses the
+textbook form of its method.
+"""
+
+from __future__ import annotations
+
+import statistics
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import psycopg
+
+from benchmarks.locomo_eval import rrf
+
+Conn = psycopg.Connection[Any]
+Scored = list[tuple[uuid.UUID, float]]  # a leg: (episode, score), best first
+Position = tuple[int, int]  # (session number, turn index)
+
+LEGS_SQL = """
+select 'vector', episode_id, score
+  from memory_internal.search_episode_vector(%(p)s, %(v)s::vector, now(), now(), %(n)s)
+union all
+select 'fulltext', episode_id, score
+  from memory_internal.search_episode_fulltext(%(p)s, %(q)s, now(), now(), %(n)s)
+"""
+# The full-text leg before BM25: cover density over the same OR query.
+TS_RANK_CD_SQL = """
+select e.episode_id from memory.episodes e
+ where e.project_id = %(p)s and e.content_tsv @@ memory_internal.question_tsquery(%(q)s)
+ order by ts_rank_cd(e.content_tsv, memory_internal.question_tsquery(%(q)s), 1) desc, 1
+ limit %(n)s
+"""
+
+HALVING = (0.5, 0.25, 0.125)  # the product's shares at 1, 2, 3 turns
+ONE_NEIGHBOUR = (0.5,)
+SESSION_BOOST = 0.5  # share of the best score of a session given to each of its turns
+
+
+def legs(conn: Conn, project: uuid.UUID, query: str, vector: str, n: int) -> dict[str, Scored]:
+    out: dict[str, Scored] = {"vector": [], "fulltext": []}
+    for leg, episode, score in conn.execute(
+        LEGS_SQL, {"p": project, "v": vector, "q": query, "n": n}
+    ).fetchall():
+        out[leg].append((episode, float(score)))
+    conn.commit()
+    return out
+
+
+def ts_rank_cd(conn: Conn, project: uuid.UUID, query: str, n: int) -> list[uuid.UUID]:
+    rows = conn.execute(TS_RANK_CD_SQL, {"p": project, "q": query, "n": n}).fetchall()
+    conn.commit()
+    return [r[0] for r in rows]
+
+
+def shifted_z(leg: Scored) -> dict[uuid.UUID, float]:
+    """memory.search's scale: z-score shifted so the leg's weakest hit is 0; 1 if flat."""
+    if not leg:
+        return {}
+    values = [s for _, s in leg]
+    low, sd = min(values), statistics.pstdev(values)
+    return {i: (s - low) / sd if sd > 0 else 1.0 for i, s in leg}
+
+
+def min_max(leg: Scored) -> dict[uuid.UUID, float]:
+    if not leg:
+        return {}
+    values = [s for _, s in leg]
+    low, high = min(values), max(values)
+    return {i: (s - low) / (high - low) if high > low else 1.0 for i, s in leg}
+
+
+def combsum(
+    lists: Sequence[Scored], norm: Callable[[Scored], dict[uuid.UUID, float]]
+) -> dict[uuid.UUID, float]:
+    total: dict[uuid.UUID, float] = defaultdict(float)
+    for leg in lists:
+        for i, s in norm(leg).items():
+            total[i] += s
+    return dict(total)
+
+
+def share_context(
+    scores: Mapping[uuid.UUID, float],
+    position: Mapping[uuid.UUID, Position],
+    at: Mapping[Position, uuid.UUID],
+    shares: Sequence[float],
+) -> dict[uuid.UUID, float]:
+    """Each episode passes shares[d-1] of its score to the turns d away in its session."""
+    out: dict[uuid.UUID, float] = defaultdict(float, scores)
+    for i, s in scores.items():
+        session, turn = position[i]
+        for d, share in enumerate(shares, start=1):
+            for t in (turn - d, turn + d):
+                if (j := at.get((session, t))) is not None:
+                    out[j] += share * s
+    return dict(out)
+
+
+def session_boost(
+    scores: Mapping[uuid.UUID, float], position: Mapping[uuid.UUID, Position]
+) -> dict[uuid.UUID, float]:
+    """Every turn also gets SESSION_BOOST x the best score in its session."""
+    best: dict[int, float] = defaultdict(float)
+    for i, s in scores.items():
+        best[position[i][0]] = max(best[position[i][0]], s)
+    return {i: s + SESSION_BOOST * best[position[i][0]] for i, s in scores.items()}
+
+
+def ranked(scores: Mapping[uuid.UUID, float]) -> list[uuid.UUID]:
+    return sorted(scores, key=lambda i: (-scores[i], str(i)))
+
+
+def variants(
+    got: dict[str, Scored],
+    position: Mapping[uuid.UUID, Position],
+    at: Mapping[Position, uuid.UUID],
+) -> dict[str, list[uuid.UUID]]:
+    """Every fusion variant's ranking, the product's ('product_fusion_in_python') first."""
+    lists = [got["vector"], got["fulltext"]]
+    z = combsum(lists, shifted_z)
+    product = share_context(z, position, at, HALVING)
+    return {
+        "product_fusion_in_python": ranked(product),
+        "rrf_plain": rrf([[i for i, _ in leg] for leg in lists]),
+        "combsum_z_no_context": ranked(z),
+        "combsum_minmax_with_context": ranked(
+            share_context(combsum(lists, min_max), position, at, HALVING)
+        ),
+        "context_one_neighbour": ranked(share_context(z, position, at, ONE_NEIGHBOUR)),
+        "context_plus_session_boost": ranked(session_boost(product, position)),
+        "fulltext_with_context": ranked(
+            share_context(shifted_z(got["fulltext"]), position, at, HALVING)
+        ),
+    }
+
+
+DESCRIPTIONS = {
+    "fulltext_ts_rank_cd": "the previous product full-text leg: ts_rank_cd (cover density, "
+    "normalisation 1) over the OR of the question's lexemes",
+    "product_fusion_in_python": "the product's fusion re-implemented here (shifted z-score "
+    "CombSUM + halving context shares over 3 turns): should equal `fused`",
+    "rrf_plain": "plain RRF 1/(60+rank) of the product's two episode legs (the fusion before)",
+    "combsum_z_no_context": "the product's CombSUM without the context shares",
+    "combsum_minmax_with_context": "min-max normalisation instead of the shifted z-score",
+    "context_one_neighbour": "context shares to the adjacent turns only (1/2)",
+    "context_plus_session_boost": f"the product's ranking plus {SESSION_BOOST} x the best "
+    "score of the turn's session (rank sessions, boost their turns)",
+    "fulltext_with_context": "the BM25 leg alone with the context shares (no vector leg)",
+}
