@@ -1,4 +1,4 @@
--- 0008_episode_text_stats: BM25 collection statistics for episodes already
+-- 0007_episode_text_stats: BM25 collection statistics for episodes already
 -- stored.  From now on the trigger tg_episodes__text_stats (functions/076)
 -- keeps the counters episodes_ingested and episode_tokens_ingested; this
 -- counts what was ingested before it existed.  The owner reads across orgs

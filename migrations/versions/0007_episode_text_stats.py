@@ -1,21 +1,21 @@
-"""BM25 statistics of episodes stored before their counters: sql/0008_episode_text_stats.sql.
+"""BM25 statistics of episodes stored before their counters: sql/0007_episode_text_stats.sql.
 
-Revision ID: 0008
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 """
 
 from alembic import op
 
 from chronomem.migrate import run_sql_file
 
-revision = "0008"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    run_sql_file(op, "0008_episode_text_stats.sql")
+    run_sql_file(op, "0007_episode_text_stats.sql")
 
 
 def downgrade() -> None:
