@@ -353,6 +353,7 @@ declare
   v_edge_src uuid[] := '{}'; v_edge_tgt uuid[] := '{}'; v_edge_rel text[] := '{}';
   v_inserted integer := 0; v_superseded integer := 0; v_skipped integer := 0;
   v_refused integer := 0; v_invalid integer := 0;
+  v_names text[]; v_found text[]; v_found_ids uuid[]; v_found_canon text[];
   r record;
 begin
   if current_setting('transaction_isolation') <> 'read committed' then
@@ -390,22 +391,49 @@ begin
   v_invalid := cardinality(v_errors);
 
   -- 2. Predicates' shared locks (cardinality cannot change under us), then
-  -- the entities the batch names, created in name order so concurrent
-  -- batches never wait on each other in a cycle.
+  -- the entities the batch names: looked up once, the missing ones created
+  -- in name order so concurrent batches never wait on each other in a
+  -- cycle.
   perform pg_advisory_xact_lock_shared(k)
      from (select distinct memory_internal.predicate_lock_key(p_project, i.predicate) as k
              from unnest(v_items) i order by 1) keys;
-  insert into memory.entities (org_id, project_id, name, normalized_name, entity_type)
-  select v_org, p_project, d.name, d.norm, d.type
-    from (select distinct on (n.norm) n.name, n.norm, n.type
-            from (select i.subject_name, i.subject_norm, i.subject_type, i.idx from unnest(v_items) i
-                  union all
-                  select i.object_name, i.object_norm, i.object_entity_type, i.idx
-                    from unnest(v_items) i where i.object_kind = 'entity') n(name, norm, type, idx)
-           order by n.norm, n.idx) d
-   where memory_internal.find_entity(v_org, p_project, d.norm) is null
-   order by d.norm
-  on conflict (org_id, project_id, normalized_name) do nothing;
+  v_names := array(select i.subject_norm from unnest(v_items) i
+                   union
+                   select i.object_norm from unnest(v_items) i where i.object_kind <> 'literal');
+  select coalesce(array_agg(f.normalized), '{}'), coalesce(array_agg(f.entity_id), '{}'),
+         coalesce(array_agg(f.canonical), '{}')
+    into v_found, v_found_ids, v_found_canon
+    from memory_internal.find_entities(v_org, p_project, v_names) f;
+  with created as (
+    insert into memory.entities (org_id, project_id, name, normalized_name, entity_type)
+    select v_org, p_project, d.name, d.norm, d.type
+      from (select distinct on (n.norm) n.name, n.norm, n.type
+              from (select i.subject_name, i.subject_norm, i.subject_type, i.idx from unnest(v_items) i
+                    union all
+                    select i.object_name, i.object_norm, i.object_entity_type, i.idx
+                      from unnest(v_items) i where i.object_kind = 'entity') n(name, norm, type, idx)
+             order by n.norm, n.idx) d
+     where d.norm <> all (v_found)
+     order by d.norm
+    on conflict (org_id, project_id, normalized_name) do nothing
+    returning normalized_name, entity_id)
+  select v_found || coalesce(array_agg(c.normalized_name), '{}'),
+         v_found_ids || coalesce(array_agg(c.entity_id), '{}'),
+         v_found_canon || coalesce(array_agg(c.normalized_name), '{}')
+    into v_found, v_found_ids, v_found_canon
+    from created c;
+  -- A name a concurrent batch created first (our insert skipped it): its
+  -- row is visible to this new statement.
+  select v_found || coalesce(array_agg(f.normalized), '{}'),
+         v_found_ids || coalesce(array_agg(f.entity_id), '{}'),
+         v_found_canon || coalesce(array_agg(f.canonical), '{}')
+    into v_found, v_found_ids, v_found_canon
+    from memory_internal.find_entities(v_org, p_project, array(
+           select i.subject_norm from unnest(v_items) i
+            where i.subject_norm <> all (v_found)
+           union
+           select i.object_norm from unnest(v_items) i
+            where i.object_kind = 'entity' and i.object_norm <> all (v_found))) f;
 
   -- 3. Resolve identities.  An entity object is keyed by its canonical
   -- name, so an alias or a plain string naming it share one identity.
@@ -425,23 +453,17 @@ begin
     from (select i.idx, i.fact_id, i.subject_name, i.subject_norm, i.subject_type, i.predicate,
                  i.predicate_label, i.object_name, i.object_norm, i.object_kind,
                  i.object_entity_type, i.content, i.content_key, i.confidence, i.valid_from,
-                 i.valid_to, i.source_episode_id, e.subject_id, e.object_entity_id,
-                 coalesce(e.object_name, i.object_norm) as object_key,
-                 case memory_internal.cardinality(v_org, p_project, i.predicate)
-                   when 'one' then '' else coalesce(e.object_name, i.object_norm) end
+                 i.valid_to, i.source_episode_id, s.id as subject_id, o.id as object_entity_id,
+                 coalesce(o.canonical, i.object_norm) as object_key,
+                 case c.cardinality when 'one' then '' else coalesce(o.canonical, i.object_norm) end
                    as identity_object
             from unnest(v_items) i
-           cross join lateral (
-             -- Per-row index lookups (offset 0 keeps the planner from
-             -- hashing the org's entities instead).
-             select hit.subject_id, hit.object_entity_id,
-                    (select n.normalized_name from memory.entities n
-                      where n.org_id = v_org and n.entity_id = hit.object_entity_id) as object_name
-               from (select memory_internal.find_entity(v_org, p_project, i.subject_norm) as subject_id,
-                            case when i.object_kind <> 'literal'
-                                 then memory_internal.find_entity(v_org, p_project, i.object_norm)
-                            end as object_entity_id
-                     offset 0) hit) e) y) x;
+            left join unnest(v_found, v_found_ids) s(norm, id) on s.norm = i.subject_norm
+            left join unnest(v_found, v_found_ids, v_found_canon) o(norm, id, canonical)
+              on i.object_kind <> 'literal' and o.norm = i.object_norm
+            join (select d.predicate, memory_internal.cardinality(v_org, p_project, d.predicate)
+                    from (select distinct i.predicate from unnest(v_items) i) d
+                 ) c(predicate, cardinality) on c.predicate = i.predicate) y) x;
 
   -- 4. Lock every identity of the batch in one fixed order, so concurrent
   -- batches over the same identities queue instead of deadlocking.
