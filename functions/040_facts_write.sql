@@ -53,12 +53,17 @@ begin
                 from (select distinct s, p, o
                         from unnest(p_subjects, p_predicates, p_identity_objects) u(s, p, o)) ids
                cross join lateral (
-                 -- offset 0 keeps this a per-identity index lookup whatever
-                 -- the statistics say.
-                 select x.* from memory_internal.fact_versions(p_project) x
-                  where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
-                    and x.identity_object = ids.o and x.invalid_at is null
-                 offset 0) f
+                 -- offset 0 keeps this a per-identity probe of the identity
+                 -- btree whatever the statistics say; invalid_at is tested
+                 -- outside it, or the planner may probe the exclusion
+                 -- constraint's GiST instead, several times slower and
+                 -- slower still as the project grows.
+                 select y.* from (
+                   select x.* from memory_internal.fact_versions(p_project) x
+                    where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
+                      and x.identity_object = ids.o
+                   offset 0) y
+                  where y.invalid_at is null) f
               union all
               select n.fact_id, n.subject_id, n.predicate, n.identity_object, n.object_entity_id,
                      'empty'::tstzrange, n.valid_from, n.valid_to, null::bigint, true
@@ -498,13 +503,18 @@ begin
         -- arriving later cut the earlier window, and the end state would
         -- depend on arrival order.)  An open-ended claim repeats a stored
         -- one whatever end a contradiction or expiry has given that since.
+        -- (The identity btree finds the versions, invalid_at is tested
+        -- after it: see restitch.)
         left join lateral (
-          select v.fact_id from memory_internal.fact_versions(p_project) v
-           where v.org_id = v_org and v.subject_id = i.subject_id
-             and v.predicate = i.predicate and v.identity_object = i.identity_object
-             and v.invalid_at is null
+          select v.fact_id from (
+            select y.fact_id, y.invalid_at, y.object_key, y.content_key, y.asserted_until
+              from memory_internal.fact_versions(p_project) y
+             where y.org_id = v_org and y.subject_id = i.subject_id
+               and y.predicate = i.predicate and y.identity_object = i.identity_object
+               and y.valid_from = i.valid_from
+            offset 0) v
+           where v.invalid_at is null
              and v.object_key = i.object_key and v.content_key = i.content_key
-             and v.valid_from = i.valid_from
              and (i.valid_to is null or v.asserted_until = i.valid_to)
            limit 1) x on true
        order by i.idx
