@@ -423,7 +423,7 @@ begin
                     select i.object_name, i.object_norm, i.object_entity_type, i.idx
                       from unnest(v_items) i where i.object_kind = 'entity') n(name, norm, type, idx)
              order by n.norm, n.idx) d
-     where d.norm <> all (v_found)
+     where not exists (select from unnest(v_found) f(norm) where f.norm = d.norm)
      order by d.norm
     on conflict (org_id, project_id, normalized_name) do nothing
     returning normalized_name, entity_id)
@@ -433,17 +433,20 @@ begin
     into v_found, v_found_ids, v_found_canon
     from created c;
   -- A name a concurrent batch created first (our insert skipped it): its
-  -- row is visible to this new statement.
-  select v_found || coalesce(array_agg(f.normalized), '{}'),
-         v_found_ids || coalesce(array_agg(f.entity_id), '{}'),
-         v_found_canon || coalesce(array_agg(f.canonical), '{}')
-    into v_found, v_found_ids, v_found_canon
-    from memory_internal.find_entities(v_org, p_project, array(
-           select i.subject_norm from unnest(v_items) i
-            where i.subject_norm <> all (v_found)
-           union
-           select i.object_norm from unnest(v_items) i
-            where i.object_kind = 'entity' and i.object_norm <> all (v_found))) f;
+  -- row is visible to this new statement.  (The names go in as a variable:
+  -- a subquery argument would keep find_entities from being inlined.)
+  v_names := array(select i.subject_norm from unnest(v_items) i
+                   union
+                   select i.object_norm from unnest(v_items) i where i.object_kind = 'entity'
+                   except
+                   select f.norm from unnest(v_found) f(norm));
+  if cardinality(v_names) > 0 then
+    select v_found || coalesce(array_agg(f.normalized), '{}'),
+           v_found_ids || coalesce(array_agg(f.entity_id), '{}'),
+           v_found_canon || coalesce(array_agg(f.canonical), '{}')
+      into v_found, v_found_ids, v_found_canon
+      from memory_internal.find_entities(v_org, p_project, v_names) f;
+  end if;
 
   -- 3. Resolve identities.  An entity object is keyed by its canonical
   -- name, so an alias or a plain string naming it share one identity.
