@@ -24,6 +24,12 @@ create or replace function memory_internal.restitch(
                  old_range tstzrange, new_range tstzrange, closed_by uuid, grew boolean)
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
+  -- Everything here is per-identity and per-row work through indexes,
+  -- including the foreign-key checks the fact INSERT fires (planned once
+  -- per session, inside this function).  A plan made while the project (or
+  -- the install) is still small would otherwise keep scanning whole tables
+  -- as they grow, until autovacuum re-analyzes them.
+  set enable_seqscan = off
 as $$
 declare
   v_ids uuid[]; v_subjects uuid[]; v_predicates text[]; v_objects uuid[];
