@@ -103,6 +103,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[1, 4],
         help="comma-separated writer counts, one scenario each (default: 1,4)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="the two methods alternate, A B then B A, ..., each round running its share of "
+        "--batches, so a machine that gets busier or quieter during the run skews neither "
+        "(default: 2)",
+    )
     parser.add_argument("--seed", type=int, default=20240601, help="workload seed")
     parser.add_argument(
         "--stats",
@@ -381,8 +389,29 @@ class PhaseResult:
     counts: Counter[str]
     mix: Counter[str]
     batches: int
-    first_tenth_s: list[float] = field(default_factory=list)  # per writer, in order
-    last_tenth_s: list[float] = field(default_factory=list)
+    per_writer_s: list[list[float]] = field(default_factory=list)  # each writer's, in order
+    per_round: list[dict[str, float]] = field(default_factory=list)
+
+    def add(self, other: PhaseResult) -> None:
+        """Append a later segment of the same method (the next round)."""
+        self.wall_s += other.wall_s
+        self.latencies_s += other.latencies_s
+        self.counts.update(other.counts)
+        self.mix.update(other.mix)
+        self.batches += other.batches
+        for mine, theirs in zip(self.per_writer_s, other.per_writer_s, strict=True):
+            mine += theirs
+        self.per_round += other.per_round
+
+    def tenths_s(self) -> tuple[list[float], list[float]]:
+        """Each writer's first and last tenth of its timed batches, over all rounds."""
+        first: list[float] = []
+        last: list[float] = []
+        for latencies in self.per_writer_s:
+            tenth = max(1, len(latencies) // 10)
+            first += latencies[:tenth]
+            last += latencies[-tenth:]
+        return first, last
 
 
 def _writer(
@@ -428,13 +457,14 @@ def run_phase(
         wall = perf_counter() - t0
     out = PhaseResult(wall, [], Counter(), Counter(), 0)
     for latencies, counts, mix in results:
-        tenth = max(1, len(latencies) // 10)
-        out.first_tenth_s += latencies[:tenth]
-        out.last_tenth_s += latencies[-tenth:]
+        out.per_writer_s.append(list(latencies))
         out.latencies_s += latencies
         out.counts.update(counts)
         out.mix.update(mix)
         out.batches += len(latencies)
+    out.per_round.append(
+        {"wall_s": round(wall, 3), "facts_per_s": round(out.batches * BATCH_SIZE / wall, 1)}
+    )
     return out
 
 
@@ -479,9 +509,9 @@ def _method_report(phase: PhaseResult, inserted: int) -> dict[str, Any]:
         "batch_latency_ms": latency_ms(phase.latencies_s),
         # Drift: does a batch get slower as the project grows during the phase?
         "mean_latency_ms_first_vs_last_tenth": [
-            round(statistics.fmean(phase.first_tenth_s) * 1000, 2),
-            round(statistics.fmean(phase.last_tenth_s) * 1000, 2),
+            round(statistics.fmean(t) * 1000, 2) for t in phase.tenths_s()
         ],
+        "per_round": phase.per_round,
     }
 
 
@@ -489,18 +519,32 @@ def scenario(
     db: BenchDatabase, org: uuid.UUID, writers: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     tenant = _new_project(db.app, org, f"write-{writers}-writers")
-    work = workload(args.seed, writers, args.warmup + args.batches)
+    work = workload(args.seed, writers, args.warmup + args.batches // args.rounds * args.rounds)
 
     def vacuum() -> None:
         _vacuum(db.owner)
 
     after_warmup = vacuum if args.stats == "fresh" else None
-    print(f"  {writers} writer(s): assert_facts ...", flush=True)
-    vacuum()
-    asserted = run_phase(db.app, work, args.warmup, assert_step(tenant), after_warmup)
-    print(f"  {writers} writer(s): baseline ...", flush=True)
-    vacuum()
-    base = run_phase(db.app, work, args.warmup, baseline_step(tenant), after_warmup)
+    steps = {"assert_facts": assert_step(tenant), "baseline": baseline_step(tenant)}
+    per_round = args.batches // args.rounds
+    done = dict.fromkeys(steps, 0)  # timed batches each method has run so far
+    results: dict[str, PhaseResult] = {}
+    for r in range(args.rounds):
+        order = list(steps) if r % 2 == 0 else list(steps)[::-1]
+        for method in order:
+            # A method's first segment starts with its warm-up.
+            warm = 0 if method in results else args.warmup
+            start = args.warmup + done[method] - warm
+            segment = [w[start : args.warmup + done[method] + per_round] for w in work]
+            print(f"  {writers} writer(s), round {r + 1}: {method} ...", flush=True)
+            vacuum()
+            phase = run_phase(db.app, segment, warm, steps[method], after_warmup if warm else None)
+            done[method] += per_round
+            if method in results:
+                results[method].add(phase)
+            else:
+                results[method] = phase
+    asserted, base = results["assert_facts"], results["baseline"]
 
     expected = {
         "inserted": asserted.mix["new"] + asserted.mix["supersede"],
@@ -523,6 +567,10 @@ def scenario(
         "assert_facts": af,
         "baseline": bl,
         "ratio": round(ratio, 3),
+        "ratio_per_round": [
+            round(a["facts_per_s"] / b["facts_per_s"], 3)
+            for a, b in zip(af["per_round"], bl["per_round"], strict=True)
+        ],
         "consistency": consistency(db.app, tenant),
     }
 
@@ -629,8 +677,9 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         "git": git_info(),
         "settings": {
             "batch_size": BATCH_SIZE,
-            "timed_batches_per_writer": args.batches,
+            "timed_batches_per_writer": args.batches // args.rounds * args.rounds,
             "warmup_batches_per_writer": args.warmup,
+            "rounds": args.rounds,
             "writers": args.writers,
             "seed": args.seed,
             "stats": args.stats,
@@ -648,10 +697,13 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
             "supersedes), ~20% an earlier current fact re-sent verbatim (skipped). Each "
             "identity occurs once per batch. Writers are threads, each with its own "
             "connection as chronomem_app; each batch is one transaction (use_org + "
-            "assert_facts). Warm-up batches run first and are not timed; all writers then "
-            "start together and the phase ends when the last one finishes. Before each "
-            "phase the tables written are VACUUM ANALYZEd; with stats=fresh also after the "
-            "warm-up (same for both methods)."
+            "assert_facts). The timed batches are split into rounds in which the two "
+            "methods alternate (A B, then B A, ...), each method continuing its own batch "
+            "sequence, so load from elsewhere on the machine skews neither. A method's first "
+            "segment starts with its warm-up batches (not timed); in each segment all writers "
+            "start together and it ends when the last one finishes. Before each segment the "
+            "tables written are VACUUM ANALYZEd; with stats=fresh also after the warm-up "
+            "(same for both methods)."
         ),
         "baseline": baseline_description(table),
         "goal": {"ratio_min": GOAL_MIN, "ratio_target": GOAL_TARGET},

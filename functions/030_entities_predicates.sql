@@ -1,18 +1,37 @@
 -- Entity resolution (exact on the normalized name or an alias, never fuzzy)
 -- and predicate cardinality.
 
--- The entity a name resolves to in a project: its own normalized name
--- first, then an alias.  NULL when there is none.
+-- The entities names resolve to in a project: for each distinct name, its
+-- entity by own normalized name first, then by alias, with the entity's
+-- canonical (normalized) name.  Names that resolve to nothing are left
+-- out.  One index probe per name (lateral + limit), never a scan of the
+-- project's entities, however the statistics look.
+create or replace function memory_internal.find_entities(
+  p_org uuid, p_project uuid, p_normalized text[])
+  returns table (normalized text, entity_id uuid, canonical text)
+  language sql stable
+  as $$
+    select n.norm, r.entity_id, r.normalized_name
+      from (select distinct u.norm from unnest(p_normalized) u(norm) where u.norm is not null) n
+     cross join lateral (
+       select e.entity_id, e.normalized_name, 1 as pref from memory.entities e
+        where e.org_id = p_org and e.project_id = p_project and e.normalized_name = n.norm
+       union all
+       select e.entity_id, e.normalized_name, 2 from memory.entity_aliases a
+         join memory.entities e on e.org_id = a.org_id and e.entity_id = a.entity_id
+        where a.org_id = p_org and a.project_id = p_project and a.normalized_alias = n.norm
+       order by 3
+       limit 1) r
+  $$;
+
+-- The entity one name resolves to (see find_entities).  NULL when there is
+-- none.
 create or replace function memory_internal.find_entity(
   p_org uuid, p_project uuid, p_normalized text)
   returns uuid
   language sql stable
   as $$
-    select coalesce(
-      (select e.entity_id from memory.entities e
-        where e.org_id = p_org and e.project_id = p_project and e.normalized_name = p_normalized),
-      (select a.entity_id from memory.entity_aliases a
-        where a.org_id = p_org and a.project_id = p_project and a.normalized_alias = p_normalized))
+    select f.entity_id from memory_internal.find_entities(p_org, p_project, array[p_normalized]) f
   $$;
 
 -- Find or create.  Safe under concurrency: a concurrent creator of the same

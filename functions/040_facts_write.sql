@@ -24,6 +24,12 @@ create or replace function memory_internal.restitch(
                  old_range tstzrange, new_range tstzrange, closed_by uuid, grew boolean)
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
+  -- Everything here is per-identity and per-row work through indexes,
+  -- including the foreign-key checks the fact INSERT fires (planned once
+  -- per session, inside this function).  A plan made while the project (or
+  -- the install) is still small would otherwise keep scanning whole tables
+  -- as they grow, until autovacuum re-analyzes them.
+  set enable_seqscan = off
 as $$
 declare
   v_ids uuid[]; v_subjects uuid[]; v_predicates text[]; v_objects uuid[];
@@ -53,12 +59,17 @@ begin
                 from (select distinct s, p, o
                         from unnest(p_subjects, p_predicates, p_identity_objects) u(s, p, o)) ids
                cross join lateral (
-                 -- offset 0 keeps this a per-identity index lookup whatever
-                 -- the statistics say.
-                 select x.* from memory_internal.fact_versions(p_project) x
-                  where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
-                    and x.identity_object = ids.o and x.invalid_at is null
-                 offset 0) f
+                 -- offset 0 keeps this a per-identity probe of the identity
+                 -- btree whatever the statistics say; invalid_at is tested
+                 -- outside it, or the planner may probe the exclusion
+                 -- constraint's GiST instead, several times slower and
+                 -- slower still as the project grows.
+                 select y.* from (
+                   select x.* from memory_internal.fact_versions(p_project) x
+                    where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
+                      and x.identity_object = ids.o
+                   offset 0) y
+                  where y.invalid_at is null) f
               union all
               select n.fact_id, n.subject_id, n.predicate, n.identity_object, n.object_entity_id,
                      'empty'::tstzrange, n.valid_from, n.valid_to, null::bigint, true
@@ -179,9 +190,13 @@ comment on function memory_internal.sync_edges(uuid, uuid, uuid[], uuid[], text[
 create or replace function memory_internal.identities_floor(
   p_org uuid, p_project uuid, p_subjects uuid[], p_predicates text[], p_identity_objects text[])
   returns timestamptz
-  language sql stable
+  -- plpgsql, not sql: its plan is cached per session instead of planned per
+  -- call (planning this query cost twice as much as running it).
+  language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
-  as $$
+as $$
+begin
+  return (
     with ids as (
       select distinct s, p, o from unnest(p_subjects, p_predicates, p_identity_objects) u(s, p, o)
     )
@@ -198,8 +213,9 @@ create or replace function memory_internal.identities_floor(
            select y.recorded_at, y.expired_at from memory.edges y
             where y.org_id = p_org and y.project_id = p_project and y.source_id = ids.s
               and y.relation = ids.p
-           offset 0) e))
-  $$;
+           offset 0) e)));
+end
+$$;
 
 -- One error for one fact of a batch: reported, never raised.
 create or replace function memory_internal.fact_error(p_idx integer, p_field text, p_message text)
@@ -353,6 +369,7 @@ declare
   v_edge_src uuid[] := '{}'; v_edge_tgt uuid[] := '{}'; v_edge_rel text[] := '{}';
   v_inserted integer := 0; v_superseded integer := 0; v_skipped integer := 0;
   v_refused integer := 0; v_invalid integer := 0;
+  v_names text[]; v_found text[]; v_found_ids uuid[]; v_found_canon text[];
   r record;
 begin
   if current_setting('transaction_isolation') <> 'read committed' then
@@ -390,22 +407,52 @@ begin
   v_invalid := cardinality(v_errors);
 
   -- 2. Predicates' shared locks (cardinality cannot change under us), then
-  -- the entities the batch names, created in name order so concurrent
-  -- batches never wait on each other in a cycle.
+  -- the entities the batch names: looked up once, the missing ones created
+  -- in name order so concurrent batches never wait on each other in a
+  -- cycle.
   perform pg_advisory_xact_lock_shared(k)
      from (select distinct memory_internal.predicate_lock_key(p_project, i.predicate) as k
              from unnest(v_items) i order by 1) keys;
-  insert into memory.entities (org_id, project_id, name, normalized_name, entity_type)
-  select v_org, p_project, d.name, d.norm, d.type
-    from (select distinct on (n.norm) n.name, n.norm, n.type
-            from (select i.subject_name, i.subject_norm, i.subject_type, i.idx from unnest(v_items) i
-                  union all
-                  select i.object_name, i.object_norm, i.object_entity_type, i.idx
-                    from unnest(v_items) i where i.object_kind = 'entity') n(name, norm, type, idx)
-           order by n.norm, n.idx) d
-   where memory_internal.find_entity(v_org, p_project, d.norm) is null
-   order by d.norm
-  on conflict (org_id, project_id, normalized_name) do nothing;
+  v_names := array(select i.subject_norm from unnest(v_items) i
+                   union
+                   select i.object_norm from unnest(v_items) i where i.object_kind <> 'literal');
+  select coalesce(array_agg(f.normalized), '{}'), coalesce(array_agg(f.entity_id), '{}'),
+         coalesce(array_agg(f.canonical), '{}')
+    into v_found, v_found_ids, v_found_canon
+    from memory_internal.find_entities(v_org, p_project, v_names) f;
+  with created as (
+    insert into memory.entities (org_id, project_id, name, normalized_name, entity_type)
+    select v_org, p_project, d.name, d.norm, d.type
+      from (select distinct on (n.norm) n.name, n.norm, n.type
+              from (select i.subject_name, i.subject_norm, i.subject_type, i.idx from unnest(v_items) i
+                    union all
+                    select i.object_name, i.object_norm, i.object_entity_type, i.idx
+                      from unnest(v_items) i where i.object_kind = 'entity') n(name, norm, type, idx)
+             order by n.norm, n.idx) d
+     where not exists (select from unnest(v_found) f(norm) where f.norm = d.norm)
+     order by d.norm
+    on conflict (org_id, project_id, normalized_name) do nothing
+    returning normalized_name, entity_id)
+  select v_found || coalesce(array_agg(c.normalized_name), '{}'),
+         v_found_ids || coalesce(array_agg(c.entity_id), '{}'),
+         v_found_canon || coalesce(array_agg(c.normalized_name), '{}')
+    into v_found, v_found_ids, v_found_canon
+    from created c;
+  -- A name a concurrent batch created first (our insert skipped it): its
+  -- row is visible to this new statement.  (The names go in as a variable:
+  -- a subquery argument would keep find_entities from being inlined.)
+  v_names := array(select i.subject_norm from unnest(v_items) i
+                   union
+                   select i.object_norm from unnest(v_items) i where i.object_kind = 'entity'
+                   except
+                   select f.norm from unnest(v_found) f(norm));
+  if cardinality(v_names) > 0 then
+    select v_found || coalesce(array_agg(f.normalized), '{}'),
+           v_found_ids || coalesce(array_agg(f.entity_id), '{}'),
+           v_found_canon || coalesce(array_agg(f.canonical), '{}')
+      into v_found, v_found_ids, v_found_canon
+      from memory_internal.find_entities(v_org, p_project, v_names) f;
+  end if;
 
   -- 3. Resolve identities.  An entity object is keyed by its canonical
   -- name, so an alias or a plain string naming it share one identity.
@@ -425,23 +472,18 @@ begin
     from (select i.idx, i.fact_id, i.subject_name, i.subject_norm, i.subject_type, i.predicate,
                  i.predicate_label, i.object_name, i.object_norm, i.object_kind,
                  i.object_entity_type, i.content, i.content_key, i.confidence, i.valid_from,
-                 i.valid_to, i.source_episode_id, e.subject_id, e.object_entity_id,
-                 coalesce(e.object_name, i.object_norm) as object_key,
-                 case memory_internal.cardinality(v_org, p_project, i.predicate)
-                   when 'one' then '' else coalesce(e.object_name, i.object_norm) end
+                 i.valid_to, i.source_episode_id, s.id as subject_id, o.id as object_entity_id,
+                 coalesce(o.canonical, i.object_norm) as object_key,
+                 case c.cardinality when 'one' then '' else coalesce(o.canonical, i.object_norm) end
                    as identity_object
             from unnest(v_items) i
-           cross join lateral (
-             -- Per-row index lookups (offset 0 keeps the planner from
-             -- hashing the org's entities instead).
-             select hit.subject_id, hit.object_entity_id,
-                    (select n.normalized_name from memory.entities n
-                      where n.org_id = v_org and n.entity_id = hit.object_entity_id) as object_name
-               from (select memory_internal.find_entity(v_org, p_project, i.subject_norm) as subject_id,
-                            case when i.object_kind <> 'literal'
-                                 then memory_internal.find_entity(v_org, p_project, i.object_norm)
-                            end as object_entity_id
-                     offset 0) hit) e) y) x;
+            left join unnest(v_found, v_found_ids) s(norm, id) on s.norm = i.subject_norm
+            left join unnest(v_found, v_found_ids, v_found_canon) o(norm, id, canonical)
+              on i.object_kind <> 'literal' and o.norm = i.object_norm
+            -- offset 0: one cardinality lookup per predicate, not per fact.
+            join (select d.predicate, memory_internal.cardinality(v_org, p_project, d.predicate)
+                    from (select distinct i.predicate from unnest(v_items) i) d
+                  offset 0) c(predicate, cardinality) on c.predicate = i.predicate) y) x;
 
   -- 4. Lock every identity of the batch in one fixed order, so concurrent
   -- batches over the same identities queue instead of deadlocking.
@@ -476,13 +518,18 @@ begin
         -- arriving later cut the earlier window, and the end state would
         -- depend on arrival order.)  An open-ended claim repeats a stored
         -- one whatever end a contradiction or expiry has given that since.
+        -- (The identity btree finds the versions, invalid_at is tested
+        -- after it: see restitch.)
         left join lateral (
-          select v.fact_id from memory_internal.fact_versions(p_project) v
-           where v.org_id = v_org and v.subject_id = i.subject_id
-             and v.predicate = i.predicate and v.identity_object = i.identity_object
-             and v.invalid_at is null
+          select v.fact_id from (
+            select y.fact_id, y.invalid_at, y.object_key, y.content_key, y.asserted_until
+              from memory_internal.fact_versions(p_project) y
+             where y.org_id = v_org and y.subject_id = i.subject_id
+               and y.predicate = i.predicate and y.identity_object = i.identity_object
+               and y.valid_from = i.valid_from
+            offset 0) v
+           where v.invalid_at is null
              and v.object_key = i.object_key and v.content_key = i.content_key
-             and v.valid_from = i.valid_from
              and (i.valid_to is null or v.asserted_until = i.valid_to)
            limit 1) x on true
        order by i.idx
