@@ -13,6 +13,46 @@ create or replace function memory_internal.question_tsquery(p_query text)
       from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(p_query, '')))) l
   $$;
 
+-- The match side of a full-text leg: the question's rarer lexemes, so a
+-- question with a common word does not fetch and rank a large share of the
+-- table.  Lexemes are taken rarest first while the rows they are expected to
+-- match (ANALYZE's most-common-elements statistic of p_table.p_column times
+-- its row count; a lexeme not in that list counts as rare) stay within
+-- p_max_rows; the rarest is always taken.  Small tables and tables without
+-- statistics keep every word.  The caller ranks with the whole question, so
+-- the common words still order the candidates.  NULL when the question has
+-- no searchable word.
+create or replace function memory_internal.selective_tsquery(
+  p_query text, p_table regclass, p_column name, p_max_rows real default 2000)
+  returns tsquery
+  language sql stable parallel safe
+  as $$
+    with stats as (
+      select e.lexeme, e.share * greatest(c.reltuples, 0) as expected
+        from pg_catalog.pg_stats st
+        join pg_catalog.pg_class c on c.relname = st.tablename
+        join pg_catalog.pg_namespace ns on ns.oid = c.relnamespace and ns.nspname = st.schemaname
+        cross join lateral unnest(st.most_common_elems::text::text[],
+                                  st.most_common_elem_freqs) e(lexeme, share)
+       where c.oid = p_table and st.attname = p_column
+    ), lexemes as (
+      select l.lexeme, coalesce(s.expected, 0) as expected
+        from unnest(tsvector_to_array(
+               to_tsvector('english'::regconfig, coalesce(p_query, '')))) l(lexeme)
+        left join stats s on s.lexeme = l.lexeme
+    ), ranked as (
+      select x.lexeme,
+             sum(x.expected) over (order by x.expected, x.lexeme) as running,
+             row_number() over (order by x.expected, x.lexeme) as n
+        from lexemes x
+    )
+    select string_agg(quote_literal(r.lexeme), ' | ')
+             filter (where r.n = 1 or r.running <= p_max_rows)::tsquery
+      from ranked r
+  $$;
+comment on function memory_internal.selective_tsquery(text, regclass, name, real) is
+  'The candidate-matching side of a full-text leg: the OR of the question''s rarest lexemes (by ANALYZE''s statistics of p_table.p_column) whose expected matches stay within p_max_rows; the rarest always.';
+
 -- Reciprocal rank fusion: the one definition.
 create or replace function memory_internal.rrf(p_rank integer) returns double precision
   language sql immutable parallel safe
@@ -30,6 +70,10 @@ create or replace function memory.search(
   returns jsonb
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
+  -- Every leg is an indexed lookup of a few hundred rows at most, but the
+  -- planner's row guesses behind RLS and facts_at can cross jit_above_cost:
+  -- compiling then costs more than the whole search.
+  set jit = off
 as $$
 declare
   c_all_legs constant text[] := array['episode_vector', 'fact_vector', 'episode_fulltext',
@@ -46,6 +90,12 @@ declare
   v_ran text[] := '{}';
   v_failed jsonb := '[]';
   v_seeds uuid[] := '{}';
+  v_reached uuid[];
+  v_frontier uuid[];
+  v_next uuid[];
+  v_inner uuid[] := '{}';
+  v_level uuid[];
+  v_depth integer;
   v_results jsonb;
   v_prev_scan text;
 begin
@@ -111,22 +161,52 @@ begin
                  limit v_n) x;
       when 'fact_fulltext' then
         v_kind := 'fact';
+        -- Candidates match the question's selective words (GIN), ranked by
+        -- all of them with the stored vector.
         select array_agg(x.fact_id order by x.r desc, x.fact_id) into v_ids
-          from (select f.fact_id,
-                       ts_rank_cd(to_tsvector('english'::regconfig, f.content), v_tsq, 1) as r
+          from (select f.fact_id, ts_rank_cd(f.content_tsv, v_tsq, 1) as r
                   from memory.facts_at(p_project, p_at, p_known_at) f
-                 where to_tsvector('english'::regconfig, f.content) @@ v_tsq
+                 where f.content_tsv @@ memory_internal.selective_tsquery(
+                         p_query, 'memory.facts'::regclass, 'content_tsv')
                  order by 2 desc, 1
                  limit v_n) x;
       when 'entity' then
         v_kind := 'entity';
         -- An entity whose name (or alias) occurs in the question, whole
-        -- words first, then by trigram word similarity.
+        -- words first, then by trigram word similarity.  Candidates come
+        -- from indexes, not a scan of the project's names: the question's
+        -- word n-grams (up to four words) looked up exactly (btree) and by
+        -- trigram similarity (GIN); each is then held to the rule.
+        with words as (
+          select u.word, u.i from unnest(string_to_array(v_qnorm, ' ')) with ordinality u(word, i)
+        ), grams as (
+          select distinct string_agg(b.word, ' ' order by b.i) as gram
+            from words a cross join generate_series(0, 3) l(len)
+            join words b on b.i between a.i and a.i + l.len
+           group by a.i, l.len
+        ), candidates as (
+          select n.entity_id from memory.entities n
+           where n.org_id = v_org and n.project_id = p_project
+             and n.normalized_name = any (select g.gram from grams g)
+          union
+          select a.entity_id from memory.entity_aliases a
+           where a.org_id = v_org and a.project_id = p_project
+             and a.normalized_alias = any (select g.gram from grams g)
+          union
+          select n.entity_id from grams g
+            join memory.entities n on n.normalized_name % g.gram
+           where n.org_id = v_org and n.project_id = p_project
+          union
+          select a.entity_id from grams g
+            join memory.entity_aliases a on a.normalized_alias % g.gram
+           where a.org_id = v_org and a.project_id = p_project
+        )
         select array_agg(x.entity_id order by x.exact desc, x.sim desc, x.entity_id) into v_ids
           from (select n.entity_id,
                        max((strpos(' ' || v_qnorm || ' ', ' ' || m.name || ' ') > 0)::int) as exact,
                        max(word_similarity(m.name, v_qnorm)) as sim
-                  from memory.entities n
+                  from candidates c
+                  join memory.entities n on n.org_id = v_org and n.entity_id = c.entity_id
                   cross join lateral (
                     select n.normalized_name as name
                     union all
@@ -150,31 +230,48 @@ begin
                      and strpos(' ' || v_qnorm || ' ', ' ' || n.normalized_name || ' ') > 0
                    order by n.entity_id limit 5) n;
         end if;
-        with recursive g as (
-          select e.source_id, e.target_id, e.relation from memory.edges_at(p_project, p_at, p_known_at) e
-        ), walk (entity_id, depth) as (
-          select s, 0 from unnest(v_seeds) s
-          union
-          select case when g.source_id = w.entity_id then g.target_id else g.source_id end, w.depth + 1
-            from walk w join g on w.entity_id in (g.source_id, g.target_id)
-           where w.depth < 2
-        ), reached as (
-          select w.entity_id, min(w.depth) as depth from walk w group by 1
-        ), walked as (
-          select g.source_id, g.target_id, g.relation,
-                 least(rs.depth, rt.depth) as depth
-            from g
-            join reached rs on rs.entity_id = g.source_id
-            join reached rt on rt.entity_id = g.target_id
-        )
-        select array_agg(x.fact_id order by x.depth, x.valid_from desc, x.fact_id) into v_ids
-          from (select f.fact_id, min(wk.depth) as depth, min(f.valid_from) as valid_from
-                  from memory.facts_at(p_project, p_at, p_known_at) f
-                  join walked wk on wk.source_id = f.subject_id and wk.target_id = f.object_entity_id
-                                and wk.relation = f.predicate
-                 group by f.fact_id
-                 order by 2, 3 desc, 1
-                 limit v_n) x;
+        -- One indexed lookup per hop (edges by source or by target) instead
+        -- of walking every edge of the project.  An edge's depth is the
+        -- smaller depth of its two ends, so the edges at a seed come first
+        -- (depth 0), then those at the seeds' neighbours (1), then those
+        -- between two entities two hops out (2); a deeper level is read
+        -- only while the shallower ones hold fewer than v_n facts.
+        v_ids := '{}';
+        v_reached := v_seeds;
+        v_frontier := v_seeds;
+        for v_depth in 0 .. 2 loop
+          exit when cardinality(v_frontier) = 0 or cardinality(v_ids) >= v_n;
+          -- Edges at the frontier whose other end is reached (at depth 2,
+          -- both ends at depth 2: every edge at a nearer entity was
+          -- taken at that entity's depth).
+          with lvl as materialized (
+            select e.source_id, e.target_id, e.relation
+              from memory.edges_at(p_project, p_at, p_known_at) e
+             where (e.source_id = any (v_frontier) or e.target_id = any (v_frontier))
+               and (v_depth < 2 or (e.source_id = any (v_frontier) and e.target_id = any (v_frontier)))
+               and not (e.source_id = any (v_inner) or e.target_id = any (v_inner))
+          ), hits as (
+            select distinct f.fact_id, f.valid_from
+              from lvl
+              join memory.facts_at(p_project, p_at, p_known_at) f
+                on f.subject_id = lvl.source_id and f.object_entity_id = lvl.target_id
+               and f.predicate = lvl.relation
+          )
+          select (select coalesce(array_agg(h.fact_id order by h.valid_from desc, h.fact_id), '{}')
+                    from hits h),
+                 (select coalesce(array_agg(distinct o.other), '{}')
+                    from lvl cross join lateral (
+                      select case when lvl.source_id = any (v_frontier) then lvl.target_id
+                                  else lvl.source_id end) o(other)
+                   where not o.other = any (v_reached))
+            into v_level, v_next;
+          v_ids := v_ids || array(select u.id from unnest(v_level) with ordinality u(id, o)
+                                   where not u.id = any (v_ids) order by u.o);
+          v_inner := v_inner || v_frontier;
+          v_frontier := v_next;
+          v_reached := v_reached || v_next;
+        end loop;
+        v_ids := v_ids[1:v_n];
       end case;
       v_ran := v_ran || v_leg;
       v_hits := v_hits || coalesce(
