@@ -13,46 +13,6 @@ create or replace function memory_internal.question_tsquery(p_query text)
       from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(p_query, '')))) l
   $$;
 
--- The match side of a full-text leg: the question's rarer lexemes, so a
--- question with a common word does not fetch and rank a large share of the
--- table.  Lexemes are taken rarest first while the rows they are expected to
--- match (ANALYZE's most-common-elements statistic of p_table.p_column times
--- its row count; a lexeme not in that list counts as rare) stay within
--- p_max_rows; the rarest is always taken.  Small tables and tables without
--- statistics keep every word.  The caller ranks with the whole question, so
--- the common words still order the candidates.  NULL when the question has
--- no searchable word.
-create or replace function memory_internal.selective_tsquery(
-  p_query text, p_table regclass, p_column name, p_max_rows real default 2000)
-  returns tsquery
-  language sql stable parallel safe
-  as $$
-    with stats as (
-      select e.lexeme, e.share * greatest(c.reltuples, 0) as expected
-        from pg_catalog.pg_stats st
-        join pg_catalog.pg_class c on c.relname = st.tablename
-        join pg_catalog.pg_namespace ns on ns.oid = c.relnamespace and ns.nspname = st.schemaname
-        cross join lateral unnest(st.most_common_elems::text::text[],
-                                  st.most_common_elem_freqs) e(lexeme, share)
-       where c.oid = p_table and st.attname = p_column
-    ), lexemes as (
-      select l.lexeme, coalesce(s.expected, 0) as expected
-        from unnest(tsvector_to_array(
-               to_tsvector('english'::regconfig, coalesce(p_query, '')))) l(lexeme)
-        left join stats s on s.lexeme = l.lexeme
-    ), ranked as (
-      select x.lexeme,
-             sum(x.expected) over (order by x.expected, x.lexeme) as running,
-             row_number() over (order by x.expected, x.lexeme) as n
-        from lexemes x
-    )
-    select string_agg(quote_literal(r.lexeme), ' | ')
-             filter (where r.n = 1 or r.running <= p_max_rows)::tsquery
-      from ranked r
-  $$;
-comment on function memory_internal.selective_tsquery(text, regclass, name, real) is
-  'The candidate-matching side of a full-text leg: the OR of the question''s rarest lexemes (by ANALYZE''s statistics of p_table.p_column) whose expected matches stay within p_max_rows; the rarest always.';
-
 -- Reciprocal rank fusion: the one definition.
 create or replace function memory_internal.rrf(p_rank integer) returns double precision
   language sql immutable parallel safe
@@ -161,59 +121,36 @@ begin
                  limit v_n) x;
       when 'fact_fulltext' then
         v_kind := 'fact';
-        -- Candidates match the question's selective words (GIN), ranked by
-        -- all of them with the stored vector.
+        -- Ranked with the stored vector (recomputing to_tsvector for every
+        -- candidate dominated this leg).  No index serves the match: under
+        -- forced RLS a non-leakproof operator such as @@ is evaluated after
+        -- the policy, never as an index condition.
         select array_agg(x.fact_id order by x.r desc, x.fact_id) into v_ids
           from (select f.fact_id, ts_rank_cd(f.content_tsv, v_tsq, 1) as r
                   from memory.facts_at(p_project, p_at, p_known_at) f
-                 where f.content_tsv @@ memory_internal.selective_tsquery(
-                         p_query, 'memory.facts'::regclass, 'content_tsv')
+                 where f.content_tsv @@ v_tsq
                  order by 2 desc, 1
                  limit v_n) x;
       when 'entity' then
         v_kind := 'entity';
         -- An entity whose name (or alias) occurs in the question, whole
-        -- words first, then by trigram word similarity.  Candidates come
-        -- from indexes, not a scan of the project's names: the question's
-        -- word n-grams (up to four words) looked up exactly (btree) and by
-        -- trigram similarity (GIN); each is then held to the rule.
-        with words as (
-          select u.word, u.i from unnest(string_to_array(v_qnorm, ' ')) with ordinality u(word, i)
-        ), grams as (
-          select distinct string_agg(b.word, ' ' order by b.i) as gram
-            from words a cross join generate_series(0, 3) l(len)
-            join words b on b.i between a.i and a.i + l.len
-           group by a.i, l.len
-        ), candidates as (
-          select n.entity_id from memory.entities n
-           where n.org_id = v_org and n.project_id = p_project
-             and n.normalized_name = any (select g.gram from grams g)
-          union
-          select a.entity_id from memory.entity_aliases a
-           where a.org_id = v_org and a.project_id = p_project
-             and a.normalized_alias = any (select g.gram from grams g)
-          union
-          select n.entity_id from grams g
-            join memory.entities n on n.normalized_name % g.gram
-           where n.org_id = v_org and n.project_id = p_project
-          union
-          select a.entity_id from grams g
-            join memory.entity_aliases a on a.normalized_alias % g.gram
-           where a.org_id = v_org and a.project_id = p_project
-        )
+        -- words first, then by trigram word similarity.  One pass over the
+        -- project's names and one over its aliases (not an alias lookup per
+        -- entity); the trigram index cannot serve <% under forced RLS (the
+        -- operator is not leakproof).
         select array_agg(x.entity_id order by x.exact desc, x.sim desc, x.entity_id) into v_ids
           from (select n.entity_id,
                        max((strpos(' ' || v_qnorm || ' ', ' ' || m.name || ' ') > 0)::int) as exact,
                        max(word_similarity(m.name, v_qnorm)) as sim
-                  from candidates c
-                  join memory.entities n on n.org_id = v_org and n.entity_id = c.entity_id
-                  cross join lateral (
-                    select n.normalized_name as name
-                    union all
-                    select a.normalized_alias from memory.entity_aliases a
-                     where a.org_id = n.org_id and a.entity_id = n.entity_id) m
-                 where n.project_id = p_project and n.created_at <= p_known_at
-                   and m.name <% v_qnorm
+                  from (select n.org_id, n.entity_id, n.normalized_name as name
+                          from memory.entities n
+                         where n.project_id = p_project
+                        union all
+                        select a.org_id, a.entity_id, a.normalized_alias
+                          from memory.entity_aliases a
+                         where a.project_id = p_project) m
+                  join memory.entities n on n.org_id = m.org_id and n.entity_id = m.entity_id
+                 where n.created_at <= p_known_at and m.name <% v_qnorm
                  group by n.entity_id
                  order by 2 desc, 3 desc, 1
                  limit v_n) x;

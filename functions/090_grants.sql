@@ -36,8 +36,6 @@ grant execute on function
   memory_internal.estimate_tokens(text)
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
-grant execute on function memory_internal.selective_tsquery(text, regclass, name, real)
-  to chronomem_app, chronomem_analyst;
 
 -- Writers: the app role only.  These are security definer: they write as
 -- the owner, under the same forced row-level security.

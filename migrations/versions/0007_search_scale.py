@@ -1,4 +1,4 @@
-"""Search at scale: facts.content_tsv and its GIN index: sql/0007_search_scale.sql.
+"""Search at scale: stored facts.content_tsv: sql/0007_search_scale.sql.
 
 Revision ID: 0007
 Revises: 0005
