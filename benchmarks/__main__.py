@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     started = time.perf_counter()
     print(f"benchmark {args.benchmark}: preparing the database", flush=True)
-    with bench_database(args.database_url, keep=args.keep_database) as db:
+    reuse = bool(getattr(args, "reuse", False))  # a benchmark's own option (search)
+    with bench_database(args.database_url, keep=args.keep_database, reuse=reuse) as db:
         path = _load(args.benchmark).run(args, db)
     print(f"wrote {path} in {time.perf_counter() - started:.0f} s", flush=True)
     return 0

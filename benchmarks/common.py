@@ -59,18 +59,23 @@ def _drop_database(superuser_dsn: str) -> None:
 
 
 @contextmanager
-def bench_database(database_url: str | None, keep: bool = False) -> Iterator[BenchDatabase]:
+def bench_database(
+    database_url: str | None, keep: bool = False, reuse: bool = False
+) -> Iterator[BenchDatabase]:
     """A freshly bootstrapped and migrated `chronomem_bench`, dropped afterwards (unless
     `keep`, with a --database-url server: then it stays for EXPLAIN and psql until the
-    next run replaces it).
+    next run replaces it).  `reuse` (with --database-url) keeps it before and after: an
+    existing one is migrated, not replaced, and the benchmark decides what to reuse.
 
     Set up exactly as `chronomem up` does (bootstrap as superuser, migrate as owner).
     Passwords, where the server asks for them, come from CHRONOMEM_OWNER_PASSWORD and
     CHRONOMEM_APP_PASSWORD like everywhere else.
     """
     settings = Settings.from_env()
+    reuse = reuse and database_url is not None
     with _server(database_url) as (superuser, kind):
-        _drop_database(superuser)  # a leftover from an interrupted run
+        if not reuse:
+            _drop_database(superuser)  # a leftover from an interrupted run
         owner = bootstrap(superuser, BENCH_DB, settings.owner_password)
         try:
             migrate(owner)
@@ -82,7 +87,7 @@ def bench_database(database_url: str | None, keep: bool = False) -> Iterator[Ben
                 server=kind,
             )
         finally:
-            if not (keep and kind == "database_url"):
+            if not ((keep or reuse) and kind == "database_url"):
                 _drop_database(superuser)
 
 

@@ -4,7 +4,8 @@ synthetic memory loaded through the product's write path.
 Several projects share one database (one of them holds most rows), facts have
 histories several versions deep (cardinality-one predicates superseded in world
 time), episodes come in through ingest, embeddings (clustered random vectors) through
-store_embeddings. After VACUUM ANALYZE, every workload runs `--queries` times in one
+store_embeddings (with the HNSW indexes dropped, then built once, timed). After VACUUM
+ANALYZE, every workload runs `--queries` times in one
 shuffled sequence per project, so all see the same server state.
 """
 
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import uuid
 import zlib
 from pathlib import Path
 from time import perf_counter
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from benchmarks.common import (
     BenchDatabase,
@@ -32,7 +35,6 @@ from benchmarks.search_measure import (
     Query,
     by_statement,
     explain_nested,
-    reindex,
     result_shape,
     run_queries,
     sizes,
@@ -67,12 +69,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clusters", type=int, default=200, help="embedding cluster centres")
     parser.add_argument("--seed", default="chronomem-search", help="data and query seed")
     parser.add_argument(
-        "--no-reindex", action="store_true", help="skip the timed HNSW rebuilds (REINDEX)"
+        "--maintenance-work-mem",
+        default="1GB",
+        help="maintenance_work_mem for the HNSW builds after the load (default 1GB)",
     )
     parser.add_argument(
-        "--reindex-maintenance-work-mem",
-        default="1GB",
-        help="maintenance_work_mem for the second REINDEX (the first uses the server's)",
+        "--reuse",
+        action="store_true",
+        help="with --database-url: keep chronomem_bench after the run and, when it already "
+        "holds a load with the same data settings, migrate it and measure without loading "
+        "again (to iterate on queries and indexes)",
     )
 
 
@@ -83,6 +89,46 @@ def _specs(args: argparse.Namespace) -> list[Project]:
     episodes = split(args.facts if args.episodes is None else args.episodes, shares)
     names = ["main"] + [f"small-{i}" for i in range(1, args.projects)]
     return [Project(n, f, e, args.seed) for n, f, e in zip(names, facts, episodes, strict=True)]
+
+
+# The load a kept database holds (owner's scratch table, outside the product schemas),
+# so a --reuse run reports the sizes of what it measures and refuses other settings.
+LOAD_RECORD = "public.benchmark_search_load"
+DATA_SETTINGS = ("facts", "episodes", "projects", "main_share", "batch", "clusters", "seed")
+
+
+def _data_settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in DATA_SETTINGS}
+
+
+def _saved_load(owner_dsn: str) -> dict[str, Any] | None:
+    with psycopg.connect(owner_dsn) as conn:
+        row = conn.execute("select to_regclass(%s) is not null", (LOAD_RECORD,)).fetchone()
+        if not (row and row[0]):
+            return None
+        row = conn.execute(f"select record from {LOAD_RECORD}").fetchone()
+    return None if row is None else dict(row[0])
+
+
+def _save_load(owner_dsn: str, record: dict[str, Any]) -> None:
+    with psycopg.connect(owner_dsn) as conn:
+        conn.execute(f"create table if not exists {LOAD_RECORD} (record jsonb not null)")
+        conn.execute(f"truncate {LOAD_RECORD}")
+        conn.execute(f"insert into {LOAD_RECORD} values (%s)", (Jsonb(record),))
+
+
+def _reused(args: argparse.Namespace, db: BenchDatabase, specs: list[Project]) -> Any:
+    """(org, projects, record) of the load the kept database holds, or None."""
+    record = _saved_load(db.owner) if args.reuse else None
+    if record is None:
+        return None
+    if record["data_settings"] != _data_settings(args):
+        raise SystemExit(
+            f"--reuse: chronomem_bench was loaded with {record['data_settings']}, not "
+            f"{_data_settings(args)}; run once without --reuse to load it again"
+        )
+    ids = {p["name"]: uuid.UUID(p["project_id"]) for p in record["data"]["projects"]}
+    return uuid.UUID(record["org"]), [LoadedProject(s, ids[s.name]) for s in specs], record
 
 
 def _rounded(avg: tuple[float, float, float]) -> list[float]:
@@ -111,6 +157,7 @@ def _goal(latency: dict[str, Any]) -> dict[str, Any]:
 def _project_summary(lp: LoadedProject) -> dict[str, Any]:
     return {
         "name": lp.spec.name,
+        "project_id": str(lp.project_id),
         "subjects": lp.spec.subjects,
         "episodes": len(lp.episode_ids),
         "fact_rows": len(lp.fact_ids),
@@ -145,9 +192,28 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     specs = _specs(args)
     clusters = Clusters(_dim(db.app), args.clusters, seed=zlib.crc32(args.seed.encode()))
-    print(f"  loading {args.facts} facts into {args.projects} projects ...", flush=True)
-    org, projects, load = load_all(db.app, db.owner, specs, args.batch, clusters)
-    fact_rows = sum(len(p.fact_ids) for p in projects)
+    reused = _reused(args, db, specs)
+    if reused is None:
+        print(f"  loading {args.facts} facts into {args.projects} projects ...", flush=True)
+        org, projects, load = load_all(
+            db.app, db.owner, specs, args.batch, clusters, args.maintenance_work_mem
+        )
+        fact_rows = sum(len(p.fact_ids) for p in projects)
+        record = {
+            "org": str(org),
+            "data_settings": _data_settings(args),
+            "loaded_at": now_iso(),
+            "data": {"fact_rows": fact_rows,
+                     "projects": [_project_summary(p) for p in projects]},
+            "load": load.as_dict(projects),
+        }  # fmt: skip
+        _save_load(db.owner, record)
+    else:
+        org, projects, record = reused
+        print(f"  reusing the load of {record['loaded_at']}; analyze ...", flush=True)
+        with psycopg.connect(db.owner, autocommit=True) as conn:
+            conn.execute("analyze")  # a migration may have added columns or indexes
+    fact_rows = record["data"]["fact_rows"]
     result: dict[str, Any] = {"benchmark": "search", "timestamp": now_iso(), "git": git_info()}
     result["settings"] = {
         "facts_requested": args.facts,
@@ -159,15 +225,14 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         "assert_batch": args.batch,
         "clusters": args.clusters,
         "seed": args.seed,
+        "reused_load_of": record["loaded_at"] if reused else None,
         "server": db.server,
         "postgres": server_info(db.admin),
         "machine": machine_info(),
     }
-    result["data"] = {
-        "fact_rows": fact_rows,
-        "projects": [_project_summary(p) for p in projects],
-    }
-    result["load"] = load.as_dict(projects)
+    result["data"] = record["data"]
+    # The HNSW build time ("index build time") is part of the load, in load.hnsw_build.
+    result["load"] = record["load"]
     result["sizes"] = sizes(db.admin, fact_rows)
     latency: dict[str, Any] = {}
     loads: dict[str, list[list[float]]] = {}
@@ -191,12 +256,6 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     first_search = next(q for q in main_queries if q.workload == "search_all_legs")
     result["answer_shape"] = result_shape(db.app, org, first_search)
     result["explain_main_project"] = _explain(db, org, main_queries, out)
-    if not args.no_reindex:
-        print("  REINDEX (HNSW builds) ...", flush=True)
-        result["hnsw_build"] = [
-            reindex(db.owner, "memory.facts_embedding_idx", None),
-            reindex(db.owner, "memory.facts_embedding_idx", args.reindex_maintenance_work_mem),
-        ]
     result["runtime_s"] = round(perf_counter() - started, 1)
     json_path = out / "search.json"
     write_json(json_path, result)

@@ -140,30 +140,6 @@ def sizes(admin_dsn: str, facts_rows: int) -> dict[str, Any]:
     return out
 
 
-def reindex(owner_dsn: str, index: str, maintenance_work_mem: str | None) -> dict[str, Any]:
-    """Time a REINDEX (an HNSW build from scratch) as the owner; notices are kept."""
-    notices: list[str] = []
-    with psycopg.connect(owner_dsn, autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        if maintenance_work_mem:
-            conn.execute(f"set maintenance_work_mem = '{maintenance_work_mem}'")
-        mwm = conn.execute("show maintenance_work_mem").fetchone()
-        workers = conn.execute("show max_parallel_maintenance_workers").fetchone()
-        t0 = perf_counter()
-        conn.execute(f"reindex index {index}")
-        elapsed = perf_counter() - t0
-        size = conn.execute("select pg_relation_size(%s)", (index,)).fetchone()
-    assert mwm and workers and size
-    return {
-        "index": index,
-        "seconds": round(elapsed, 1),
-        "maintenance_work_mem": mwm[0],
-        "max_parallel_maintenance_workers": workers[0],
-        "bytes_after": size[0],
-        "notices": notices,
-    }
-
-
 _DURATION = re.compile(r"duration: ([0-9.]+) ms")
 
 
@@ -200,9 +176,9 @@ STATEMENT_MARKERS = {
     "episode_vector": "e.embedding <=> p_query_embedding",
     "fact_vector": "f.embedding <=> p_query_embedding",
     "episode_fulltext": "e.content_tsv @@ v_tsq",
-    "fact_fulltext": "f.content) @@ v_tsq",
+    "fact_fulltext": "f.content_tsv @@ v_tsq",
     "entity": "word_similarity(m.name, v_qnorm)",
-    "graph": "with recursive",
+    "graph": "with lvl as materialized",  # one statement per hop; the slowest is kept
     "fusion_and_details": "'position', n.position",
 }
 

@@ -43,7 +43,7 @@ create or replace function memory.facts_at(
                        memory_internal.range_believed(f.org_id, f.fact_id, p_known_at), f.valid_from)
            end,
            f.recorded_at, f.range_changed_at, f.invalid_at,
-           f.support_count, f.last_seen_at, f.embedding
+           f.support_count, f.last_seen_at, f.embedding, f.content_tsv
       from memory.facts f
      where f.project_id = p_project
        and f.recorded_at <= p_known_at

@@ -20,6 +20,10 @@ create or replace function memory.search(
   returns jsonb
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
+  -- Every leg is an indexed lookup of a few hundred rows at most, but the
+  -- planner's row guesses behind RLS and facts_at can cross jit_above_cost:
+  -- compiling then costs more than the whole search.
+  set jit = off
 as $$
 declare
   c_all_legs constant text[] := array['episode_vector', 'fact_vector', 'episode_fulltext',
@@ -37,6 +41,12 @@ declare
   v_ran text[] := '{}';
   v_failed jsonb := '[]';
   v_seeds uuid[] := '{}';
+  v_reached uuid[];
+  v_frontier uuid[];
+  v_next uuid[];
+  v_inner uuid[] := '{}';
+  v_level uuid[];
+  v_depth integer;
   v_results jsonb;
   v_prev_scan text;
 begin
@@ -96,29 +106,36 @@ begin
                with ordinality x(episode_id, score, ord);
       when 'fact_fulltext' then
         v_kind := 'fact';
+        -- Ranked with the stored vector (recomputing to_tsvector for every
+        -- candidate dominated this leg).  No index serves the match: under
+        -- forced RLS a non-leakproof operator such as @@ is evaluated after
+        -- the policy, never as an index condition.
         select array_agg(x.fact_id order by x.r desc, x.fact_id) into v_ids
-          from (select f.fact_id,
-                       ts_rank_cd(to_tsvector('english'::regconfig, f.content), v_tsq, 1) as r
+          from (select f.fact_id, ts_rank_cd(f.content_tsv, v_tsq, 1) as r
                   from memory.facts_at(p_project, p_at, p_known_at) f
-                 where to_tsvector('english'::regconfig, f.content) @@ v_tsq
+                 where f.content_tsv @@ v_tsq
                  order by 2 desc, 1
                  limit v_n) x;
       when 'entity' then
         v_kind := 'entity';
         -- An entity whose name (or alias) occurs in the question, whole
-        -- words first, then by trigram word similarity.
+        -- words first, then by trigram word similarity.  One pass over the
+        -- project's names and one over its aliases (not an alias lookup per
+        -- entity); the trigram index cannot serve <% under forced RLS (the
+        -- operator is not leakproof).
         select array_agg(x.entity_id order by x.exact desc, x.sim desc, x.entity_id) into v_ids
           from (select n.entity_id,
                        max((strpos(' ' || v_qnorm || ' ', ' ' || m.name || ' ') > 0)::int) as exact,
                        max(word_similarity(m.name, v_qnorm)) as sim
-                  from memory.entities n
-                  cross join lateral (
-                    select n.normalized_name as name
-                    union all
-                    select a.normalized_alias from memory.entity_aliases a
-                     where a.org_id = n.org_id and a.entity_id = n.entity_id) m
-                 where n.project_id = p_project and n.created_at <= p_known_at
-                   and m.name <% v_qnorm
+                  from (select n.org_id, n.entity_id, n.normalized_name as name
+                          from memory.entities n
+                         where n.project_id = p_project
+                        union all
+                        select a.org_id, a.entity_id, a.normalized_alias
+                          from memory.entity_aliases a
+                         where a.project_id = p_project) m
+                  join memory.entities n on n.org_id = m.org_id and n.entity_id = m.entity_id
+                 where n.created_at <= p_known_at and m.name <% v_qnorm
                  group by n.entity_id
                  order by 2 desc, 3 desc, 1
                  limit v_n) x;
@@ -135,31 +152,48 @@ begin
                      and strpos(' ' || v_qnorm || ' ', ' ' || n.normalized_name || ' ') > 0
                    order by n.entity_id limit 5) n;
         end if;
-        with recursive g as (
-          select e.source_id, e.target_id, e.relation from memory.edges_at(p_project, p_at, p_known_at) e
-        ), walk (entity_id, depth) as (
-          select s, 0 from unnest(v_seeds) s
-          union
-          select case when g.source_id = w.entity_id then g.target_id else g.source_id end, w.depth + 1
-            from walk w join g on w.entity_id in (g.source_id, g.target_id)
-           where w.depth < 2
-        ), reached as (
-          select w.entity_id, min(w.depth) as depth from walk w group by 1
-        ), walked as (
-          select g.source_id, g.target_id, g.relation,
-                 least(rs.depth, rt.depth) as depth
-            from g
-            join reached rs on rs.entity_id = g.source_id
-            join reached rt on rt.entity_id = g.target_id
-        )
-        select array_agg(x.fact_id order by x.depth, x.valid_from desc, x.fact_id) into v_ids
-          from (select f.fact_id, min(wk.depth) as depth, min(f.valid_from) as valid_from
-                  from memory.facts_at(p_project, p_at, p_known_at) f
-                  join walked wk on wk.source_id = f.subject_id and wk.target_id = f.object_entity_id
-                                and wk.relation = f.predicate
-                 group by f.fact_id
-                 order by 2, 3 desc, 1
-                 limit v_n) x;
+        -- One indexed lookup per hop (edges by source or by target) instead
+        -- of walking every edge of the project.  An edge's depth is the
+        -- smaller depth of its two ends, so the edges at a seed come first
+        -- (depth 0), then those at the seeds' neighbours (1), then those
+        -- between two entities two hops out (2); a deeper level is read
+        -- only while the shallower ones hold fewer than v_n facts.
+        v_ids := '{}';
+        v_reached := v_seeds;
+        v_frontier := v_seeds;
+        for v_depth in 0 .. 2 loop
+          exit when cardinality(v_frontier) = 0 or cardinality(v_ids) >= v_n;
+          -- Edges at the frontier whose other end is reached (at depth 2,
+          -- both ends at depth 2: every edge at a nearer entity was
+          -- taken at that entity's depth).
+          with lvl as materialized (
+            select e.source_id, e.target_id, e.relation
+              from memory.edges_at(p_project, p_at, p_known_at) e
+             where (e.source_id = any (v_frontier) or e.target_id = any (v_frontier))
+               and (v_depth < 2 or (e.source_id = any (v_frontier) and e.target_id = any (v_frontier)))
+               and not (e.source_id = any (v_inner) or e.target_id = any (v_inner))
+          ), hits as (
+            select distinct f.fact_id, f.valid_from
+              from lvl
+              join memory.facts_at(p_project, p_at, p_known_at) f
+                on f.subject_id = lvl.source_id and f.object_entity_id = lvl.target_id
+               and f.predicate = lvl.relation
+          )
+          select (select coalesce(array_agg(h.fact_id order by h.valid_from desc, h.fact_id), '{}')
+                    from hits h),
+                 (select coalesce(array_agg(distinct o.other), '{}')
+                    from lvl cross join lateral (
+                      select case when lvl.source_id = any (v_frontier) then lvl.target_id
+                                  else lvl.source_id end) o(other)
+                   where not o.other = any (v_reached))
+            into v_level, v_next;
+          v_ids := v_ids || array(select u.id from unnest(v_level) with ordinality u(id, o)
+                                   where not u.id = any (v_ids) order by u.o);
+          v_inner := v_inner || v_frontier;
+          v_frontier := v_next;
+          v_reached := v_reached || v_next;
+        end loop;
+        v_ids := v_ids[1:v_n];
       end case;
       v_ran := v_ran || v_leg;
       v_hits := v_hits || coalesce(
