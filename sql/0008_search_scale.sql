@@ -1,4 +1,4 @@
--- 0007_search_scale: what the search legs need at 100k+ facts.
+-- 0008_search_scale: what the search legs need at 100k+ facts.
 
 -- Fact full-text leg: the English vector stored with the row, like
 -- episodes.content_tsv.  The leg ranks every matching fact with
