@@ -5,8 +5,13 @@
 -- rows in embed jobs (the job is done when none remain), so no job points
 -- at wiped content.  Marked done with the reason rather than deleted, like
 -- the deliveries the wipe drops (087).  Running jobs are left to their
--- worker, which finds the rows gone and skips them.
-create or replace function memory_internal.cancel_wiped_jobs(p_org uuid, p_project uuid)
+-- worker, which finds the rows gone and skips them.  The wipe passes the
+-- ids it deleted (NULL: the whole project went), so the cost is the
+-- project's queued jobs against that list, never a probe of the tables per
+-- job (a project without a model has one waiting enrich job per episode).
+drop function if exists memory_internal.cancel_wiped_jobs(uuid, uuid);
+create or replace function memory_internal.cancel_wiped_jobs(
+  p_org uuid, p_project uuid, p_deleted uuid[])
   returns integer
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
@@ -16,26 +21,29 @@ declare
   v_enrich integer;
   v_embed integer;
 begin
+  if p_deleted is not null and cardinality(p_deleted) = 0 then
+    return 0;
+  end if;
+  create temp table if not exists pg_temp.chronomem_wiped_ids (id uuid primary key) on commit drop;
+  truncate pg_temp.chronomem_wiped_ids;
+  insert into pg_temp.chronomem_wiped_ids select distinct d from unnest(p_deleted) d;
+  analyze pg_temp.chronomem_wiped_ids;
+
   update memory.jobs j
      set status = 'done', result = c_skipped, finished_at = clock_timestamp(), last_error = null
    where j.org_id = p_org and j.project_id = p_project and j.kind = 'enrich'
      and j.status in ('queued', 'waiting')
-     and not exists (select from memory.episodes e
-                      where e.org_id = p_org and e.episode_id::text = j.payload ->> 'episode_id');
+     and (p_deleted is null
+          or (j.payload ->> 'episode_id')::uuid in (select w.id from pg_temp.chronomem_wiped_ids w));
   get diagnostics v_enrich = row_count;
 
   with kept as (
     select x.job_id, count(*) as n,
-           coalesce(jsonb_agg(to_jsonb(i.id) order by i.ord) filter (where case x.payload ->> 'kind'
-             when 'episode' then exists (select from memory.episodes e
-                                          where e.org_id = p_org and e.episode_id::text = i.id)
-             when 'entity' then exists (select from memory.entities n
-                                         where n.org_id = p_org and n.entity_id::text = i.id)
-             when 'fact' then exists (select from memory_internal.fact_versions(p_project) v
-                                       where v.org_id = p_org and v.fact_id::text = i.id)
-             else true end), '[]') as ids
+           coalesce(jsonb_agg(to_jsonb(i.id) order by i.ord)
+                      filter (where p_deleted is not null and w.id is null), '[]') as ids
       from memory.jobs x
      cross join lateral jsonb_array_elements_text(x.payload -> 'ids') with ordinality i(id, ord)
+      left join pg_temp.chronomem_wiped_ids w on w.id = i.id::uuid
      where x.org_id = p_org and x.project_id = p_project and x.kind = 'embed'
        and x.status in ('queued', 'waiting')
      group by x.job_id
@@ -52,8 +60,8 @@ begin
   return v_enrich + v_embed;
 end
 $$;
-comment on function memory_internal.cancel_wiped_jobs(uuid, uuid) is
-  'For memory.wipe: queued or waiting enrich jobs of deleted episodes are done (skipped), embed jobs lose the ids of deleted rows (done when none remain). Returns the jobs changed.';
+comment on function memory_internal.cancel_wiped_jobs(uuid, uuid, uuid[]) is
+  'For memory.wipe: queued or waiting enrich jobs of deleted episodes are done (skipped), embed jobs lose the ids of deleted rows (done when none remain); p_deleted = the ids of the episodes, facts and entities deleted, NULL when the whole project was. Returns the jobs changed.';
 
 create or replace function memory.wipe(
   p_project uuid, p_session text default null, p_subject text default null,
@@ -70,6 +78,7 @@ declare
   v_session uuid;
   v_entity uuid;
   v_facts uuid[];
+  v_deleted uuid[];  -- NULL: the whole project
   v_counts jsonb;
   v_n_facts integer := 0; v_n_events integer := 0; v_n_edges integer := 0;
   v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
@@ -175,8 +184,11 @@ begin
      where v_entity is null or (k.subject_id <> v_entity and k.object_entity_id <> v_entity);
 
     if v_scope = 'session' then
-      delete from memory.episodes where org_id = v_org and session_id = v_session;
-      get diagnostics v_n_episodes = row_count;
+      with gone as (
+        delete from memory.episodes where org_id = v_org and session_id = v_session
+        returning episode_id)
+      select count(*), v_facts || coalesce(array_agg(g.episode_id), '{}')
+        into v_n_episodes, v_deleted from gone g;
       delete from memory.sessions where org_id = v_org and session_id = v_session;
       get diagnostics v_n_sessions = row_count;
     else
@@ -187,6 +199,7 @@ begin
       delete from memory.entity_aliases where org_id = v_org and entity_id = v_entity;
       delete from memory.entities where org_id = v_org and entity_id = v_entity;
       get diagnostics v_n_entities = row_count;
+      v_deleted := v_facts || v_entity;
     end if;
   end if;
 
@@ -194,7 +207,7 @@ begin
     'facts', v_n_facts, 'fact_events', v_n_events, 'edges', v_n_edges,
     'entities', v_n_entities, 'episodes', v_n_episodes, 'sessions', v_n_sessions,
     'tombstones', v_n_tombstones);
-  perform memory_internal.cancel_wiped_jobs(v_org, p_project);
+  perform memory_internal.cancel_wiped_jobs(v_org, p_project, v_deleted);
   -- The audit row names the scope and counts, never the wiped content.
   insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
   values (v_org, p_project, 'wipe', v_scope, v_actor, v_counts);
