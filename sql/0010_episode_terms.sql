@@ -28,18 +28,48 @@ comment on table memory_internal.episode_terms is
 -- postings here.
 create index episode_terms_episode_idx on memory_internal.episode_terms (org_id, episode_id);
 
-alter table memory_internal.episode_terms enable row level security;
-alter table memory_internal.episode_terms force row level security;
-create policy tenant_isolation on memory_internal.episode_terms
-  using (org_id = memory_internal.current_org()) with check (org_id = memory_internal.current_org());
-revoke all on memory_internal.episode_terms from public;
-grant select on memory_internal.episode_terms to chronomem_app, chronomem_analyst;
+-- Document frequencies, kept by the same triggers: counting a common
+-- word's postings (a speaker's name in half a project's episodes) costs
+-- milliseconds per word on every search; this is one index probe.
+-- Sharded like the counters so concurrent ingests into one project rarely
+-- wait on each other's rows; df = the sum over shards.  Rows whose sum
+-- falls to zero are deleted with the last episode holding the word (a
+-- wiped word leaves no trace).
+create table memory_internal.episode_term_df (
+  org_id     uuid not null,
+  project_id uuid not null,
+  lexeme     text not null,
+  shard      smallint not null,
+  df         bigint not null,
+  primary key (org_id, project_id, lexeme, shard),
+  foreign key (org_id, project_id) references memory.projects on delete cascade
+);
+comment on table memory_internal.episode_term_df is
+  'How many episodes of the project hold each lexeme (sum over shards): BM25 document frequencies, kept with episode_terms by tg_episodes__terms.';
+
+do $$
+declare
+  t regclass;
+begin
+  foreach t in array array['memory_internal.episode_terms', 'memory_internal.episode_term_df']::regclass[]
+  loop
+    execute format('alter table %s enable row level security', t);
+    execute format('alter table %s force row level security', t);
+    execute format(
+      'create policy tenant_isolation on %s using (org_id = memory_internal.current_org()) '
+      'with check (org_id = memory_internal.current_org())', t);
+  end loop;
+end
+$$;
+revoke all on memory_internal.episode_terms, memory_internal.episode_term_df from public;
+grant select on memory_internal.episode_terms, memory_internal.episode_term_df to chronomem_app, chronomem_analyst;
 
 -- Postings of the episodes stored before this table.  The owner reads
 -- across orgs here only, with forced row-level security lifted inside
 -- this transaction.
 alter table memory.episodes no force row level security;
 alter table memory_internal.episode_terms no force row level security;
+alter table memory_internal.episode_term_df no force row level security;
 
 insert into memory_internal.episode_terms (org_id, project_id, lexeme, episode_id, tf)
 select e.org_id, e.project_id, u.lexeme, e.episode_id, coalesce(cardinality(u.positions), 1)
@@ -47,5 +77,12 @@ select e.org_id, e.project_id, u.lexeme, e.episode_id, coalesce(cardinality(u.po
  cross join lateral unnest(e.content_tsv) u
  order by 1, 2, 3, 4;
 
+insert into memory_internal.episode_term_df (org_id, project_id, lexeme, shard, df)
+select t.org_id, t.project_id, t.lexeme, 0, count(*)
+  from memory_internal.episode_terms t
+ group by 1, 2, 3
+ order by 1, 2, 3;
+
 alter table memory.episodes force row level security;
 alter table memory_internal.episode_terms force row level security;
+alter table memory_internal.episode_term_df force row level security;

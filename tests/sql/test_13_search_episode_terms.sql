@@ -5,7 +5,7 @@
 -- the candidate bound does not bind, and still finds the rare word when a
 -- common one is in thousands of episodes.  Runs as chronomem_app.
 BEGIN;
-select plan(23);
+select plan(27);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -102,6 +102,16 @@ create function pg_temp.expected_postings(p_project text) returns jsonb language
     from memory.episodes e join pg_temp.ids i on i.id = e.episode_id
    cross join lateral unnest(e.content_tsv) u
    where e.project_id = pg_temp.id(p_project) $$;
+-- The project's document frequencies {lexeme: df}, and what its postings
+-- say they should be.
+create function pg_temp.df(p_project text) returns jsonb language sql stable as $$
+  select coalesce(jsonb_object_agg(x.lexeme, x.df), '{}')
+    from (select d.lexeme, sum(d.df) as df from memory_internal.episode_term_df d
+           where d.project_id = pg_temp.id(p_project) group by 1) x $$;
+create function pg_temp.expected_df(p_project text) returns jsonb language sql stable as $$
+  select coalesce(jsonb_object_agg(x.lexeme, x.df), '{}')
+    from (select t.lexeme, count(*) as df from memory_internal.episode_terms t
+           where t.project_id = pg_temp.id(p_project) group by 1) x $$;
 
 set local role chronomem_app;
 do $$
@@ -140,6 +150,8 @@ select is(pg_temp.postings('p'), pg_temp.expected_postings('p'),
           'ingest writes one posting per episode and distinct lexeme, with its number of positions');
 select ok((select count(*) > 60 from memory_internal.episode_terms t where t.project_id = pg_temp.id('p')),
           'control: the postings are there');
+select is(pg_temp.df('p'), pg_temp.expected_df('p'),
+          'document frequencies count the episodes holding each word');
 select ok((select t.tf = 2 from memory_internal.episode_terms t
             where t.episode_id = pg_temp.id('p.s.1') and t.lexeme = 'greyhound'),
           'tf counts the word''s occurrences in the episode');
@@ -186,6 +198,8 @@ select ok((select bool_and(t.project_id = e.project_id and t.org_id = e.org_id)
 do $$ begin perform memory.wipe(pg_temp.id('p'), 't'); end $$;
 select is(pg_temp.postings('p'), pg_temp.expected_postings('p'),
           'after a session wipe the postings are exactly those of the episodes left');
+select is(pg_temp.df('p'), pg_temp.expected_df('p'),
+          'after a session wipe the document frequencies count the episodes left');
 select ok(not exists (select from memory_internal.episode_terms t
                        where t.episode_id in (pg_temp.id('p.t.1'), pg_temp.id('p.t.2'), pg_temp.id('p.t.3'))),
           'the wiped session''s postings are gone');
@@ -198,7 +212,10 @@ select is(jsonb_array_length(pg_temp.postings('p')), jsonb_array_length(pg_temp.
 do $$ begin perform memory.wipe(pg_temp.id('q')); end $$;
 select is((select count(*) from memory_internal.episode_terms t where t.project_id = pg_temp.id('q'))::integer, 0,
           'a project wipe deletes all its postings');
+select is((select count(*) from memory_internal.episode_term_df d where d.project_id = pg_temp.id('q'))::integer, 0,
+          'a project wipe leaves no document frequency row (no trace of a wiped word)');
 select ok(jsonb_array_length(pg_temp.postings('p')) > 60, 'control: the other project keeps its postings');
+select ok((pg_temp.df('p') ->> 'greyhound')::integer = 1, 'control: and its document frequencies');
 
 -- The bound: "caroline" is in 2,500 episodes of big, beyond the budget;
 -- the one greyhound episode is still found, first, with the score the
