@@ -28,6 +28,12 @@ comment on table memory_internal.episode_terms is
 -- postings here.
 create index episode_terms_episode_idx on memory_internal.episode_terms (org_id, episode_id);
 
+-- The GIN index on content_tsv served no query: under forced row-level
+-- security @@ is never an index condition (the old leg read the project
+-- through the btree on (org_id, project_id, occurred_at)), and the leg
+-- now reads the postings.  Dropped: it only cost every ingest.
+drop index memory.episodes_tsv_idx;
+
 -- Document frequencies, kept by the same triggers: counting a common
 -- word's postings (a speaker's name in half a project's episodes) costs
 -- milliseconds per word on every search; this is one index probe.
