@@ -1018,8 +1018,8 @@ def describe(tables: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
             "copy_has": (
                 "every column with its default, the generated content_tsv column, the CHECK "
                 "constraints, the primary key, unique (org_id, session_id, seq) and every "
-                "index of memory.episodes: btree (org_id, project_id, occurred_at), the GIN "
-                "on content_tsv and the HNSW on embedding (NULL here as in memory.episodes "
+                "index of memory.episodes: btree (org_id, project_id, occurred_at) and the "
+                "HNSW on embedding (NULL here as in memory.episodes "
                 "at ingest, so HNSW does no work in either table)"
             ),
             "copy_lacks": (

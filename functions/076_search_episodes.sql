@@ -74,6 +74,109 @@ create or replace function memory_internal.search_episode_vector(
 comment on function memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer) is
   'Episode vector leg of memory.search: the p_n episodes of the project nearest to the query embedding (HNSW, cosine), best first, score = cosine similarity.';
 
+-- Postings (memory_internal.episode_terms, sql/0010): one row per
+-- distinct lexeme of an inserted episode's content_tsv, written by the
+-- inserting statement; they die with the episode (cascade).  Document
+-- frequencies (episode_term_df) follow both.  Content is not rewritten by
+-- the product, but if the owner ever does, postings and df follow it.
+
+-- Add p_delta[i] to the df of (p_org[i], p_project[i], p_lexeme[i]), one
+-- entry per key.  Additions go to the writer's shard.  Where a df drops,
+-- the word's rows are locked first (in key order, the order every writer
+-- takes them) so their sum is stable while it is checked; a word no
+-- episode holds any more leaves no row.  A concurrent ingest can only
+-- add a new shard row, which keeps its own count.
+create or replace function memory_internal.adjust_episode_term_df(
+  p_org uuid[], p_project uuid[], p_lexeme text[], p_delta bigint[])
+  returns void
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  if exists (select from unnest(p_delta) d where d < 0) then
+    perform from memory_internal.episode_term_df d
+      join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
+        on d.org_id = x.org_id and d.project_id = x.project_id and d.lexeme = x.lexeme
+     where x.delta < 0
+     order by d.org_id, d.project_id, d.lexeme, d.shard
+       for update of d;
+  end if;
+  insert into memory_internal.episode_term_df as d (org_id, project_id, lexeme, shard, df)
+  select x.org_id, x.project_id, x.lexeme, (pg_backend_pid() % 8)::smallint, x.delta
+    from unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
+   where x.delta <> 0
+   order by 1, 2, 3
+  on conflict (org_id, project_id, lexeme, shard) do update set df = d.df + excluded.df;
+  if exists (select from unnest(p_delta) d where d < 0) then
+    delete from memory_internal.episode_term_df d
+     using (select d2.org_id, d2.project_id, d2.lexeme
+              from memory_internal.episode_term_df d2
+              join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
+                on d2.org_id = x.org_id and d2.project_id = x.project_id and d2.lexeme = x.lexeme
+             where x.delta < 0
+             group by 1, 2, 3
+            having sum(d2.df) <= 0) z
+     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme;
+  end if;
+end
+$$;
+comment on function memory_internal.adjust_episode_term_df(uuid[], uuid[], text[], bigint[]) is
+  'Adds deltas to episode document frequencies (episode_term_df), sharded by writer; deletes the rows of words whose df falls to zero.';
+
+create or replace function memory_internal.tg_episodes__terms() returns trigger
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  if tg_op = 'INSERT' then
+    insert into memory_internal.episode_terms (org_id, project_id, lexeme, episode_id, tf)
+    select n.org_id, n.project_id, u.lexeme, n.episode_id, coalesce(cardinality(u.positions), 1)
+      from new_rows n
+     cross join lateral unnest(n.content_tsv) u
+     order by 1, 2, 3, 4;
+    perform memory_internal.adjust_episode_term_df(
+              array_agg(x.org_id), array_agg(x.project_id), array_agg(x.lexeme), array_agg(x.n))
+       from (select n.org_id, n.project_id, u.lexeme, count(*) as n
+               from new_rows n cross join lateral unnest(tsvector_to_array(n.content_tsv)) u(lexeme)
+              group by 1, 2, 3) x;
+  elsif tg_op = 'DELETE' then
+    -- The postings went with the episodes (cascade).
+    perform memory_internal.adjust_episode_term_df(
+              array_agg(x.org_id), array_agg(x.project_id), array_agg(x.lexeme), array_agg(-x.n))
+       from (select o.org_id, o.project_id, u.lexeme, count(*) as n
+               from old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
+              group by 1, 2, 3) x;
+  else
+    delete from memory_internal.episode_terms t where t.org_id = old.org_id and t.episode_id = old.episode_id;
+    insert into memory_internal.episode_terms (org_id, project_id, lexeme, episode_id, tf)
+    select new.org_id, new.project_id, u.lexeme, new.episode_id, coalesce(cardinality(u.positions), 1)
+      from unnest(new.content_tsv) u;
+    perform memory_internal.adjust_episode_term_df(
+              array_agg(x.org_id), array_agg(x.project_id), array_agg(x.lexeme), array_agg(x.n))
+       from (select c.org_id, c.project_id, c.lexeme, sum(c.n)::bigint as n
+               from (select old.org_id, old.project_id, l as lexeme, -1 as n
+                       from unnest(tsvector_to_array(old.content_tsv)) l
+                     union all
+                     select new.org_id, new.project_id, l, 1
+                       from unnest(tsvector_to_array(new.content_tsv)) l) c
+              group by 1, 2, 3) x;
+  end if;
+  return null;
+end
+$$;
+comment on function memory_internal.tg_episodes__terms() is
+  'Keeps the postings (memory_internal.episode_terms: one per episode and distinct lexeme, with its number of positions) and document frequencies (episode_term_df) of episodes as they are inserted, deleted or (by the owner) rewritten.';
+
+create or replace trigger "40_terms_insert" after insert on memory.episodes
+  referencing new table as new_rows
+  for each statement execute function memory_internal.tg_episodes__terms();
+create or replace trigger "40_terms_delete" after delete on memory.episodes
+  referencing old table as old_rows
+  for each statement execute function memory_internal.tg_episodes__terms();
+create or replace trigger "40_terms_update" after update of content, project_id on memory.episodes
+  for each row when (old.content is distinct from new.content or old.project_id is distinct from new.project_id)
+  execute function memory_internal.tg_episodes__terms();
+
 -- Episode full-text leg: Okapi BM25 over the question's lexemes (an OR
 -- query, so a long question finds the episode holding its rare words).
 -- ts_rank_cd has no notion of how rare a word is, so a speaker's name in
@@ -82,59 +185,83 @@ comment on function memory_internal.search_episode_vector(uuid, vector, timestam
 -- b = 0.75 (Robertson & Zaragoza, "The Probabilistic Relevance Framework:
 -- BM25 and Beyond", 2009) and the idf ln(1 + (N - df + 0.5) / (df + 0.5))
 -- (Lucene's, never negative).
--- Statistics are the project's own: document frequencies are counted
--- among the episodes that match the OR query (every episode holding a
--- query word matches it, so the count is exact and costs no extra scan),
--- N and the mean length come from the project's counters (see
--- tg_episodes__text_stats).  Length is the episode's estimated token
--- count.  The candidate set is the same as the previous ts_rank_cd leg's:
--- the matches of the OR query.
+-- Statistics are the project's own: df = the project's episodes holding
+-- the lexeme (episode_term_df, kept with the postings), N and the mean length
+-- from the project's counters (see tg_episodes__text_stats), so df and N
+-- count the same episodes.  Length is the episode's estimated token count,
+-- tf the lexeme's positions in content_tsv.
+-- Everything reads btrees with leakproof equality (postings by project
+-- and lexeme, episodes by primary key): under forced row-level security
+-- @@ is never an index condition, and the leg would read the project.
+-- Candidates: the postings of the rarest lexemes, in increasing df while
+-- their summed df stays within c_budget (always the rarest one), each
+-- scored over ALL the query's lexemes.  An episode holding none of them
+-- holds only words found in so many episodes that their idf is low; the
+-- common word a question shares with half the project (a speaker's name)
+-- would otherwise make every episode with it a candidate.  When the
+-- question's words hold fewer postings than the budget in all, the
+-- candidates are exactly the episodes holding any of its words.
 create or replace function memory_internal.search_episode_fulltext(
   p_project uuid, p_query text, p_at timestamptz, p_known_at timestamptz, p_n integer)
   returns table (episode_id uuid, score double precision)
   language sql stable
   as $$
-    with q as (
-      select memory_internal.question_tsquery(p_query) as tsq,
+    with q as materialized (
+      select memory_internal.project_org(p_project) as org_id,
              array(select distinct l from unnest(tsvector_to_array(
-                     to_tsvector('english'::regconfig, coalesce(p_query, '')))) l) as lexemes
-    ), stats as (
+                     to_tsvector('english'::regconfig, coalesce(p_query, '')))) l) as lexemes,
+             2000 as c_budget
+    ), stats as materialized (
       select coalesce(sum(c.value) filter (where c.metric = 'episodes_ingested'), 0)
                - coalesce(sum(c.value) filter (where c.metric = 'episodes_deleted'), 0) as docs,
              coalesce(sum(c.value) filter (where c.metric = 'episode_tokens_ingested'), 0)
                - coalesce(sum(c.value) filter (where c.metric = 'episode_tokens_deleted'), 0) as tokens
-        from memory_internal.counters c
-       where c.org_id = memory_internal.project_org(p_project) and c.project_id = p_project
+        from memory_internal.counters c, q
+       where c.org_id = q.org_id and c.project_id = p_project
          and c.metric in ('episodes_ingested', 'episodes_deleted',
                           'episode_tokens_ingested', 'episode_tokens_deleted')
+    ), df as materialized (
+      select l.lexeme,
+             (select coalesce(sum(d.df), 0) from memory_internal.episode_term_df d
+               where d.org_id = q.org_id and d.project_id = p_project and d.lexeme = l.lexeme)::float8 as df
+        from q cross join unnest(q.lexemes) l(lexeme)
+    ), picked as (
+      select r.lexeme
+        from (select d.lexeme, sum(d.df) over by_df as cum, row_number() over by_df as rn
+                from df d
+               where d.df > 0
+              window by_df as (order by d.df, d.lexeme)) r, q
+       where r.rn = 1 or r.cum <= q.c_budget
     ), matched as materialized (
       select e.episode_id, e.content_tsv, greatest(e.token_count, 1)::float8 as dl
-        from memory.episodes e, q
-       where e.project_id = p_project and e.content_tsv @@ q.tsq
-         and e.occurred_at <= p_at and e.created_at <= p_known_at
-    ), tf as (
-      select m.episode_id, m.dl, u.lexeme, coalesce(cardinality(u.positions), 1)::float8 as tf
-        from matched m
+        from (select distinct t.episode_id
+                from memory_internal.episode_terms t, picked p, q
+               where t.org_id = q.org_id and t.project_id = p_project and t.lexeme = p.lexeme) c
        cross join q
-       cross join lateral unnest(m.content_tsv) u
-       where u.lexeme = any (q.lexemes)
-    ), df as (
-      select t.lexeme, count(*)::float8 as df from tf t group by t.lexeme
-    ), coll as (
+        join memory.episodes e on e.org_id = q.org_id and e.episode_id = c.episode_id
+       where e.occurred_at <= p_at and e.created_at <= p_known_at
+    ), coll as materialized (
       -- Rows written with triggers off have no counters: never fewer
       -- documents than a word occurs in, nor a zero mean length.
       select greatest(s.docs::float8, (select coalesce(max(d.df), 1) from df d)) as n,
              coalesce(case when s.docs > 0 and s.tokens > 0 then s.tokens::float8 / s.docs end,
                       (select avg(m.dl) from matched m), 1) as avgdl
         from stats s
+    ), w as materialized (
+      select d.lexeme, d.df, c.n, c.avgdl from df d cross join coll c where d.df > 0
     )
-    select t.episode_id,
-           sum(ln(1 + (c.n - d.df + 0.5) / (d.df + 0.5))
-               * t.tf * (1.2 + 1) / (t.tf + 1.2 * (1 - 0.75 + 0.75 * t.dl / c.avgdl))) as score
-      from tf t join df d on d.lexeme = t.lexeme cross join coll c
-     group by t.episode_id
+    -- Each candidate scored on its own (a lateral over its few lexemes),
+    -- so the plan stays linear in the candidates.
+    select m.episode_id, s.score
+      from matched m
+     cross join lateral (
+       select sum(ln(1 + (w.n - w.df + 0.5) / (w.df + 0.5))
+                  * x.tf * (1.2 + 1) / (x.tf + 1.2 * (1 - 0.75 + 0.75 * m.dl / w.avgdl))) as score
+         from (select u.lexeme, coalesce(cardinality(u.positions), 1)::float8 as tf
+                 from unnest(m.content_tsv) u) x
+         join w on w.lexeme = x.lexeme) s
      order by 2 desc, 1
      limit p_n
   $$;
 comment on function memory_internal.search_episode_fulltext(uuid, text, timestamptz, timestamptz, integer) is
-  'Episode full-text leg of memory.search: episodes holding any of the question''s lexemes, ranked by Okapi BM25 (k1 1.2, b 0.75, Lucene idf) with the project''s own document frequencies, count and mean length; best first.';
+  'Episode full-text leg of memory.search: episodes holding the question''s rarer lexemes (all of them when they hold at most 2000 postings in all), ranked by Okapi BM25 over all its lexemes (k1 1.2, b 0.75, Lucene idf) with the project''s own document frequencies, count and mean length; best first.';

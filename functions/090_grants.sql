@@ -75,4 +75,5 @@ grant execute on function memory_internal.try_timestamptz(text), memory_internal
   to chronomem_app;
 
 grant select on all tables in schema memory to chronomem_app, chronomem_analyst;
-grant select on memory_internal.counters to chronomem_app, chronomem_analyst;
+grant select on memory_internal.counters, memory_internal.episode_terms,
+  memory_internal.episode_term_df to chronomem_app, chronomem_analyst;
