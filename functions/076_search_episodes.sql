@@ -74,7 +74,7 @@ create or replace function memory_internal.search_episode_vector(
 comment on function memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer) is
   'Episode vector leg of memory.search: the p_n episodes of the project nearest to the query embedding (HNSW, cosine), best first, score = cosine similarity.';
 
--- Postings (memory_internal.episode_terms, sql/0010): one row per
+-- Postings (memory_internal.episode_terms, sql/0009): one row per
 -- distinct lexeme of an inserted episode's content_tsv, written by the
 -- inserting statement; they die with the episode (cascade).  Document
 -- frequencies (episode_term_df) follow both.  Content is not rewritten by

@@ -1,4 +1,4 @@
--- 0010_episode_terms: an inverted index of episodes in a table, for the
+-- 0009_episode_terms: an inverted index of episodes in a table, for the
 -- BM25 full-text leg.  Under forced row-level security a qual with a
 -- non-leakproof operator (@@) runs after the policy's and is never an
 -- index condition, so the GIN index on content_tsv cannot serve a search:
