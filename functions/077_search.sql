@@ -1,6 +1,7 @@
--- Retrieval: one call runs every leg, fuses them with reciprocal rank
--- fusion, and answers at the instant asked.  Fact legs read through
--- facts_at and the graph through edges_at, so as_of/known_at hold for all.
+-- Retrieval: one call runs every leg, fuses their scores (see the fusion
+-- below for why not plain reciprocal ranks), and answers at the instant
+-- asked.  Fact legs read through facts_at and the graph through edges_at,
+-- so as_of/known_at hold for all.
 
 -- Reciprocal rank fusion's term: the one definition.  The score fusion
 -- gives a hit of a leg that ranks without a score.
