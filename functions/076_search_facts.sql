@@ -3,9 +3,10 @@
 -- full-text leg in 076_search_episodes.sql.
 
 -- One posting per distinct lexeme of an inserted fact version's
--- content_tsv, written by the inserting statement; they die with the
--- version (cascade).  The product never rewrites a version's content or
--- project; if the owner ever does, the postings follow.
+-- content_tsv, written by the inserting statement, deleted by the deleting
+-- one (a wipe: found by their key from the deleted rows' content_tsv).
+-- The product never rewrites a version's content or project; if the owner
+-- ever does, the postings follow.
 create or replace function memory_internal.tg_facts__terms() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
@@ -17,8 +18,15 @@ begin
       from new_rows n
      cross join lateral unnest(tsvector_to_array(n.content_tsv)) u(lexeme)
      order by 1, 2, 3, 4;
+  elsif tg_op = 'DELETE' then
+    delete from memory_internal.fact_terms t
+     using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
+     where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
+       and t.fact_id = o.fact_id;
   else
-    delete from memory_internal.fact_terms t where t.org_id = old.org_id and t.fact_id = old.fact_id;
+    delete from memory_internal.fact_terms t
+     where t.org_id = old.org_id and t.project_id = old.project_id and t.fact_id = old.fact_id
+       and t.lexeme = any (tsvector_to_array(old.content_tsv));
     insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id)
     select new.org_id, new.project_id, u.lexeme, new.fact_id
       from unnest(tsvector_to_array(new.content_tsv)) u(lexeme);
@@ -31,6 +39,9 @@ comment on function memory_internal.tg_facts__terms() is
 
 create or replace trigger "40_terms_insert" after insert on memory.facts
   referencing new table as new_rows
+  for each statement execute function memory_internal.tg_facts__terms();
+create or replace trigger "40_terms_delete" after delete on memory.facts
+  referencing old table as old_rows
   for each statement execute function memory_internal.tg_facts__terms();
 create or replace trigger "40_terms_update" after update of content, project_id on memory.facts
   for each row when (old.content is distinct from new.content or old.project_id is distinct from new.project_id)

@@ -8,9 +8,14 @@
 -- is an index-only scan.
 --
 -- One row per fact version and distinct lexeme of its content_tsv, written
--- by the statement that inserts the version (tg_facts__terms,
--- functions/076_search_facts.sql), deleted with it (cascade; facts are
--- hard-deleted only by wipe).  A version's content never changes after
+-- by the statement that inserts the version and deleted by the statement
+-- that deletes it (tg_facts__terms, functions/076_search_facts.sql; facts
+-- are hard-deleted only by wipe).  Unlike episode_terms there is no
+-- foreign key with a cascade: assert_facts is the throughput-critical
+-- write, and a referential check per posting plus a second index (to find
+-- a fact's postings for the cascade) cost it a quarter of its throughput
+-- in `python -m benchmarks write`; the delete trigger finds a deleted
+-- version's postings by this key from its own content_tsv instead.  A version's content never changes after
 -- insert, so its postings hold for its whole life; which versions hold at
 -- an instant is facts_at's decision, made when the leg joins it.  Keyed
 -- by project first, so postings never mix projects or orgs.  No term
@@ -20,13 +25,10 @@ create table memory_internal.fact_terms (
   project_id uuid not null,
   lexeme     text not null,
   fact_id    uuid not null,
-  primary key (org_id, project_id, lexeme, fact_id),
-  foreign key (org_id, fact_id) references memory.facts on delete cascade
+  primary key (org_id, project_id, lexeme, fact_id)
 );
 comment on table memory_internal.fact_terms is
-  'Postings of fact full text: one row per fact version and distinct lexeme of its content_tsv; kept by tg_facts__terms, deleted with the version. Serves the fact full-text leg''s candidates through btree (usable under forced RLS, unlike GIN with @@).';
--- The cascade from a fact (a wipe) finds its postings here.
-create index fact_terms_fact_idx on memory_internal.fact_terms (org_id, fact_id);
+  'Postings of fact full text: one row per fact version and distinct lexeme of its content_tsv; kept by tg_facts__terms as versions are inserted and deleted. Serves the fact full-text leg''s candidates through btree (usable under forced RLS, unlike GIN with @@).';
 
 alter table memory_internal.fact_terms enable row level security;
 alter table memory_internal.fact_terms force row level security;
