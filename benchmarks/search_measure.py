@@ -176,7 +176,7 @@ STATEMENT_MARKERS = {
     "episode_vector": "e.embedding <=> p_query_embedding",
     "fact_vector": "f.embedding <=> p_query_embedding",
     "episode_fulltext": "e.content_tsv @@ v_tsq",
-    "fact_fulltext": "f.content_tsv @@ v_tsq",
+    "fact_fulltext": "ts_rank_cd(f.content_tsv, v_tsq, 1)",
     "entity": "word_similarity(m.name, v_qnorm)",
     "graph": "with lvl as materialized",  # one statement per hop; the slowest is kept
     "fusion_and_details": "'position', n.position",
