@@ -12,10 +12,10 @@
 -- that deletes it (tg_facts__terms, functions/076_search_facts.sql; facts
 -- are hard-deleted only by wipe).  Unlike episode_terms there is no
 -- foreign key with a cascade: assert_facts is the throughput-critical
--- write, and a referential check per posting plus a second index (to find
--- a fact's postings for the cascade) cost it a quarter of its throughput
--- in `python -m benchmarks write`; the delete trigger finds a deleted
--- version's postings by this key from its own content_tsv instead.  A version's content never changes after
+-- write, and the key would add a referential check (a row trigger) per
+-- posting and a second index (to find a fact's postings for the cascade);
+-- the delete trigger finds a deleted version's postings by this key from
+-- its own content_tsv instead.  A version's content never changes after
 -- insert, so its postings hold for its whole life; which versions hold at
 -- an instant is facts_at's decision, made when the leg joins it.  Keyed
 -- by project first, so postings never mix projects or orgs.  No term
