@@ -180,7 +180,7 @@ def vacuum_analyze(owner_dsn: str, report: LoadReport) -> None:
     with psycopg.connect(owner_dsn, autocommit=True) as conn:
         conn.execute(
             "vacuum (analyze) memory.facts, memory.episodes, memory.entities, memory.edges, "
-            "memory.fact_events, memory.entity_aliases, memory.sessions"
+            "memory.fact_events, memory.entity_aliases, memory.sessions, memory_internal.fact_terms"
         )
     report.seconds["vacuum_analyze"] += perf_counter() - t0
 

@@ -173,10 +173,12 @@ def explain_nested(admin_dsn: str, org: uuid.UUID, query: Query) -> list[dict[st
 
 # How each statement of memory.search reads in functions/077_search.sql.
 STATEMENT_MARKERS = {
-    "episode_vector": "e.embedding <=> p_query_embedding",
+    # Legs in their own functions are named by their call site (the statement
+    # that calls them includes all they run).
+    "episode_vector": "memory_internal.search_episode_vector(",
     "fact_vector": "f.embedding <=> p_query_embedding",
-    "episode_fulltext": "e.content_tsv @@ v_tsq",
-    "fact_fulltext": "f.content_tsv @@ v_tsq",
+    "episode_fulltext": "memory_internal.search_episode_fulltext(",
+    "fact_fulltext": "memory_internal.search_fact_fulltext(",
     "entity": "word_similarity(m.name, v_qnorm)",
     "graph": "with lvl as materialized",  # one statement per hop; the slowest is kept
     "fusion_and_details": "'position', n.position",

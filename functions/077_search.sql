@@ -107,16 +107,11 @@ begin
                with ordinality x(episode_id, score, ord);
       when 'fact_fulltext' then
         v_kind := 'fact';
-        -- Ranked with the stored vector (recomputing to_tsvector for every
-        -- candidate dominated this leg).  No index serves the match: under
-        -- forced RLS a non-leakproof operator such as @@ is evaluated after
-        -- the policy, never as an index condition.
-        select array_agg(x.fact_id order by x.r desc, x.fact_id) into v_ids
-          from (select f.fact_id, ts_rank_cd(f.content_tsv, v_tsq, 1) as r
-                  from memory.facts_at(p_project, p_at, p_known_at) f
-                 where f.content_tsv @@ v_tsq
-                 order by 2 desc, 1
-                 limit v_n) x;
+        -- Ranked without a score (fusion gives it 1/(60 + rank)), as before
+        -- the postings: the candidates and their order are the leg's.
+        select array_agg(x.fact_id order by x.ord) into v_ids
+          from memory_internal.search_fact_fulltext(p_project, p_query, p_at, p_known_at, v_n)
+               with ordinality x(fact_id, score, ord);
       when 'entity' then
         v_kind := 'entity';
         -- An entity whose name (or alias) occurs in the question, whole

@@ -1,0 +1,162 @@
+-- 13 search, fact postings: memory_internal.fact_terms follows
+-- assert_facts and the three wipes and stays within its org and project;
+-- the fact full-text leg that reads it returns exactly what the query it
+-- replaced (@@ over facts_at, kept below as the reference) returns, at
+-- instants before and after supersessions and a retraction, also when the
+-- rare word's postings belong to versions that do not hold (the budget
+-- grows) and when a common word is in more facts than the budget.
+-- Runs as chronomem_app.
+--
+-- Projects p, q (org A) and r (org B) hold the same facts, word for word:
+--   oslo    Zoltan lives in Oslo   [2020, 2022)  "Zoltan lives by the fjord"
+--   bergen  Zoltan lives in Bergen [2022, )      "Zoltan lives by the fjord" (closes oslo)
+--   marm    Quentin likes marmalade [2020, )     "Quentin enjoys marmalade" (retracted in p)
+--   chat    Quentin knows Ursula   [2020, )      "Quentin met Ursula at the fjord" (from session s1)
+--   w1..w1200  Fan N likes widget M [2020, )     "Fan N likes widgets of kind M" (a word past the budget)
+BEGIN;
+select plan(26);
+
+create temp table ids (k text primary key, id uuid not null);
+grant all on ids to public;
+create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
+declare v uuid;
+begin
+  select i.id into v from pg_temp.ids i where i.k = p_k;
+  if v is null then raise exception 'test fixture % missing', p_k; end if;
+  return v;
+end $$;
+create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
+  insert into pg_temp.ids
+  select p_project || '.' || p_k, (r #>> '{results,0,fact_id}')::uuid
+    from memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact)) r $$;
+create procedure pg_temp.seed(p text) language plpgsql as $$
+declare
+  pid uuid := pg_temp.id(p);
+  ep uuid;
+begin
+  perform memory.declare_predicate(pid, 'lives in', 'one');
+  ep := (memory.ingest(pid, 's1', '[{"role": "user", "content": "I met Ursula at the fjord",
+                                      "occurred_at": "2020-06-01T10:00:00Z"}]') #>> '{episode_ids,0}')::uuid;
+  call pg_temp.fact(p, 'oslo', '{"subject": "Zoltan", "predicate": "lives in", "object": "Oslo", "object_type": "entity",
+    "content": "Zoltan lives by the fjord", "valid_from": "2020-01-01T00:00:00Z"}');
+  call pg_temp.fact(p, 'bergen', '{"subject": "Zoltan", "predicate": "lives in", "object": "Bergen", "object_type": "entity",
+    "content": "Zoltan lives by the fjord", "valid_from": "2022-01-01T00:00:00Z"}');
+  call pg_temp.fact(p, 'marm', '{"subject": "Quentin", "predicate": "likes", "object": "marmalade",
+    "content": "Quentin enjoys marmalade", "valid_from": "2020-01-01T00:00:00Z"}');
+  call pg_temp.fact(p, 'chat', jsonb_build_object('subject', 'Quentin', 'predicate', 'knows', 'object', 'Ursula',
+    'object_type', 'entity', 'content', 'Quentin met Ursula at the fjord', 'valid_from', '2020-01-01T00:00:00Z',
+    'source_episode_id', ep));
+  perform memory.assert_facts(pid, (
+    select jsonb_agg(jsonb_build_object('subject', 'Fan ' || i % 10, 'predicate', 'likes', 'object', 'widget ' || i,
+                                        'content', 'Fan ' || i % 10 || ' likes widgets of kind ' || i,
+                                        'valid_from', '2020-01-01T00:00:00Z'))
+      from generate_series(b, b + 599) i))
+    from (values (1), (601)) x(b);
+end $$;
+-- The reference: the leg as it was before the postings (@@ over the facts
+-- holding at the instant, ranked by ts_rank_cd normalisation 1, then id).
+create function pg_temp.old_ft(
+  p_project uuid, p_query text, p_at timestamptz, p_known_at timestamptz, p_n integer)
+  returns table (fact_id uuid, score double precision)
+  language sql stable
+  as $$
+    select f.fact_id, ts_rank_cd(f.content_tsv, memory_internal.question_tsquery(p_query), 1)::float8
+      from memory.facts_at(p_project, p_at, p_known_at) f
+     where f.content_tsv @@ memory_internal.question_tsquery(p_query)
+     order by 2 desc, 1
+     limit p_n
+  $$;
+create function pg_temp.leg(p_project text, p_query text, p_at timestamptz, p_n integer default 30)
+  returns uuid[] language sql stable as $$
+  select coalesce(array_agg(x.fact_id order by x.o), '{}')
+    from memory_internal.search_fact_fulltext(pg_temp.id(p_project), p_query, p_at, now(), p_n)
+         with ordinality x(fact_id, score, o) $$;
+create function pg_temp.ref(p_project text, p_query text, p_at timestamptz, p_n integer default 30)
+  returns uuid[] language sql stable as $$
+  select coalesce(array_agg(x.fact_id order by x.o), '{}')
+    from pg_temp.old_ft(pg_temp.id(p_project), p_query, p_at, now(), p_n) with ordinality x(fact_id, score, o) $$;
+-- The postings a project should have: every distinct lexeme of every stored version.
+create function pg_temp.expected_terms(p_project text) returns bigint language sql stable as $$
+  select count(*) from memory_internal.fact_versions(pg_temp.id(p_project)) v
+   cross join lateral unnest(tsvector_to_array(v.content_tsv)) $$;
+create function pg_temp.terms(p_project text) returns bigint language sql stable as $$
+  select count(*) from memory_internal.fact_terms t where t.project_id = pg_temp.id(p_project) $$;
+
+set local role chronomem_app;
+do $$
+declare a uuid := memory.create_org('fact terms org A'); b uuid := memory.create_org('fact terms org B');
+begin
+  insert into pg_temp.ids values ('org_a', a), ('org_b', b);
+  perform memory.use_org(b);
+  insert into pg_temp.ids values ('r', memory.create_project(b, 'p'));
+  call pg_temp.seed('r');
+  perform memory.use_org(a);
+  insert into pg_temp.ids values ('p', memory.create_project(a, 'p')), ('q', memory.create_project(a, 'q'));
+  call pg_temp.seed('p');
+  call pg_temp.seed('q');
+end $$;
+
+-- Postings follow assert_facts.
+select is(array(select t.lexeme from memory_internal.fact_terms t
+                 where t.org_id = pg_temp.id('org_a') and t.fact_id = pg_temp.id('p.bergen') order by 1),
+          array['fjord', 'live', 'zoltan'], 'a fact''s postings are the distinct lexemes of its content');
+select is(pg_temp.terms('p'), pg_temp.expected_terms('p'), 'p: one posting per version and lexeme (superseded versions too)');
+select cmp_ok(pg_temp.terms('p'), '>', 4800::bigint, 'fixture: p has the widget facts'' postings');
+select is((select count(*) from memory_internal.fact_terms t
+            where t.project_id = pg_temp.id('p')
+              and not exists (select from memory_internal.fact_versions(pg_temp.id('p')) v where v.fact_id = t.fact_id)),
+          0::bigint, 'every posting of p is of a fact of p');
+
+-- The leg returns what the full scan returns, at instants before and after the supersession.
+select is(pg_temp.leg('p', 'Where does Zoltan live?', '2023-01-01'), pg_temp.ref('p', 'Where does Zoltan live?', '2023-01-01'),
+          'leg = reference: a rare word held by a superseded and a current version (2023)');
+select is(pg_temp.leg('p', 'Where does Zoltan live?', '2021-01-01'), pg_temp.ref('p', 'Where does Zoltan live?', '2021-01-01'),
+          'leg = reference (2021)');
+select is(pg_temp.leg('p', 'Who likes widgets and the fjord?', '2023-01-01'),
+          pg_temp.ref('p', 'Who likes widgets and the fjord?', '2023-01-01'),
+          'leg = reference: rare words too few, the budget grows past the common word');
+select is(pg_temp.leg('p', 'Who likes widgets and the fjord?', '2023-01-01', 200),
+          pg_temp.ref('p', 'Who likes widgets and the fjord?', '2023-01-01', 200), 'leg = reference (200 hits)');
+select is(cardinality(pg_temp.leg('p', 'widgets', '2023-01-01', 200)), 200, 'a word in more facts than the budget still fills the list');
+select is(pg_temp.leg('p', 'widgets', '2019-01-01'), '{}'::uuid[], 'control: nothing holds before 2020');
+select ok(pg_temp.id('p.marm') = any (pg_temp.leg('p', 'marmalade and widgets', '2023-01-01', 5)),
+          'the rare word''s fact is found beside a word in 1200 facts');
+
+-- Identical content: the superseded version only before the supersession.
+select ok(not pg_temp.id('p.oslo') = any (pg_temp.leg('p', 'Zoltan fjord', '2023-01-01')),
+          'superseded oslo (same text as bergen) is not found in 2023');
+select ok(pg_temp.id('p.bergen') = any (pg_temp.leg('p', 'Zoltan fjord', '2023-01-01')), 'its successor bergen is (2023)');
+select ok(pg_temp.id('p.oslo') = any (pg_temp.leg('p', 'Zoltan fjord', '2021-01-01')), 'control: oslo is found in 2021');
+select ok(not pg_temp.id('p.bergen') = any (pg_temp.leg('p', 'Zoltan fjord', '2021-01-01')), 'bergen is not found in 2021');
+
+-- Another project of the org and another org hold the same texts: never found in p.
+select is((select count(*) from unnest(pg_temp.leg('p', 'Zoltan fjord marmalade Ursula widgets', '2023-01-01', 200)) u
+            where u not in (select v.fact_id from memory_internal.fact_versions(pg_temp.id('p')) v)),
+          0::bigint, 'p''s leg returns only p''s facts (q and org B hold the same texts)');
+select ok(pg_temp.id('q.bergen') = any (pg_temp.leg('q', 'Zoltan fjord', '2023-01-01')), 'control: q''s own bergen is found in q');
+
+-- Through memory.search: the leg's list, in order.
+select is(array(select (h ->> 'id')::uuid from jsonb_array_elements(
+                  memory.search(pg_temp.id('p'), 'Zoltan fjord marmalade', null, '2023-01-01', now(), 10,
+                                array['fact_fulltext']) -> 'results') h
+                 order by (h -> 'ranks' ->> 'fact_fulltext')::int),
+          pg_temp.ref('p', 'Zoltan fjord marmalade', '2023-01-01'), 'memory.search''s fact_fulltext leg ranks as the reference');
+
+-- Retraction: gone at known_at now (facts_at decides); q's control stays.
+select is(memory.retract_fact(pg_temp.id('p'), pg_temp.id('p.marm')) ->> 'status', 'retracted', 'fixture: p.marm retracted');
+select ok(not pg_temp.id('p.marm') = any (pg_temp.leg('p', 'marmalade', '2023-01-01')), 'a retracted fact is not found');
+select ok(pg_temp.id('q.marm') = any (pg_temp.leg('q', 'marmalade', '2023-01-01')), 'control: q''s marm is found');
+
+-- Wipes: the postings go with the facts.
+select is((memory.wipe(pg_temp.id('p'), p_session => 's1') ->> 'scope')
+          || ' ' || (memory.wipe(pg_temp.id('p'), p_subject => 'Zoltan') ->> 'scope'), 'session subject',
+          'fixture: p''s session s1 and subject Zoltan wiped');
+select is(array(select t.lexeme from memory_internal.fact_terms t
+                 where t.project_id = pg_temp.id('p') and t.lexeme in ('zoltan', 'ursula', 'fjord') order by 1),
+          '{}'::text[], 'session and subject wipes remove their facts'' postings');
+select is(memory.wipe(pg_temp.id('q')) ->> 'scope', 'project', 'fixture: q wiped');
+select is(pg_temp.terms('q'), 0::bigint, 'a project wipe removes its postings');
+select is(pg_temp.terms('p'), pg_temp.expected_terms('p'), 'p keeps the postings of its remaining facts');
+
+select * from finish();
+ROLLBACK;
