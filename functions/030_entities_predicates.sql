@@ -4,24 +4,27 @@
 -- The entities names resolve to in a project: for each distinct name, its
 -- entity by own normalized name first, then by alias, with the entity's
 -- canonical (normalized) name.  Names that resolve to nothing are left
--- out.  One index probe per name (lateral + limit), never a scan of the
--- project's entities, however the statistics look.
+-- out.  Index probes per name (the alias probe only when no entity has the
+-- name), never a scan of the project's entities, however the statistics
+-- look.
 create or replace function memory_internal.find_entities(
   p_org uuid, p_project uuid, p_normalized text[])
   returns table (normalized text, entity_id uuid, canonical text)
   language sql stable
   as $$
-    select n.norm, r.entity_id, r.normalized_name
+    select n.norm, coalesce(e.entity_id, a.entity_id), coalesce(e.normalized_name, a.normalized_name)
       from (select distinct u.norm from unnest(p_normalized) u(norm) where u.norm is not null) n
-     cross join lateral (
-       select e.entity_id, e.normalized_name, 1 as pref from memory.entities e
-        where e.org_id = p_org and e.project_id = p_project and e.normalized_name = n.norm
-       union all
-       select e.entity_id, e.normalized_name, 2 from memory.entity_aliases a
-         join memory.entities e on e.org_id = a.org_id and e.entity_id = a.entity_id
-        where a.org_id = p_org and a.project_id = p_project and a.normalized_alias = n.norm
-       order by 3
-       limit 1) r
+      left join lateral (
+        select x.entity_id, x.normalized_name from memory.entities x
+         where x.org_id = p_org and x.project_id = p_project and x.normalized_name = n.norm
+         limit 1) e on true
+      left join lateral (
+        select x.entity_id, x.normalized_name from memory.entity_aliases y
+          join memory.entities x on x.org_id = y.org_id and x.entity_id = y.entity_id
+         where e.entity_id is null
+           and y.org_id = p_org and y.project_id = p_project and y.normalized_alias = n.norm
+         limit 1) a on true
+     where e.entity_id is not null or a.entity_id is not null
   $$;
 
 -- The entity one name resolves to (see find_entities).  NULL when there is

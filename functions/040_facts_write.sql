@@ -364,6 +364,7 @@ declare
   v_results jsonb[];
   v_rounds integer;
   v_skip uuid[]; v_new uuid[]; v_lift_tomb uuid[]; v_lift_by uuid[];
+  v_fresh memory_internal.fact_input[];
   v_closed jsonb := '{}';
   v_pairs jsonb := '[]';
   v_edge_src uuid[] := '{}'; v_edge_tgt uuid[] := '{}'; v_edge_rel text[] := '{}';
@@ -557,6 +558,8 @@ begin
        where f.org_id = v_org and f.fact_id = any (v_skip);
     end if;
     continue when cardinality(v_new) = 0;
+    -- The round's new claims, picked out once for everything below.
+    v_fresh := array(select i from unnest(v_round) i where i.fact_id = any (v_new));
 
     update memory.tombstones t set lifted_at = memory_internal.txn_instant(), lifted_by = l.by
       from unnest(v_lift_tomb, v_lift_by) l(tomb, by)
@@ -567,11 +570,10 @@ begin
     for r in
       select c.* from memory_internal.restitch(
         v_org, p_project,
-        array(select i.subject_id from unnest(v_round) i where i.fact_id = any (v_new)),
-        array(select i.predicate from unnest(v_round) i where i.fact_id = any (v_new)),
-        array(select i.identity_object from unnest(v_round) i where i.fact_id = any (v_new)),
-        'superseded', v_actor, null,
-        array(select i from unnest(v_round) i where i.fact_id = any (v_new)), p_source) c
+        array(select i.subject_id from unnest(v_fresh) i),
+        array(select i.predicate from unnest(v_fresh) i),
+        array(select i.identity_object from unnest(v_fresh) i),
+        'superseded', v_actor, null, v_fresh, p_source) c
     loop
       v_superseded := v_superseded + 1;
       v_pairs := v_pairs || jsonb_build_object('old_fact_id', r.fact_id, 'new_fact_id', r.closed_by);
@@ -589,10 +591,10 @@ begin
     select v_edge_src || array_agg(i.subject_id), v_edge_tgt || array_agg(i.object_entity_id),
            v_edge_rel || array_agg(i.predicate)
       into v_edge_src, v_edge_tgt, v_edge_rel
-      from unnest(v_round) i
-     where i.fact_id = any (v_new) and i.object_entity_id is not null;
+      from unnest(v_fresh) i
+     where i.object_entity_id is not null;
 
-    for r in select i.idx, i.fact_id from unnest(v_round) i where i.fact_id = any (v_new) loop
+    for r in select i.idx, i.fact_id from unnest(v_fresh) i loop
       v_results[r.idx + 1] := jsonb_build_object(
         'index', r.idx, 'status', 'inserted', 'fact_id', r.fact_id,
         'superseded', coalesce(v_closed -> r.fact_id::text, '[]'));

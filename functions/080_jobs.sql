@@ -23,16 +23,30 @@ begin
 end
 $$;
 
--- Shared by facts and entities: one embed job per statement and project,
--- listing the new rows' ids (TG_ARGV: the kind, then the id column).
-create or replace function memory_internal.tg__enqueue_embed() returns trigger
+-- One embed job per statement and project, listing the new rows' ids: one
+-- function per table, so the ids are read as a column (a shared function
+-- had to turn each whole row into JSON to find its id column).
+create or replace function memory_internal.tg_facts__enqueue_embed() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 begin
   insert into memory.jobs (org_id, project_id, kind, payload)
   select n.org_id, n.project_id, 'embed',
-         jsonb_build_object('kind', tg_argv[0], 'ids', jsonb_agg(to_jsonb(n) -> tg_argv[1]))
+         jsonb_build_object('kind', 'fact', 'ids', jsonb_agg(n.fact_id))
+    from new_rows n group by n.org_id, n.project_id;
+  return null;
+end
+$$;
+
+create or replace function memory_internal.tg_entities__enqueue_embed() returns trigger
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  insert into memory.jobs (org_id, project_id, kind, payload)
+  select n.org_id, n.project_id, 'embed',
+         jsonb_build_object('kind', 'entity', 'ids', jsonb_agg(n.entity_id))
     from new_rows n group by n.org_id, n.project_id;
   return null;
 end
@@ -96,10 +110,12 @@ create or replace trigger "50_enqueue" after insert on memory.episodes
   for each statement execute function memory_internal.tg_episodes__enqueue();
 create or replace trigger "50_enqueue_embed" after insert on memory.facts
   referencing new table as new_rows
-  for each statement execute function memory_internal.tg__enqueue_embed('fact', 'fact_id');
+  for each statement execute function memory_internal.tg_facts__enqueue_embed();
 create or replace trigger "50_enqueue_embed" after insert on memory.entities
   referencing new table as new_rows
-  for each statement execute function memory_internal.tg__enqueue_embed('entity', 'entity_id');
+  for each statement execute function memory_internal.tg_entities__enqueue_embed();
+-- The shared function these replaced (no trigger uses it any more).
+drop function if exists memory_internal.tg__enqueue_embed();
 create or replace trigger "51_reembed" after update on memory.entities
   referencing old table as old_rows new table as new_rows
   for each statement execute function memory_internal.tg_entities__reembed();
