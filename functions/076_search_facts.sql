@@ -60,11 +60,13 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- postings, so of versions, counted up to budget + 1 (an index-only range
 -- each; a word past the budget is never picked beside another, so its
 -- exact count does not matter).  Many postings may belong to versions that
--- do not hold at p_at (superseded, retracted, not yet valid): when fewer
--- than p_n candidates hold, the budget grows fourfold and the leg runs
--- again, until every lexeme is picked - then the candidates are exactly the
--- holding facts sharing a word with the question, as a full scan would
--- find them.
+-- do not hold at p_at (superseded, retracted, not yet valid): when at
+-- least p_n candidates were found but fewer than p_n of them hold, the
+-- budget grows fourfold and the leg runs again, until every lexeme is
+-- picked.  When the picked words have fewer than p_n candidates at all, the
+-- list stays short: the facts left out share only words more common than
+-- the budget with the question (a full scan would rank them below, or
+-- among, these by cover density alone).
 create or replace function memory_internal.search_fact_fulltext(
   p_project uuid, p_query text, p_at timestamptz, p_known_at timestamptz, p_n integer)
   returns table (fact_id uuid, score double precision)
@@ -79,6 +81,7 @@ declare
   v_picked text[];
   v_present integer;
   v_budget bigint := 1000;
+  v_candidates bigint;
   v_ids uuid[];
   v_scores double precision[];
 begin
@@ -102,17 +105,24 @@ begin
     if v_picked is null then
       return;  -- no fact of the project holds any of the words
     end if;
-    select array_agg(x.fact_id order by x.r desc, x.fact_id), array_agg(x.r order by x.r desc, x.fact_id)
-      into v_ids, v_scores
+    with c as materialized (
+      select distinct t.fact_id from memory_internal.fact_terms t
+       where t.org_id = v_org and t.project_id = p_project and t.lexeme = any (v_picked)
+    )
+    select (select count(*) from c),
+           array_agg(x.fact_id order by x.r desc, x.fact_id), array_agg(x.r order by x.r desc, x.fact_id)
+      into v_candidates, v_ids, v_scores
       from (select f.fact_id, ts_rank_cd(f.content_tsv, v_tsq, 1)::float8 as r
-              from (select distinct t.fact_id from memory_internal.fact_terms t
-                     where t.org_id = v_org and t.project_id = p_project
-                       and t.lexeme = any (v_picked)) c
+              from c
               join memory.facts_at(p_project, p_at, p_known_at) f
                 on f.org_id = v_org and f.fact_id = c.fact_id
              order by 2 desc, 1
              limit p_n) x;
-    exit when coalesce(cardinality(v_ids), 0) >= p_n or cardinality(v_picked) = v_present;
+    -- Grow only when versions that do not hold ate a list the candidates
+    -- would have filled; fewer candidates than p_n means the question's
+    -- rarer words are that rare, and more would only share common words.
+    exit when coalesce(cardinality(v_ids), 0) >= p_n or v_candidates < p_n
+              or cardinality(v_picked) = v_present;
     v_budget := v_budget * 4;
   end loop;
   return query select u.id, u.score from unnest(v_ids, v_scores) with ordinality u(id, score, ord) order by u.ord;

@@ -4,7 +4,9 @@
 -- replaced (@@ over facts_at, kept below as the reference) returns, at
 -- instants before and after supersessions and a retraction, also when the
 -- rare word's postings belong to versions that do not hold (the budget
--- grows) and when a common word is in more facts than the budget.
+-- grows) and when a common word is in more facts than the budget; when the
+-- rare words have fewer candidates than places, it returns the reference's
+-- facts that share them, in its order.
 -- Runs as chronomem_app.
 --
 -- Projects p, q (org A) and r (org B) hold the same facts, word for word:
@@ -14,7 +16,7 @@
 --   chat    Quentin knows Ursula   [2020, )      "Quentin met Ursula at the fjord" (from session s1)
 --   w1..w1200  Fan N likes widget M [2020, )     "Fan N likes widgets of kind M" (a word past the budget)
 BEGIN;
-select plan(26);
+select plan(28);
 
 create temp table ids (k text primary key, id uuid not null);
 grant all on ids to public;
@@ -112,11 +114,19 @@ select is(pg_temp.leg('p', 'Where does Zoltan live?', '2023-01-01'), pg_temp.ref
           'leg = reference: a rare word held by a superseded and a current version (2023)');
 select is(pg_temp.leg('p', 'Where does Zoltan live?', '2021-01-01'), pg_temp.ref('p', 'Where does Zoltan live?', '2021-01-01'),
           'leg = reference (2021)');
-select is(pg_temp.leg('p', 'Who likes widgets and the fjord?', '2023-01-01'),
-          pg_temp.ref('p', 'Who likes widgets and the fjord?', '2023-01-01'),
-          'leg = reference: rare words too few, the budget grows past the common word');
+select is(pg_temp.leg('p', 'Who likes widgets and the fjord?', '2023-01-01', 3),
+          pg_temp.ref('p', 'Who likes widgets and the fjord?', '2023-01-01', 3),
+          'leg = reference: the rare word''s 3 candidates fill 3 places but a superseded one does not hold, so the budget grows past the common words');
 select is(pg_temp.leg('p', 'Who likes widgets and the fjord?', '2023-01-01', 200),
-          pg_temp.ref('p', 'Who likes widgets and the fjord?', '2023-01-01', 200), 'leg = reference (200 hits)');
+          array(select r.id from unnest(pg_temp.ref('p', 'Who likes widgets and the fjord?', '2023-01-01', 2000))
+                  with ordinality r(id, o)
+                 where r.id in (pg_temp.id('p.bergen'), pg_temp.id('p.chat')) order by r.o),
+          'fewer candidates than places: the list is the facts that share the rare word, in the reference''s order (no growth into words past the budget)');
+select ok(not pg_temp.id('p.bergen') = any (pg_temp.ref('p', 'Who likes widgets and the fjord?', '2023-01-01', 200)),
+          '... which the reference, blind to how rare a word is, ranks below 200 facts sharing only the common words');
+select cmp_ok(cardinality(pg_temp.ref('p', 'Who likes widgets and the fjord?', '2023-01-01', 200)), '>',
+              cardinality(pg_temp.leg('p', 'Who likes widgets and the fjord?', '2023-01-01', 200)),
+              'control: the reference does fill the list with facts sharing only the common words');
 select is(cardinality(pg_temp.leg('p', 'widgets', '2023-01-01', 200)), 200, 'a word in more facts than the budget still fills the list');
 select is(pg_temp.leg('p', 'widgets', '2019-01-01'), '{}'::uuid[], 'control: nothing holds before 2020');
 select ok(pg_temp.id('p.marm') = any (pg_temp.leg('p', 'marmalade and widgets', '2023-01-01', 5)),
