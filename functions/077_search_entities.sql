@@ -168,21 +168,24 @@ as $$
     union
     select a.entity_id from q join memory.entity_aliases a
         on a.org_id = q.org and a.project_id = p_project and a.normalized_alias = any (q.grams)
-  ), cand as (
-    select t.entity_id from q join memory_internal.entity_name_tokens t
-        on t.org_id = q.org and t.project_id = p_project and t.token = any (q.words)
-    union
-    select e.entity_id from exact e
-  ), names as (
+  ), cand as materialized (
+    -- As an array, so the names are read by key (a join lets the planner
+    -- scan the project's entities instead).
+    select array(select t.entity_id from q join memory_internal.entity_name_tokens t
+                     on t.org_id = q.org and t.project_id = p_project and t.token = any (q.words)
+                 union
+                 select e.entity_id from exact e) as ids
+  ), names as materialized (
+    -- Materialized: the planner would otherwise push <% down into a scan
+    -- of the entities and compute it for every name.
     select n.entity_id, n.normalized_name as name, n.created_at
-      from q cross join cand c join memory.entities n on n.org_id = q.org and n.entity_id = c.entity_id
-     where n.project_id = p_project
+      from q, cand c, memory.entities n
+     where n.org_id = q.org and n.entity_id = any (c.ids) and n.project_id = p_project
     union all
     select a.entity_id, a.normalized_alias, n.created_at
-      from q cross join cand c
-      join memory.entity_aliases a on a.org_id = q.org and a.entity_id = c.entity_id
-      join memory.entities n on n.org_id = q.org and n.entity_id = c.entity_id
-     where a.project_id = p_project
+      from q, cand c, memory.entity_aliases a, memory.entities n
+     where a.org_id = q.org and a.entity_id = any (c.ids) and a.project_id = p_project
+       and n.org_id = q.org and n.entity_id = a.entity_id
   )
   select m.entity_id,
          bool_or(m.entity_id in (select e.entity_id from exact e)
