@@ -180,7 +180,8 @@ def vacuum_analyze(owner_dsn: str, report: LoadReport) -> None:
     with psycopg.connect(owner_dsn, autocommit=True) as conn:
         conn.execute(
             "vacuum (analyze) memory.facts, memory.episodes, memory.entities, memory.edges, "
-            "memory.fact_events, memory.entity_aliases, memory.sessions, memory_internal.fact_terms"
+            "memory.fact_events, memory.entity_aliases, memory.sessions, "
+            "memory_internal.fact_terms, memory_internal.entity_name_tokens"
         )
     report.seconds["vacuum_analyze"] += perf_counter() - t0
 

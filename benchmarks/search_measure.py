@@ -179,7 +179,7 @@ STATEMENT_MARKERS = {
     "fact_vector": "f.embedding <=> p_query_embedding",
     "episode_fulltext": "memory_internal.search_episode_fulltext(",
     "fact_fulltext": "memory_internal.search_fact_fulltext(",
-    "entity": "word_similarity(m.name, v_qnorm)",
+    "entity": "memory_internal.search_entities(",
     "graph": "with lvl as materialized",  # one statement per hop; the slowest is kept
     "fusion_and_details": "'position', n.position",
 }

@@ -115,26 +115,12 @@ begin
       when 'entity' then
         v_kind := 'entity';
         -- An entity whose name (or alias) occurs in the question, whole
-        -- words first, then by trigram word similarity.  One pass over the
-        -- project's names and one over its aliases (not an alias lookup per
-        -- entity); the trigram index cannot serve <% under forced RLS (the
-        -- operator is not leakproof).
-        select array_agg(x.entity_id order by x.exact desc, x.sim desc, x.entity_id) into v_ids
-          from (select n.entity_id,
-                       max((strpos(' ' || v_qnorm || ' ', ' ' || m.name || ' ') > 0)::int) as exact,
-                       max(word_similarity(m.name, v_qnorm)) as sim
-                  from (select n.org_id, n.entity_id, n.normalized_name as name
-                          from memory.entities n
-                         where n.project_id = p_project
-                        union all
-                        select a.org_id, a.entity_id, a.normalized_alias
-                          from memory.entity_aliases a
-                         where a.project_id = p_project) m
-                  join memory.entities n on n.org_id = m.org_id and n.entity_id = m.entity_id
-                 where n.created_at <= p_known_at and m.name <% v_qnorm
-                 group by n.entity_id
-                 order by 2 desc, 3 desc, 1
-                 limit v_n) x;
+        -- words first, then by trigram word similarity: through btrees
+        -- (memory_internal.search_entities, which says what the token
+        -- candidates lose against the old full scan).
+        select array_agg(x.entity_id order by x.ord) into v_ids
+          from memory_internal.search_entities(p_project, v_qnorm, p_known_at, v_n)
+               with ordinality x(entity_id, exact, score, ord);
         v_seeds := coalesce(v_ids[1:5], '{}');
       when 'graph' then
         v_kind := 'fact';
@@ -142,10 +128,12 @@ begin
         -- the entities the question names; the facts on the walked edges,
         -- nearest first.
         if cardinality(v_seeds) = 0 and not 'entity' = any (v_legs) then
+          -- The names that are a run of 1-4 of the question's words: one
+          -- btree probe each (a longer name is not a seed).
           select coalesce(array_agg(n.entity_id), '{}') into v_seeds
             from (select n.entity_id from memory.entities n
-                   where n.project_id = p_project
-                     and strpos(' ' || v_qnorm || ' ', ' ' || n.normalized_name || ' ') > 0
+                   where n.org_id = v_org and n.project_id = p_project
+                     and n.normalized_name = any (memory_internal.question_ngrams(v_qnorm))
                    order by n.entity_id limit 5) n;
         end if;
         -- One indexed lookup per hop (edges by source or by target) instead
