@@ -5,7 +5,7 @@
 -- the candidate bound does not bind, and still finds the rare word when a
 -- common one is in thousands of episodes.  Runs as chronomem_app.
 BEGIN;
-select plan(27);
+select plan(31);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -232,6 +232,30 @@ select ok(jsonb_array_length(pg_temp.ranked_ref('big', 'Did Caroline meet a grey
           'control: the common word matches every episode of big');
 select ok(jsonb_array_length(pg_temp.ranked('big', 'Did Caroline meet a greyhound?')) < 100,
           'the bound binds: the leg scored the rare word''s postings, not every episode with the common one');
+
+
+-- The bound binding on the rarest word: both words of the question are in
+-- over 2,500 episodes of big.  30 turns say "Caroline" 2-31 times; the
+-- leg reads only caroline's 2,000 best postings, and its top 20 are the
+-- reference's (which scores all 2,531 episodes), scores included.
+do $$ begin
+  perform pg_temp.chat('big', 'h', array(select 'Caroline: ' || repeat('Caroline and ', k) || 'the park'
+                                           from generate_series(1, 30) k));
+end $$;
+insert into pg_temp.res values
+  ('big leg', pg_temp.ranked('big', 'Caroline at the park?')),
+  ('big ref', pg_temp.ranked_ref('big', 'Caroline at the park?'));
+select is((select jsonb_agg(x order by i) from jsonb_array_elements(pg_temp.r('big leg')) with ordinality a(x, i) where i <= 20),
+          (select jsonb_agg(x order by i) from jsonb_array_elements(pg_temp.r('big ref')) with ordinality a(x, i) where i <= 20),
+          'bound binding on the rarest word: the top 20 and their scores are the reference''s');
+select ok(jsonb_array_length(pg_temp.r('big ref')) > 2500,
+          'control: the reference scores every one of the 2,531 episodes');
+select is(jsonb_array_length(pg_temp.r('big leg')), 2000,
+          'the bound binds: the leg scored the rarest word''s 2,000 best postings only');
+select ok((select bool_and(t.dl = greatest(e.token_count, 1) and t.impact > 0)
+             from memory_internal.episode_terms t join memory.episodes e on e.episode_id = t.episode_id
+            where t.project_id = pg_temp.id('big')),
+          'postings carry their episode''s length and a positive impact');
 
 select * from finish();
 ROLLBACK;
