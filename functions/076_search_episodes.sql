@@ -154,10 +154,68 @@ create or replace function memory_internal.episode_mean_length(
 comment on function memory_internal.episode_mean_length(uuid, uuid, bigint, bigint) is
   'Mean episode length (tokens) of the project from its counters, with p_docs episodes of p_tokens tokens added: avgdl for the impact of new postings.';
 
+-- Move the project's pending df deltas into episode_term_df: one
+-- aggregated upsert for many statements.  Rows another transaction is
+-- folding are skipped (it moves them); the delete and the upsert commit
+-- together, so a snapshot sees each delta exactly once.
+create or replace function memory_internal.fold_episode_term_df(p_org uuid, p_project uuid)
+  returns void
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_lexemes text[];
+  v_deltas bigint[];
+begin
+  with moved as (
+    delete from memory_internal.episode_term_df_pending p
+     where (p.org_id, p.project_id, p.id) in (
+             select p2.org_id, p2.project_id, p2.id from memory_internal.episode_term_df_pending p2
+              where p2.org_id = p_org and p2.project_id = p_project
+                for update skip locked)
+    returning p.lexemes, p.deltas
+  )
+  select array_agg(x.lexeme order by x.lexeme), array_agg(x.delta order by x.lexeme)
+    into v_lexemes, v_deltas
+    from (select u.lexeme, sum(u.delta)::bigint as delta
+            from moved m cross join lateral unnest(m.lexemes, m.deltas) u(lexeme, delta)
+           group by 1) x;
+  if v_lexemes is not null then
+    perform memory_internal.adjust_episode_term_df(
+              array_fill(p_org, array[cardinality(v_lexemes)]),
+              array_fill(p_project, array[cardinality(v_lexemes)]), v_lexemes, v_deltas);
+  end if;
+end
+$$;
+comment on function memory_internal.fold_episode_term_df(uuid, uuid) is
+  'Adds the project''s pending document-frequency deltas (episode_term_df_pending) to episode_term_df in one aggregated upsert and deletes them.';
+
+-- A project's document frequencies of p_lexemes as a search sees them:
+-- the folded counts plus the pending deltas (at most ~16 rows).
+create or replace function memory_internal.episode_term_dfs(p_org uuid, p_project uuid, p_lexemes text[])
+  returns table (lexeme text, df bigint)
+  language sql stable
+  as $$
+    select l.lexeme,
+           (select coalesce(sum(d.df), 0) from memory_internal.episode_term_df d
+             where d.org_id = p_org and d.project_id = p_project and d.lexeme = l.lexeme)
+           + coalesce(pd.delta, 0) as df
+      from unnest(p_lexemes) l(lexeme)
+      left join (select u.lexeme, sum(u.delta)::bigint as delta
+                   from memory_internal.episode_term_df_pending p
+                  cross join lateral unnest(p.lexemes, p.deltas) u(lexeme, delta)
+                  where p.org_id = p_org and p.project_id = p_project and u.lexeme = any (p_lexemes)
+                  group by 1) pd on pd.lexeme = l.lexeme
+  $$;
+comment on function memory_internal.episode_term_dfs(uuid, uuid, text[]) is
+  'Document frequencies of the given lexemes in the project: episode_term_df plus the pending deltas of recent statements; exact at the caller''s snapshot.';
+
 create or replace function memory_internal.tg_episodes__terms() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
+declare
+  r record;
 begin
   if tg_op = 'INSERT' then
     -- Impact uses the project's mean length with these episodes counted
@@ -176,19 +234,33 @@ begin
      cross join lateral (select coalesce(cardinality(u.positions), 1) as tf,
                                 greatest(n.token_count, 1) as dl) x
      order by 1, 2, 3, 4;
-    perform memory_internal.adjust_episode_term_df(
-              array_agg(x.org_id), array_agg(x.project_id), array_agg(x.lexeme), array_agg(x.n))
-       from (select n.org_id, n.project_id, u.lexeme, count(*) as n
-               from new_rows n cross join lateral unnest(tsvector_to_array(n.content_tsv)) u(lexeme)
-              group by 1, 2, 3) x;
+    -- df: one pending row per project, not one upsert per word.
+    insert into memory_internal.episode_term_df_pending (org_id, project_id, lexemes, deltas)
+    select x.org_id, x.project_id, array_agg(x.lexeme order by x.lexeme), array_agg(x.n order by x.lexeme)
+      from (select n.org_id, n.project_id, u.lexeme, count(*) as n
+              from new_rows n cross join lateral unnest(tsvector_to_array(n.content_tsv)) u(lexeme)
+             group by 1, 2, 3) x
+     group by 1, 2;
+    for r in select distinct n.org_id, n.project_id from new_rows n order by 1, 2 loop
+      if (select count(*) from (select from memory_internal.episode_term_df_pending p
+                                 where p.org_id = r.org_id and p.project_id = r.project_id
+                                 limit 16) z) >= 16 then
+        perform memory_internal.fold_episode_term_df(r.org_id, r.project_id);
+      end if;
+    end loop;
   elsif tg_op = 'DELETE' then
-    -- The postings went with the episodes (cascade).
+    -- The postings went with the episodes (cascade).  Pending deltas are
+    -- folded first, so no row keeps a wiped word.
+    for r in select distinct o.org_id, o.project_id from old_rows o order by 1, 2 loop
+      perform memory_internal.fold_episode_term_df(r.org_id, r.project_id);
+    end loop;
     perform memory_internal.adjust_episode_term_df(
               array_agg(x.org_id), array_agg(x.project_id), array_agg(x.lexeme), array_agg(-x.n))
        from (select o.org_id, o.project_id, u.lexeme, count(*) as n
                from old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
               group by 1, 2, 3) x;
   else
+    perform memory_internal.fold_episode_term_df(old.org_id, old.project_id);
     delete from memory_internal.episode_terms t where t.org_id = old.org_id and t.episode_id = old.episode_id;
     insert into memory_internal.episode_terms (org_id, project_id, lexeme, episode_id, tf, dl, impact)
     select new.org_id, new.project_id, u.lexeme, new.episode_id, x.tf, x.dl,
@@ -281,10 +353,8 @@ create or replace function memory_internal.search_episode_fulltext(
          and c.metric in ('episodes_ingested', 'episodes_deleted',
                           'episode_tokens_ingested', 'episode_tokens_deleted')
     ), df as materialized (
-      select l.lexeme,
-             (select coalesce(sum(d.df), 0) from memory_internal.episode_term_df d
-               where d.org_id = q.org_id and d.project_id = p_project and d.lexeme = l.lexeme)::float8 as df
-        from q cross join unnest(q.lexemes) l(lexeme)
+      select d.lexeme, d.df::float8 as df
+        from q cross join lateral memory_internal.episode_term_dfs(q.org_id, p_project, q.lexemes) d
     ), picked as (
       select r.lexeme
         from (select d.lexeme, sum(d.df) over by_df as cum, row_number() over by_df as rn

@@ -59,3 +59,28 @@ comment on column memory_internal.episode_terms.impact is
 -- range, stopped after the budget.
 create index episode_terms_impact_idx
   on memory_internal.episode_terms (org_id, project_id, lexeme, impact desc, episode_id);
+
+-- Document-frequency deltas not yet added to episode_term_df: one row per
+-- inserting statement and project (its words and how many of its episodes
+-- hold each), instead of one upsert per word.  Every 16th statement of a
+-- project folds the pending rows into episode_term_df in one aggregated
+-- upsert (a word common to many statements is written once); a search
+-- adds the few pending rows to the folded counts, so df stays exact at
+-- every snapshot.  A wipe folds first, so a wiped word leaves no trace.
+create table memory_internal.episode_term_df_pending (
+  org_id     uuid not null,
+  project_id uuid not null,
+  id         bigint generated always as identity,
+  lexemes    text[] not null,
+  deltas     bigint[] not null check (cardinality(deltas) = cardinality(lexemes)),
+  primary key (org_id, project_id, id),
+  foreign key (org_id, project_id) references memory.projects on delete cascade
+);
+comment on table memory_internal.episode_term_df_pending is
+  'Episode document-frequency deltas of recent inserting statements (one row per statement and project), folded into episode_term_df every 16 statements or before a delete; searches add them to the folded counts.';
+alter table memory_internal.episode_term_df_pending enable row level security;
+alter table memory_internal.episode_term_df_pending force row level security;
+create policy tenant_isolation on memory_internal.episode_term_df_pending
+  using (org_id = memory_internal.current_org()) with check (org_id = memory_internal.current_org());
+revoke all on memory_internal.episode_term_df_pending from public;
+grant select on memory_internal.episode_term_df_pending to chronomem_app, chronomem_analyst;
