@@ -77,7 +77,8 @@ comment on function memory_internal.search_episode_vector(uuid, vector, timestam
 -- Postings (memory_internal.episode_terms, sql/0009): one row per
 -- distinct lexeme of an inserted episode's content_tsv, written by the
 -- inserting statement; they die with the episode (cascade).  Document
--- frequencies (episode_term_df) follow both.  Content is not rewritten by
+-- frequencies (episode_term_df, plus episode_term_df_pending for the
+-- last few inserting statements) follow both.  Content is not rewritten by
 -- the product, but if the owner ever does, postings and df follow it.
 
 -- Add p_delta[i] to the df of (p_org[i], p_project[i], p_lexeme[i]), one
@@ -219,17 +220,20 @@ declare
 begin
   if tg_op = 'INSERT' then
     -- Impact uses the project's mean length with these episodes counted
-    -- (this trigger runs before 40_text_stats_insert adds them).
+    -- (this trigger runs before 40_text_stats_insert adds them), read once
+    -- per project (materialized: a plan that re-ran it per posting cost
+    -- more than the postings).
+    with a as materialized (
+      select g.org_id, g.project_id,
+             memory_internal.episode_mean_length(g.org_id, g.project_id, g.tokens, g.docs) as avgdl
+        from (select n2.org_id, n2.project_id, sum(greatest(n2.token_count, 1)) as tokens,
+                     count(*) as docs
+                from new_rows n2 group by 1, 2) g)
     insert into memory_internal.episode_terms (org_id, project_id, lexeme, episode_id, tf, dl, impact)
     select n.org_id, n.project_id, u.lexeme, n.episode_id, x.tf, x.dl,
            memory_internal.episode_term_impact(x.tf, x.dl, a.avgdl)
       from new_rows n
-      join (select g.org_id, g.project_id,
-                   memory_internal.episode_mean_length(g.org_id, g.project_id, g.tokens, g.docs) as avgdl
-              from (select n2.org_id, n2.project_id, sum(greatest(n2.token_count, 1)) as tokens,
-                           count(*) as docs
-                      from new_rows n2 group by 1, 2) g) a
-        on a.org_id = n.org_id and a.project_id = n.project_id
+      join a on a.org_id = n.org_id and a.project_id = n.project_id
      cross join lateral unnest(n.content_tsv) u
      cross join lateral (select coalesce(cardinality(u.positions), 1) as tf,
                                 greatest(n.token_count, 1) as dl) x
@@ -283,7 +287,7 @@ begin
 end
 $$;
 comment on function memory_internal.tg_episodes__terms() is
-  'Keeps the postings (memory_internal.episode_terms: one per episode and distinct lexeme, with its number of positions) and document frequencies (episode_term_df) of episodes as they are inserted, deleted or (by the owner) rewritten.';
+  'Keeps the postings (memory_internal.episode_terms: one per episode and distinct lexeme, with its number of positions, length and impact) and document frequencies (episode_term_df, via one episode_term_df_pending row per inserting statement) of episodes as they are inserted, deleted or (by the owner) rewritten.';
 
 create or replace trigger "40_terms_insert" after insert on memory.episodes
   referencing new table as new_rows
@@ -304,7 +308,7 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- BM25 and Beyond", 2009) and the idf ln(1 + (N - df + 0.5) / (df + 0.5))
 -- (Lucene's, never negative).
 -- Statistics are the project's own: df = the project's episodes holding
--- the lexeme (episode_term_df, kept with the postings), N and the mean length
+-- the lexeme (episode_term_dfs: folded plus pending), N and the mean length
 -- from the project's counters (see tg_episodes__text_stats), so df and N
 -- count the same episodes.  Length is the episode's estimated token count,
 -- tf the lexeme's positions in content_tsv.
@@ -333,6 +337,12 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- written, which drifts as the project grows (the order of two postings
 -- only changes near ties).  At/known_at filter inside the bounded read,
 -- so an earlier instant still gets c_budget visible candidates.
+-- Measured on a synthetic 60k-episode project (/tmp bench, 100 questions
+-- of 2-5 words from random turns): top 10 equal to exhaustive BM25 in 83
+-- questions (89 before the cut), mean top-10 overlap 0.90 (0.94); the
+-- losses are questions of common words only, where an episode holding
+-- several of them outranks one that is short and holds the rarest.  At
+-- 10k episodes the cut never binds there (100/100 identical).
 create or replace function memory_internal.search_episode_fulltext(
   p_project uuid, p_query text, p_at timestamptz, p_known_at timestamptz, p_n integer)
   returns table (episode_id uuid, score double precision)
