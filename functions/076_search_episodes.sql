@@ -337,9 +337,10 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- written, which drifts as the project grows (the order of two postings
 -- only changes near ties).  At/known_at filter inside the bounded read,
 -- so an earlier instant still gets c_budget visible candidates.
--- Measured on a synthetic 60k-episode project (/tmp bench, 100 questions
--- of 2-5 words from random turns): top 10 equal to exhaustive BM25 in 83
--- questions (89 before the cut), mean top-10 overlap 0.90 (0.94); the
+-- Measured on a synthetic 60k-episode project (two runs of 100 questions
+-- of 2-5 words from random turns): top 10 equal to exhaustive BM25 in
+-- 83 and 77 questions (89 and 86 before the cut), mean top-10 overlap
+-- 0.90 and 0.87 (0.94 and 0.92): a real loss, for p95 107 -> 36 ms; the
 -- losses are questions of common words only, where an episode holding
 -- several of them outranks one that is short and holds the rarest.  At
 -- 10k episodes the cut never binds there (100/100 identical).
