@@ -36,6 +36,7 @@ grant execute on function
   memory_internal.rrf(integer),
   memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer),
   memory_internal.search_episode_fulltext(uuid, text, timestamptz, timestamptz, integer),
+  memory_internal.episode_term_dfs(uuid, uuid, text[]),
   memory_internal.search_fact_fulltext(uuid, text, timestamptz, timestamptz, integer),
   memory_internal.search_entities(uuid, text, timestamptz, integer),
   memory_internal.question_ngrams(text), memory_internal.name_tokens(text),
@@ -79,5 +80,6 @@ grant execute on function memory_internal.try_timestamptz(text), memory_internal
 
 grant select on all tables in schema memory to chronomem_app, chronomem_analyst;
 grant select on memory_internal.counters, memory_internal.episode_terms,
-  memory_internal.episode_term_df, memory_internal.fact_terms, memory_internal.entity_name_tokens
+  memory_internal.episode_term_df, memory_internal.episode_term_df_pending, memory_internal.fact_terms,
+  memory_internal.entity_name_tokens
   to chronomem_app, chronomem_analyst;

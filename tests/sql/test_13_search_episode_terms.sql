@@ -5,7 +5,7 @@
 -- the candidate bound does not bind, and still finds the rare word when a
 -- common one is in thousands of episodes.  Runs as chronomem_app.
 BEGIN;
-select plan(27);
+select plan(35);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -104,10 +104,25 @@ create function pg_temp.expected_postings(p_project text) returns jsonb language
    where e.project_id = pg_temp.id(p_project) $$;
 -- The project's document frequencies {lexeme: df}, and what its postings
 -- say they should be.
+-- (As the leg reads them: folded counts plus pending deltas, over every
+-- word either table or the postings hold; zeros left out.)
 create function pg_temp.df(p_project text) returns jsonb language sql stable as $$
   select coalesce(jsonb_object_agg(x.lexeme, x.df), '{}')
-    from (select d.lexeme, sum(d.df) as df from memory_internal.episode_term_df d
-           where d.project_id = pg_temp.id(p_project) group by 1) x $$;
+    from memory_internal.episode_term_dfs(
+           memory_internal.project_org(pg_temp.id(p_project)), pg_temp.id(p_project),
+           array(select d.lexeme from memory_internal.episode_term_df d where d.project_id = pg_temp.id(p_project)
+                 union
+                 select u.lexeme from memory_internal.episode_term_df_pending p
+                  cross join lateral unnest(p.lexemes) u(lexeme) where p.project_id = pg_temp.id(p_project)
+                 union
+                 select t.lexeme from memory_internal.episode_terms t where t.project_id = pg_temp.id(p_project))) x
+   where x.df <> 0 $$;
+-- Rows of the df tables (folded and pending) that name a word.
+create function pg_temp.df_rows(p_project text, p_lexeme text) returns integer language sql stable as $$
+  select ((select count(*) from memory_internal.episode_term_df d
+            where d.project_id = pg_temp.id(p_project) and d.lexeme = p_lexeme)
+        + (select count(*) from memory_internal.episode_term_df_pending p
+            where p.project_id = pg_temp.id(p_project) and p_lexeme = any (p.lexemes)))::integer $$;
 create function pg_temp.expected_df(p_project text) returns jsonb language sql stable as $$
   select coalesce(jsonb_object_agg(x.lexeme, x.df), '{}')
     from (select t.lexeme, count(*) as df from memory_internal.episode_terms t
@@ -203,6 +218,9 @@ select is(pg_temp.df('p'), pg_temp.expected_df('p'),
 select ok(not exists (select from memory_internal.episode_terms t
                        where t.episode_id in (pg_temp.id('p.t.1'), pg_temp.id('p.t.2'), pg_temp.id('p.t.3'))),
           'the wiped session''s postings are gone');
+select is(pg_temp.df_rows('p', 'volunt'), 0,
+          'a word only the wiped session held leaves no document-frequency row, folded or pending');
+select ok(pg_temp.df_rows('p', 'greyhound') > 0, 'control: a word the rest still hold keeps its rows');
 do $$ begin
   perform memory.upsert_entity(pg_temp.id('p'), 'Caroline', 'person', null);
   perform memory.wipe(pg_temp.id('p'), p_subject => 'Caroline');
@@ -212,8 +230,9 @@ select is(jsonb_array_length(pg_temp.postings('p')), jsonb_array_length(pg_temp.
 do $$ begin perform memory.wipe(pg_temp.id('q')); end $$;
 select is((select count(*) from memory_internal.episode_terms t where t.project_id = pg_temp.id('q'))::integer, 0,
           'a project wipe deletes all its postings');
-select is((select count(*) from memory_internal.episode_term_df d where d.project_id = pg_temp.id('q'))::integer, 0,
-          'a project wipe leaves no document frequency row (no trace of a wiped word)');
+select is((select count(*) from memory_internal.episode_term_df d where d.project_id = pg_temp.id('q'))::integer
+          + (select count(*) from memory_internal.episode_term_df_pending d where d.project_id = pg_temp.id('q'))::integer, 0,
+          'a project wipe leaves no document frequency row, folded or pending (no trace of a wiped word)');
 select ok(jsonb_array_length(pg_temp.postings('p')) > 60, 'control: the other project keeps its postings');
 select ok((pg_temp.df('p') ->> 'greyhound')::integer = 1, 'control: and its document frequencies');
 
@@ -232,6 +251,38 @@ select ok(jsonb_array_length(pg_temp.ranked_ref('big', 'Did Caroline meet a grey
           'control: the common word matches every episode of big');
 select ok(jsonb_array_length(pg_temp.ranked('big', 'Did Caroline meet a greyhound?')) < 100,
           'the bound binds: the leg scored the rare word''s postings, not every episode with the common one');
+-- 26 statements into big: pending deltas were folded on the way, and the
+-- sum of both stays exact.
+select is(pg_temp.df('big'), pg_temp.expected_df('big'),
+          'document frequencies stay exact across folds of pending deltas');
+select ok((select count(*) from memory_internal.episode_term_df_pending p where p.project_id = pg_temp.id('big')) < 16
+          and (select sum(d.df) from memory_internal.episode_term_df d
+                where d.project_id = pg_temp.id('big') and d.lexeme = 'carolin') >= 1600,
+          'pending deltas were folded: under 16 pending rows, the folded count holds the first 16 statements'' caroline (1,600)');
+
+
+-- The bound binding on the rarest word: both words of the question are in
+-- over 2,500 episodes of big.  30 turns say "Caroline" 2-31 times; the
+-- leg reads only caroline's 2,000 best postings, and its top 20 are the
+-- reference's (which scores all 2,531 episodes), scores included.
+do $$ begin
+  perform pg_temp.chat('big', 'h', array(select 'Caroline: ' || repeat('Caroline and ', k) || 'the park'
+                                           from generate_series(1, 30) k));
+end $$;
+insert into pg_temp.res values
+  ('big leg', pg_temp.ranked('big', 'Caroline at the park?')),
+  ('big ref', pg_temp.ranked_ref('big', 'Caroline at the park?'));
+select is((select jsonb_agg(x order by i) from jsonb_array_elements(pg_temp.r('big leg')) with ordinality a(x, i) where i <= 20),
+          (select jsonb_agg(x order by i) from jsonb_array_elements(pg_temp.r('big ref')) with ordinality a(x, i) where i <= 20),
+          'bound binding on the rarest word: the top 20 and their scores are the reference''s');
+select ok(jsonb_array_length(pg_temp.r('big ref')) > 2500,
+          'control: the reference scores every one of the 2,531 episodes');
+select is(jsonb_array_length(pg_temp.r('big leg')), 2000,
+          'the bound binds: the leg scored the rarest word''s 2,000 best postings only');
+select ok((select bool_and(t.dl = greatest(e.token_count, 1) and t.impact > 0)
+             from memory_internal.episode_terms t join memory.episodes e on e.episode_id = t.episode_id
+            where t.project_id = pg_temp.id('big')),
+          'postings carry their episode''s length and a positive impact');
 
 select * from finish();
 ROLLBACK;
