@@ -24,6 +24,24 @@ $$;
 comment on function memory_internal.question_ngrams(text) is
   'The runs of 1 to 4 consecutive words of a normalized question (the names a whole-word match of up to 4 words can have).';
 
+-- Adds the tokens of the given (org, project, entity, normalized name)
+-- rows; a word the entity already has stays one row.
+create or replace function memory_internal.add_name_tokens(
+  p_org uuid[], p_project uuid[], p_entity uuid[], p_name text[]) returns void
+  language sql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+  insert into memory_internal.entity_name_tokens (org_id, project_id, token, entity_id)
+  select distinct o.org_id, o.project_id, w.token, o.entity_id
+    from unnest(p_org, p_project, p_entity, p_name) o(org_id, project_id, entity_id, name)
+   -- the outer distinct, not name_tokens() per row: a function call and a
+   -- sort per name cost the writer more than one distinct over the batch
+   cross join lateral unnest(string_to_array(o.name, ' ')) w(token)
+      on conflict do nothing
+$$;
+comment on function memory_internal.add_name_tokens(uuid[], uuid[], uuid[], text[]) is
+  'For the name-token triggers: inserts the entity_name_tokens of the given (org, project, entity, normalized name) rows.';
+
 -- Removes the tokens of names (or aliases) that were deleted or changed,
 -- except the words the entity still has in its current name or another
 -- alias.  Also right when the entity itself is gone, whichever of the
@@ -65,10 +83,9 @@ create or replace function memory_internal.tg_entities__name_tokens() returns tr
 as $$
 begin
   if tg_op = 'INSERT' then
-    insert into memory_internal.entity_name_tokens (org_id, project_id, token, entity_id)
-    select distinct n.org_id, n.project_id, u.token, n.entity_id
-      from new_rows n cross join lateral unnest(string_to_array(n.normalized_name, ' ')) u(token)
-        on conflict do nothing;
+    perform memory_internal.add_name_tokens(array_agg(n.org_id), array_agg(n.project_id),
+                                            array_agg(n.entity_id), array_agg(n.normalized_name))
+       from new_rows n;
   elsif tg_op = 'DELETE' then
     perform memory_internal.drop_name_tokens(array_agg(o.org_id), array_agg(o.project_id),
                                              array_agg(o.entity_id), array_agg(o.normalized_name))
@@ -76,10 +93,8 @@ begin
   else
     perform memory_internal.drop_name_tokens(array[old.org_id], array[old.project_id],
                                              array[old.entity_id], array[old.normalized_name]);
-    insert into memory_internal.entity_name_tokens (org_id, project_id, token, entity_id)
-    select new.org_id, new.project_id, u.token, new.entity_id
-      from unnest(memory_internal.name_tokens(new.normalized_name)) u(token)
-        on conflict do nothing;
+    perform memory_internal.add_name_tokens(array[new.org_id], array[new.project_id],
+                                            array[new.entity_id], array[new.normalized_name]);
   end if;
   return null;
 end
@@ -93,10 +108,9 @@ create or replace function memory_internal.tg_entity_aliases__name_tokens() retu
 as $$
 begin
   if tg_op = 'INSERT' then
-    insert into memory_internal.entity_name_tokens (org_id, project_id, token, entity_id)
-    select distinct n.org_id, n.project_id, u.token, n.entity_id
-      from new_rows n cross join lateral unnest(string_to_array(n.normalized_alias, ' ')) u(token)
-        on conflict do nothing;
+    perform memory_internal.add_name_tokens(array_agg(n.org_id), array_agg(n.project_id),
+                                            array_agg(n.entity_id), array_agg(n.normalized_alias))
+       from new_rows n;
   elsif tg_op = 'DELETE' then
     perform memory_internal.drop_name_tokens(array_agg(o.org_id), array_agg(o.project_id),
                                              array_agg(o.entity_id), array_agg(o.normalized_alias))
@@ -104,10 +118,8 @@ begin
   else
     perform memory_internal.drop_name_tokens(array[old.org_id], array[old.project_id],
                                              array[old.entity_id], array[old.normalized_alias]);
-    insert into memory_internal.entity_name_tokens (org_id, project_id, token, entity_id)
-    select new.org_id, new.project_id, u.token, new.entity_id
-      from unnest(memory_internal.name_tokens(new.normalized_alias)) u(token)
-        on conflict do nothing;
+    perform memory_internal.add_name_tokens(array[new.org_id], array[new.project_id],
+                                            array[new.entity_id], array[new.normalized_alias]);
   end if;
   return null;
 end
