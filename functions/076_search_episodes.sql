@@ -133,9 +133,27 @@ create or replace function memory_internal.episode_term_impact(p_tf integer, p_d
 comment on function memory_internal.episode_term_impact(integer, integer, float8) is
   'BM25 term weight without idf (k1 1.2, b 0.75) of a word occurring p_tf times in an episode of length p_dl, for mean length p_avgdl: the impact stored with each posting.';
 
+-- A project's episodes and their tokens in all, from its counters: BM25's
+-- collection statistics (N and, divided, the mean length).
+create or replace function memory_internal.episode_collection(p_org uuid, p_project uuid)
+  returns table (docs bigint, tokens bigint)
+  language sql stable
+  as $$
+    select (coalesce(sum(c.value) filter (where c.metric = 'episodes_ingested'), 0)
+              - coalesce(sum(c.value) filter (where c.metric = 'episodes_deleted'), 0))::bigint,
+           (coalesce(sum(c.value) filter (where c.metric = 'episode_tokens_ingested'), 0)
+              - coalesce(sum(c.value) filter (where c.metric = 'episode_tokens_deleted'), 0))::bigint
+      from memory_internal.counters c
+     where c.org_id = p_org and c.project_id = p_project
+       and c.metric in ('episodes_ingested', 'episodes_deleted',
+                        'episode_tokens_ingested', 'episode_tokens_deleted')
+  $$;
+comment on function memory_internal.episode_collection(uuid, uuid) is
+  'The project''s episode count and token total from its counters (BM25 collection statistics).';
+
 -- The project's mean episode length from its counters, counting p_docs
--- more episodes of p_tokens tokens in all (those being written); their own
--- mean when the counters hold nothing (rows written with triggers off).
+-- more episodes of p_tokens tokens in all (those being written); 1 when
+-- the counters hold nothing (rows written with triggers off).
 create or replace function memory_internal.episode_mean_length(
   p_org uuid, p_project uuid, p_tokens bigint, p_docs bigint)
   returns float8
@@ -143,14 +161,7 @@ create or replace function memory_internal.episode_mean_length(
   as $$
     select case when s.docs + p_docs > 0 and s.tokens + p_tokens > 0
                 then (s.tokens + p_tokens)::float8 / (s.docs + p_docs) else 1 end
-      from (select coalesce(sum(c.value) filter (where c.metric = 'episodes_ingested'), 0)
-                     - coalesce(sum(c.value) filter (where c.metric = 'episodes_deleted'), 0) as docs,
-                   coalesce(sum(c.value) filter (where c.metric = 'episode_tokens_ingested'), 0)
-                     - coalesce(sum(c.value) filter (where c.metric = 'episode_tokens_deleted'), 0) as tokens
-              from memory_internal.counters c
-             where c.org_id = p_org and c.project_id = p_project
-               and c.metric in ('episodes_ingested', 'episodes_deleted',
-                                'episode_tokens_ingested', 'episode_tokens_deleted')) s
+      from memory_internal.episode_collection(p_org, p_project) s
   $$;
 comment on function memory_internal.episode_mean_length(uuid, uuid, bigint, bigint) is
   'Mean episode length (tokens) of the project from its counters, with p_docs episodes of p_tokens tokens added: avgdl for the impact of new postings.';
@@ -355,14 +366,8 @@ create or replace function memory_internal.search_episode_fulltext(
                      to_tsvector('english'::regconfig, coalesce(p_query, '')))) l) as lexemes,
              2000 as c_budget
     ), stats as materialized (
-      select coalesce(sum(c.value) filter (where c.metric = 'episodes_ingested'), 0)
-               - coalesce(sum(c.value) filter (where c.metric = 'episodes_deleted'), 0) as docs,
-             coalesce(sum(c.value) filter (where c.metric = 'episode_tokens_ingested'), 0)
-               - coalesce(sum(c.value) filter (where c.metric = 'episode_tokens_deleted'), 0) as tokens
-        from memory_internal.counters c, q
-       where c.org_id = q.org_id and c.project_id = p_project
-         and c.metric in ('episodes_ingested', 'episodes_deleted',
-                          'episode_tokens_ingested', 'episode_tokens_deleted')
+      select s.docs, s.tokens
+        from q cross join lateral memory_internal.episode_collection(q.org_id, p_project) s
     ), df as materialized (
       select d.lexeme, d.df::float8 as df
         from q cross join lateral memory_internal.episode_term_dfs(q.org_id, p_project, q.lexemes) d

@@ -37,6 +37,7 @@ grant execute on function
   memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer),
   memory_internal.search_episode_fulltext(uuid, text, timestamptz, timestamptz, integer),
   memory_internal.episode_term_dfs(uuid, uuid, text[]),
+  memory_internal.episode_collection(uuid, uuid),
   memory_internal.search_fact_fulltext(uuid, text, timestamptz, timestamptz, integer),
   memory_internal.search_entities(uuid, text, timestamptz, integer),
   memory_internal.question_ngrams(text), memory_internal.name_tokens(text),
