@@ -8,6 +8,7 @@ import platform
 import statistics
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -164,3 +165,46 @@ def latency_ms(seconds: Sequence[float]) -> dict[str, float]:
 def write_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+# --------------------------------------------------------------------------- tenants
+
+
+@dataclass(frozen=True)
+class Tenant:
+    org: uuid.UUID
+    project: uuid.UUID
+
+
+def scalar(conn: psycopg.Connection[Any], query: Any, params: Sequence[Any] = ()) -> Any:
+    """The first column of a query's one row."""
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def new_org(app_dsn: str, name: str) -> uuid.UUID:
+    """A new org, created as the app role."""
+    with psycopg.connect(app_dsn) as conn:
+        org: uuid.UUID = scalar(conn, "select memory.create_org(%s)", (name,))
+    return org
+
+
+def new_project(app_dsn: str, org: uuid.UUID, name: str) -> Tenant:
+    """A new project of org, created as the app role."""
+    with psycopg.connect(app_dsn) as conn:
+        conn.execute("select memory.use_org(%s)", (org,))
+        project: uuid.UUID = scalar(conn, "select memory.create_project(%s, %s)", (org, name))
+    return Tenant(org, project)
+
+
+def normalized_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
+    """Index definitions with index and table names blanked, to compare two tables."""
+    schema, name = table.split(".")
+    rows = conn.execute(
+        "select indexname, indexdef from pg_indexes where schemaname = %s and tablename = %s",
+        (schema, name),
+    ).fetchall()
+    return sorted(
+        d.replace(f" {i} ", " <index> ").replace(f" ON {table} ", " ON <table> ") for i, d in rows
+    )

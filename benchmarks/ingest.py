@@ -39,10 +39,15 @@ from psycopg.types.json import Jsonb
 
 from benchmarks.common import (
     BenchDatabase,
+    Tenant,
     git_info,
     latency_ms,
     machine_info,
+    new_org,
+    new_project,
+    normalized_indexes,
     now_iso,
+    scalar,
     server_info,
     write_json,
 )
@@ -300,43 +305,6 @@ def ingest_workload(
 # --------------------------------------------------------------------------- database
 
 
-@dataclass(frozen=True)
-class Tenant:
-    org: uuid.UUID
-    project: uuid.UUID
-
-
-def _one(conn: psycopg.Connection[Any], query: str, params: Any = ()) -> Any:
-    row = conn.execute(query, params).fetchone()
-    assert row is not None
-    return row[0]
-
-
-def _new_org(app_dsn: str) -> uuid.UUID:
-    with psycopg.connect(app_dsn) as conn:
-        org: uuid.UUID = _one(conn, "select memory.create_org('benchmark ingest')")
-    return org
-
-
-def _new_project(app_dsn: str, org: uuid.UUID, name: str) -> Tenant:
-    with psycopg.connect(app_dsn) as conn:
-        conn.execute("select memory.use_org(%s)", (org,))
-        project: uuid.UUID = _one(conn, "select memory.create_project(%s, %s)", (org, name))
-    return Tenant(org, project)
-
-
-def _indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
-    """Index definitions with index and table names blanked, to compare two tables."""
-    schema, name = table.split(".")
-    rows = conn.execute(
-        "select indexname, indexdef from pg_indexes where schemaname = %s and tablename = %s",
-        (schema, name),
-    ).fetchall()
-    return sorted(
-        d.replace(f" {i} ", " <index> ").replace(f" ON {table} ", " ON <table> ") for i, d in rows
-    )
-
-
 def _table_facts(conn: psycopg.Connection[Any], original: str, copy: str) -> dict[str, Any]:
     """What the copy has and lacks compared with the original (checked, not assumed)."""
 
@@ -364,7 +332,10 @@ def _table_facts(conn: psycopg.Connection[Any], original: str, copy: str) -> dic
             "triggers": [r[0] for r in conn.execute(TRIGGERS_SQL, (table,)).fetchall()],
         }
 
-    original_indexes, copy_indexes = _indexes(conn, original), _indexes(conn, copy)
+    original_indexes, copy_indexes = (
+        normalized_indexes(conn, original),
+        normalized_indexes(conn, copy),
+    )
     return {
         "indexes_identical": original_indexes == copy_indexes,
         "indexes": copy_indexes,
@@ -440,7 +411,7 @@ def ingest_step(tenant: Tenant, session: str, use_key: bool) -> Step:
     def step(conn: psycopg.Connection[Any], batch: IngestBatch) -> int:
         with conn.transaction():
             conn.execute("select memory.use_org(%s)", (tenant.org,))
-            result = _one(
+            result = scalar(
                 conn,
                 "select memory.ingest(%s, %s, %s::jsonb, %s)",
                 (tenant.project, session, batch.messages, batch.key if use_key else None),
@@ -622,7 +593,7 @@ def _ingest_report(r: MethodResult) -> dict[str, Any]:
 def ingest_scenario(
     db: BenchDatabase, org: uuid.UUID, writers: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    tenant = _new_project(db.app, org, f"ingest-{writers}-writers")
+    tenant = new_project(db.app, org, f"ingest-{writers}-writers")
     per_round = args.batches // args.rounds
     total = args.warmup + per_round * args.rounds
     work = ingest_workload(args.seed, writers, total, args.batch_size, str(tenant.project))
@@ -684,11 +655,11 @@ def make_job_seed(owner_dsn: str, total: int) -> dict[str, Any]:
             """,
             {"kinds": KINDS, "total": total},
         )
-        source = _one(conn, "select count(*) from memory.jobs where kind = any(%s)", (KINDS,))
+        source = scalar(conn, "select count(*) from memory.jobs where kind = any(%s)", (KINDS,))
         mix: dict[str, int] = dict(
             conn.execute(f"select kind, count(*) from {JOB_SEED} group by kind").fetchall()
         )
-        size = _one(conn, f"select avg(pg_column_size(payload))::integer from {JOB_SEED}")
+        size = scalar(conn, f"select avg(pg_column_size(payload))::integer from {JOB_SEED}")
     return {"jobs": total, "source_jobs": source, "kinds": mix, "mean_payload_bytes": size}
 
 
@@ -723,7 +694,7 @@ class QueueMethod:
 
 
 def _complete_job(conn: psycopg.Connection[Any], params: dict[str, Any]) -> bool:
-    return bool(_one(conn, COMPLETE_SQL, params))
+    return bool(scalar(conn, COMPLETE_SQL, params))
 
 
 def _bare_done(conn: psycopg.Connection[Any], params: dict[str, Any]) -> bool:
@@ -1267,7 +1238,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _prime_jobs(db: BenchDatabase, org: uuid.UUID, args: argparse.Namespace) -> None:
     """With --only queue: a few untimed ingest calls, so the seed has real jobs."""
-    tenant = _new_project(db.app, org, "queue-source")
+    tenant = new_project(db.app, org, "queue-source")
     work = ingest_workload(args.seed, 1, 20, args.batch_size, "prime")
     step = ingest_step(tenant, "prime", use_key=False)
     with psycopg.connect(db.app, autocommit=True) as conn:
@@ -1287,7 +1258,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     plans: dict[str, Any] = {}
     scaling: list[dict[str, Any]] = []
     try:
-        org = _new_org(db.app)
+        org = new_org(db.app, "benchmark ingest")
         if args.only != "queue":
             print("(a) ingest", flush=True)
             ingest = [ingest_scenario(db, org, w, args) for w in args.writers]

@@ -19,7 +19,7 @@ import statistics
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -31,10 +31,15 @@ import psycopg
 
 from benchmarks.common import (
     BenchDatabase,
+    Tenant,
     git_info,
     latency_ms,
     machine_info,
+    new_org,
+    new_project,
+    normalized_indexes,
     now_iso,
+    scalar,
     server_info,
     write_json,
 )
@@ -261,43 +266,13 @@ def workload(seed: int, writers: int, batches: int) -> list[list[Batch]]:
 # --------------------------------------------------------------------------- database
 
 
-@dataclass(frozen=True)
-class Tenant:
-    org: uuid.UUID
-    project: uuid.UUID
-
-
-def _one(conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()) -> Any:
-    row = conn.execute(query, params).fetchone()
-    assert row is not None
-    return row[0]
-
-
-def _new_org(app_dsn: str) -> uuid.UUID:
-    with psycopg.connect(app_dsn) as conn:
-        org: uuid.UUID = _one(conn, "select memory.create_org('benchmark write')")
-    return org
-
-
 def _new_project(app_dsn: str, org: uuid.UUID, name: str) -> Tenant:
+    tenant = new_project(app_dsn, org, name)
     with psycopg.connect(app_dsn) as conn:
         conn.execute("select memory.use_org(%s)", (org,))
-        project: uuid.UUID = _one(conn, "select memory.create_project(%s, %s)", (org, name))
-        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (project,))
-        conn.execute("select memory.declare_predicate(%s, 'likes', 'many')", (project,))
-    return Tenant(org, project)
-
-
-def _normalized_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
-    """Index definitions with index and table names blanked, to compare two tables."""
-    schema, name = table.split(".")
-    rows = conn.execute(
-        "select indexname, indexdef from pg_indexes where schemaname = %s and tablename = %s",
-        (schema, name),
-    ).fetchall()
-    return sorted(
-        d.replace(f" {i} ", " <index> ").replace(f" ON {table} ", " ON <table> ") for i, d in rows
-    )
+        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (tenant.project,))
+        conn.execute("select memory.declare_predicate(%s, 'likes', 'many')", (tenant.project,))
+    return tenant
 
 
 def create_bare_table(owner_dsn: str) -> dict[str, Any]:
@@ -307,15 +282,15 @@ def create_bare_table(owner_dsn: str) -> dict[str, Any]:
         conn.execute(CREATE_BARE)
         conn.execute(f"grant usage on schema {SCRATCH_SCHEMA} to chronomem_app")
         conn.execute(f"grant select, insert, update on {BARE} to chronomem_app")
-        facts = _normalized_indexes(conn, "memory.facts")
-        bare = _normalized_indexes(conn, BARE)
+        facts = normalized_indexes(conn, "memory.facts")
+        bare = normalized_indexes(conn, BARE)
         excl = conn.execute(
             "select pg_get_constraintdef(oid) from pg_constraint "
             "where conrelid = %s::regclass and contype = 'x'",
             (BARE,),
         ).fetchall()
-        rls = _one(conn, "select relrowsecurity from pg_class where oid = %s::regclass", (BARE,))
-        fks = _one(
+        rls = scalar(conn, "select relrowsecurity from pg_class where oid = %s::regclass", (BARE,))
+        fks = scalar(
             conn,
             "select count(*) from pg_constraint where conrelid = %s::regclass and contype = 'f'",
             (BARE,),
@@ -358,7 +333,7 @@ def assert_step(tenant: Tenant) -> Step:
     def step(conn: psycopg.Connection[Any], batch: Batch) -> dict[str, int]:
         with conn.transaction():
             conn.execute("select memory.use_org(%s)", (tenant.org,))
-            result = _one(
+            result = scalar(
                 conn, "select memory.assert_facts(%s, %s::jsonb)", (tenant.project, batch.facts)
             )
         return {k: int(result[k]) for k in COUNT_KEYS}
@@ -662,7 +637,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     load_before = os.getloadavg()  # other work on the machine skews both methods unevenly
     table = create_bare_table(db.owner)
     try:
-        org = _new_org(db.app)
+        org = new_org(db.app, "benchmark write")
         scenarios = [scenario(db, org, w, args) for w in args.writers]
     finally:
         drop_bare_table(db.owner)
