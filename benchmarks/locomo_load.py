@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 
+from benchmarks.common import scalar
 from benchmarks.embedding import embed_many, literal
 from benchmarks.locomo_data import Conversation, Observation, Turn
 from workers.embedding import LocalMiniLM
@@ -36,15 +37,9 @@ class LoadedConversation:
     dia_of_fact: dict[uuid.UUID, frozenset[str]] = field(default_factory=dict)
 
 
-def _one(conn: Conn, query: str, params: Sequence[Any] = ()) -> Any:
-    row = conn.execute(query, params).fetchone()
-    assert row is not None
-    return row[0]
-
-
 def create_org(conn: Conn, name: str) -> uuid.UUID:
     """A new org; the connection stays scoped to it (session-level use_org)."""
-    org: uuid.UUID = _one(conn, "select memory.create_org(%s)", (name,))
+    org: uuid.UUID = scalar(conn, "select memory.create_org(%s)", (name,))
     conn.execute("select memory.use_org(%s, false)", (org,))
     return org
 
@@ -64,12 +59,12 @@ def _messages(turns: Sequence[Turn]) -> str:
 
 
 def ingest(conn: Conn, org: uuid.UUID, conv: Conversation, name: str) -> LoadedConversation:
-    project: uuid.UUID = _one(conn, "select memory.create_project(%s, %s)", (org, name))
+    project: uuid.UUID = scalar(conn, "select memory.create_project(%s, %s)", (org, name))
     loaded = LoadedConversation(conv, project)
     for session in conv.sessions:
         for start in range(0, len(session.turns), INGEST_MAX):
             turns = session.turns[start : start + INGEST_MAX]
-            response = _one(
+            response = scalar(
                 conn,
                 "select memory.ingest(%s, %s, %s::jsonb, %s)",
                 (
@@ -91,7 +86,7 @@ def store_embeddings(
 ) -> int:
     stored = 0
     for start in range(0, len(ids), STORE_BATCH):
-        stored += _one(
+        stored += scalar(
             conn,
             "select memory.store_embeddings(%s, %s, %s::text[]::vector[])",
             (
@@ -140,7 +135,7 @@ def load_observations(conn: Conn, model: LocalMiniLM, loaded: LoadedConversation
     for start in range(0, len(observations), ASSERT_MAX):
         chunk = observations[start : start + ASSERT_MAX]
         facts = [_observation_fact(o, episode_of) for o in chunk]
-        result = _one(
+        result = scalar(
             conn, "select memory.assert_facts(%s, %s::jsonb)", (loaded.project, json.dumps(facts))
         )
         for obs, item in zip(chunk, result["results"], strict=True):
