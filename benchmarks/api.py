@@ -453,7 +453,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
             [round(x, 2) for x in os.getloadavg()],
         ],
     }
-    result = {
+    result: dict[str, Any] = {
         "benchmark": "api",
         "timestamp": now_iso(),
         "git": git_info(),

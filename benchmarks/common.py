@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -176,7 +176,9 @@ class Tenant:
     project: uuid.UUID
 
 
-def scalar(conn: psycopg.Connection[Any], query: Any, params: Sequence[Any] = ()) -> Any:
+def scalar(
+    conn: psycopg.Connection[Any], query: Any, params: Sequence[Any] | Mapping[str, Any] = ()
+) -> Any:
     """The first column of a query's one row."""
     row = conn.execute(query, params).fetchone()
     assert row is not None

@@ -199,7 +199,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
             db.app, db.owner, specs, args.batch, clusters, args.maintenance_work_mem
         )
         fact_rows = sum(len(p.fact_ids) for p in projects)
-        record = {
+        record: dict[str, Any] = {
             "org": str(org),
             "data_settings": _data_settings(args),
             "loaded_at": now_iso(),

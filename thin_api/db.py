@@ -51,6 +51,7 @@ class Database:
         timeout: float = 10.0,
         statement_timeout_ms: int = 30_000,
     ) -> None:
+        self.dsn = dsn
         self._statement_timeout_ms = statement_timeout_ms
         self.pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
             dsn,

@@ -132,7 +132,7 @@ def build_server(backend: Backend) -> MCPServer:
         """Store conversation messages as episodes of a session now; extraction of facts
         and embeddings follow in the background."""
         rows = [m.model_dump(mode="json", exclude_none=True) for m in messages]
-        return call(  # type: ignore[no-any-return]
+        return call(
             ctx,
             WRITE,
             project_id,
@@ -152,7 +152,7 @@ def build_server(backend: Backend) -> MCPServer:
         """Assert a batch of facts. Each is inserted (closing what it supersedes),
         skipped (already holds), refused (retracted claim) or invalid (with its field)."""
         rows = [f.model_dump(mode="json", exclude_unset=True) for f in facts]
-        return call(  # type: ignore[no-any-return]
+        return call(
             ctx,
             WRITE,
             project_id,
@@ -171,7 +171,7 @@ def build_server(backend: Backend) -> MCPServer:
     ) -> dict[str, Any]:
         """Hybrid search (vectors, full text, entities, graph) over facts and
         conversation excerpts as they held at `as_of`, as known at `known_at`."""
-        return call(  # type: ignore[no-any-return]
+        return call(
             ctx,
             READ,
             project_id,
@@ -191,7 +191,7 @@ def build_server(backend: Backend) -> MCPServer:
     ) -> dict[str, Any]:
         """A prompt-ready block (`text`): the facts that hold at `as_of` with their
         windows, then supporting conversation excerpts, within `max_tokens`."""
-        return call(  # type: ignore[no-any-return]
+        return call(
             ctx,
             READ,
             project_id,
@@ -213,7 +213,7 @@ def build_server(backend: Backend) -> MCPServer:
     ) -> dict[str, Any]:
         """The facts that hold at `as_of` as the store believed at `known_at`,
         optionally of one subject and/or predicate."""
-        return call(  # type: ignore[no-any-return]
+        return call(
             ctx,
             READ,
             project_id,
@@ -226,7 +226,7 @@ def build_server(backend: Backend) -> MCPServer:
     def fact_history(project_id: ProjectId, fact_id: UUID, ctx: Context) -> dict[str, Any]:
         """Every event (asserted, superseded, retracted, ...) of every version of the
         fact's identity, oldest first."""
-        return call(  # type: ignore[no-any-return]
+        return call(
             ctx,
             READ,
             project_id,
@@ -243,7 +243,7 @@ def build_server(backend: Backend) -> MCPServer:
     ) -> dict[str, Any]:
         """The claim never held: it is tombstoned, and what it had closed gets its
         window back."""
-        return call(  # type: ignore[no-any-return]
+        return call(
             ctx,
             WRITE,
             project_id,
@@ -285,7 +285,9 @@ class _BearerGate:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         token = bearer(headers)
         try:
-            ok = bool(token) and await anyio.to_thread.run_sync(self.get_db().authenticate, token)
+            ok = token is not None and await anyio.to_thread.run_sync(
+                self.get_db().authenticate, token
+            )
             error = None if ok else unauthorized()
         except psycopg.Error as err:
             error = from_db_error(err)

@@ -34,7 +34,7 @@ def readyz(db: DB) -> Any:
     head = head_revision()
     try:
         db.operator_rows("select 1 as ok")
-        revision = current_revision(db.pool.conninfo)
+        revision = current_revision(db.dsn)
     except Exception as err:
         log.warning("not ready: %s", err)
         body = Readiness(status="unavailable", database="unreachable", revision=None, head=head)
