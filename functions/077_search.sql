@@ -221,13 +221,20 @@ begin
   ), fused as (
     select n.kind, n.id, sum(n.score) as score, jsonb_object_agg(n.leg, n.rank) as ranks
       from normed n group by n.kind, n.id
-  ), shared as (
-    select e2.episode_id as id, sum(f.score * power(0.5, abs(e2.seq - e1.seq))) as score
+  ), hit_turns as materialized (
+    -- The turn window's bounds as columns of a CTE: under forced RLS a qual
+    -- computing e1.seq - 3 (int4mi is not leakproof) was no index
+    -- condition, and every turn of the session was read for each hit.
+    select e1.session_id, e1.seq, e1.seq - 3 as lo, e1.seq + 3 as hi, f.score
       from fused f
       join memory.episodes e1 on e1.org_id = v_org and e1.episode_id = f.id
-      join memory.episodes e2 on e2.org_id = v_org and e2.session_id = e1.session_id
-                             and e2.seq between e1.seq - 3 and e1.seq + 3 and e2.seq <> e1.seq
-     where f.kind = 'episode' and e2.project_id = p_project
+     where f.kind = 'episode'
+  ), shared as (
+    select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score
+      from hit_turns h
+      join memory.episodes e2 on e2.org_id = v_org and e2.session_id = h.session_id
+                             and e2.seq between h.lo and h.hi and e2.seq <> h.seq
+     where e2.project_id = p_project
        and e2.occurred_at <= p_at and e2.created_at <= p_known_at
      group by e2.episode_id
   ), scored as (
