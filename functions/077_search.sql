@@ -255,13 +255,19 @@ begin
            'ranks', n.ranks) || d.detail order by n.position), '[]')
     into v_results
     from numbered n
+    -- The facts' details in one read of readable_facts_at (by key, for the
+    -- array of the fact hits), not one per hit.
+    left join (
+      select r.fact_id,
+             jsonb_build_object('text', r.content, 'subject', r.subject, 'predicate', r.predicate,
+                                'object', r.object, 'valid_from', r.valid_from,
+                                'valid_until', r.valid_until, 'confidence', r.confidence) as detail
+        from memory.readable_facts_at(p_project, p_at, p_known_at) r
+       where r.fact_id = any (array(select n2.id from numbered n2 where n2.kind = 'fact'))
+    ) fd on n.kind = 'fact' and fd.fact_id = n.id
     cross join lateral (
       select case n.kind
-        when 'fact' then (
-          select jsonb_build_object('text', r.content, 'subject', r.subject, 'predicate', r.predicate,
-                                    'object', r.object, 'valid_from', r.valid_from,
-                                    'valid_until', r.valid_until, 'confidence', r.confidence)
-            from memory.readable_facts_at(p_project, p_at, p_known_at) r where r.fact_id = n.id)
+        when 'fact' then fd.detail
         when 'episode' then (
           select jsonb_build_object('text', e.content, 'role', e.role, 'occurred_at', e.occurred_at,
                                     'session', s.external_id, 'seq', e.seq)
