@@ -9,11 +9,13 @@
 -- probes read, so they are index-only scans over 10-20 MB each (while the
 -- visibility map is current: autovacuum after writes).
 --
--- facts: what facts_at's predicate reads (project, recorded_at, the window
--- and its bookkeeping) and content_tsv (the fact full-text leg ranks it).
-create index facts_text_cover_idx on memory.facts (org_id, fact_id)
-  include (project_id, recorded_at, invalid_at, range_changed_at, valid_from, valid_until,
-           valid_range, content_tsv);
+-- facts: what facts_at's predicate reads (recorded_at, the window and its
+-- bookkeeping) and content_tsv (the fact full-text leg ranks it).  Keyed
+-- by project first: facts_at always names it, so the same index also
+-- serves a whole-project read (facts_at_count) as an index-only range.
+create index facts_text_cover_idx on memory.facts (org_id, project_id, fact_id)
+  include (recorded_at, invalid_at, range_changed_at, valid_from, valid_until, valid_range,
+           content_tsv);
 -- episodes: the full-text leg's filter and scoring columns, and the
 -- session position the fusion's neighbour share starts from; then the
 -- neighbours themselves, by session and position.
