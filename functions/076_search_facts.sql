@@ -94,12 +94,16 @@ begin
     select array_agg(r.lexeme) filter (where r.rn = 1 or r.cum <= v_budget), count(*)
       into v_picked, v_present
       from (select c.lexeme, sum(c.n) over by_n as cum, row_number() over by_n as rn
-              from (select l.lexeme,
-                           (select count(*) from (select from memory_internal.fact_terms t
+              -- A lateral aggregate, counted once per word (as a scalar
+              -- subquery the planner copied it into the filter, the sort
+              -- and the window, and counted three times).
+              from (select l.lexeme, k.n
+                      from unnest(v_lexemes) l(lexeme)
+                     cross join lateral (
+                       select count(*) as n from (select from memory_internal.fact_terms t
                                                    where t.org_id = v_org and t.project_id = p_project
                                                      and t.lexeme = l.lexeme
-                                                   limit v_budget + 1) x) as n
-                      from unnest(v_lexemes) l(lexeme)) c
+                                                   limit v_budget + 1) x) k) c
              where c.n > 0
             window by_n as (order by c.n, c.lexeme)) r;
     if v_picked is null then

@@ -221,13 +221,20 @@ begin
   ), fused as (
     select n.kind, n.id, sum(n.score) as score, jsonb_object_agg(n.leg, n.rank) as ranks
       from normed n group by n.kind, n.id
-  ), shared as (
-    select e2.episode_id as id, sum(f.score * power(0.5, abs(e2.seq - e1.seq))) as score
+  ), hit_turns as materialized (
+    -- The turn window's bounds as columns of a CTE: under forced RLS a qual
+    -- computing e1.seq - 3 (int4mi is not leakproof) was no index
+    -- condition, and every turn of the session was read for each hit.
+    select e1.session_id, e1.seq, e1.seq - 3 as lo, e1.seq + 3 as hi, f.score
       from fused f
       join memory.episodes e1 on e1.org_id = v_org and e1.episode_id = f.id
-      join memory.episodes e2 on e2.org_id = v_org and e2.session_id = e1.session_id
-                             and e2.seq between e1.seq - 3 and e1.seq + 3 and e2.seq <> e1.seq
-     where f.kind = 'episode' and e2.project_id = p_project
+     where f.kind = 'episode'
+  ), shared as (
+    select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score
+      from hit_turns h
+      join memory.episodes e2 on e2.org_id = v_org and e2.session_id = h.session_id
+                             and e2.seq between h.lo and h.hi and e2.seq <> h.seq
+     where e2.project_id = p_project
        and e2.occurred_at <= p_at and e2.created_at <= p_known_at
      group by e2.episode_id
   ), scored as (
@@ -248,13 +255,19 @@ begin
            'ranks', n.ranks) || d.detail order by n.position), '[]')
     into v_results
     from numbered n
+    -- The facts' details in one read of readable_facts_at (by key, for the
+    -- array of the fact hits), not one per hit.
+    left join (
+      select r.fact_id,
+             jsonb_build_object('text', r.content, 'subject', r.subject, 'predicate', r.predicate,
+                                'object', r.object, 'valid_from', r.valid_from,
+                                'valid_until', r.valid_until, 'confidence', r.confidence) as detail
+        from memory.readable_facts_at(p_project, p_at, p_known_at) r
+       where r.fact_id = any (array(select n2.id from numbered n2 where n2.kind = 'fact'))
+    ) fd on n.kind = 'fact' and fd.fact_id = n.id
     cross join lateral (
       select case n.kind
-        when 'fact' then (
-          select jsonb_build_object('text', r.content, 'subject', r.subject, 'predicate', r.predicate,
-                                    'object', r.object, 'valid_from', r.valid_from,
-                                    'valid_until', r.valid_until, 'confidence', r.confidence)
-            from memory.readable_facts_at(p_project, p_at, p_known_at) r where r.fact_id = n.id)
+        when 'fact' then fd.detail
         when 'episode' then (
           select jsonb_build_object('text', e.content, 'role', e.role, 'occurred_at', e.occurred_at,
                                     'session', s.external_id, 'seq', e.seq)
