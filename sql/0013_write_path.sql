@@ -33,3 +33,10 @@ alter table memory.facts
   drop constraint facts_org_id_subject_id_fkey,
   add constraint facts_subject_fkey foreign key (org_id, project_id, subject_id)
     references memory.entities (org_id, project_id, entity_id) on delete cascade;
+
+-- Room on each page for an updated version of its rows.  A re-asserted
+-- fact only bumps support_count and last_seen_at, columns no index covers:
+-- with free space on its page that update is HOT (no new entry in any of
+-- the table's indexes, no exclusion check); on a full page it was a new
+-- entry in every one.  Applies to pages written from now on.
+alter table memory.facts set (fillfactor = 90);
