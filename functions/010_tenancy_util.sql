@@ -35,22 +35,46 @@ comment on function memory.normalize_text(text) is
   'The one normalization: NFKC, Unicode case fold, punctuation stripped, whitespace collapsed. Used for entity names, predicates, objects and content.';
 
 -- Timestamps without a zone are read as UTC everywhere (the functions that
--- parse client input run with TimeZone = UTC).
-create or replace function memory_internal.try_timestamptz(p_text text) returns timestamptz
-  language plpgsql stable
-  set timezone = 'UTC'
-as $$
+-- parse client input run with TimeZone = UTC).  ISO 8601 only: PostgreSQL
+-- would also read 'now', 'tomorrow' or 'Jan 5 2024', which a client sending
+-- one of them did not mean as data.  From PostgreSQL 16 on, input functions
+-- report bad input without raising (pg_input_is_valid), so the check needs
+-- no exception block: each one is a subtransaction, paid per timestamp of
+-- every batch.  Older servers keep the exception block.
+do $do$
 begin
-  -- ISO 8601 only: PostgreSQL would also read 'now', 'tomorrow' or
-  -- 'Jan 5 2024', which a client sending one of them did not mean as data.
-  if p_text !~ '^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}' then
-    return null;
+  if exists (select from pg_proc where proname = 'pg_input_is_valid') then
+    execute $f$
+      create or replace function memory_internal.try_timestamptz(p_text text) returns timestamptz
+        language plpgsql stable
+        set timezone = 'UTC'
+      as $$
+      begin
+        if p_text !~ '^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}'
+           or not pg_input_is_valid(p_text, 'timestamptz') then
+          return null;
+        end if;
+        return p_text::timestamptz;
+      end
+      $$ $f$;
+  else
+    execute $f$
+      create or replace function memory_internal.try_timestamptz(p_text text) returns timestamptz
+        language plpgsql stable
+        set timezone = 'UTC'
+      as $$
+      begin
+        if p_text !~ '^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}' then
+          return null;
+        end if;
+        return p_text::timestamptz;
+      exception when others then
+        return null;
+      end
+      $$ $f$;
   end if;
-  return p_text::timestamptz;
-exception when others then
-  return null;
 end
-$$;
+$do$;
 comment on function memory_internal.try_timestamptz(text) is
   'Parse client text as an ISO 8601 timestamptz (zone-less = UTC); NULL when it is not one.';
 
