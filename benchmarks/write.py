@@ -357,6 +357,16 @@ def baseline_step(tenant: Tenant) -> Step:
 # --------------------------------------------------------------------------- timing
 
 
+def backend_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) a server backend has used, from /proc; None when
+    the server is not a local process this one can see."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class PhaseResult:
     wall_s: float
@@ -364,6 +374,9 @@ class PhaseResult:
     counts: Counter[str]
     mix: Counter[str]
     batches: int
+    # The writers' backends' CPU seconds over the timed batches (None: not readable).
+    # Far less sensitive than wall time to other work on a busy machine.
+    cpu_s: float | None = None
     per_writer_s: list[list[float]] = field(default_factory=list)  # each writer's, in order
     per_round: list[dict[str, float]] = field(default_factory=list)
 
@@ -374,6 +387,7 @@ class PhaseResult:
         self.counts.update(other.counts)
         self.mix.update(other.mix)
         self.batches += other.batches
+        self.cpu_s = None if self.cpu_s is None or other.cpu_s is None else self.cpu_s + other.cpu_s
         for mine, theirs in zip(self.per_writer_s, other.per_writer_s, strict=True):
             mine += theirs
         self.per_round += other.per_round
@@ -391,7 +405,7 @@ class PhaseResult:
 
 def _writer(
     dsn: str, batches: list[Batch], warmup: int, step: Step, barrier: threading.Barrier
-) -> tuple[list[float], Counter[str], Counter[str]]:
+) -> tuple[list[float], Counter[str], Counter[str], float | None]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("set statement_timeout = '120s'")  # a stuck lock fails, never hangs
         try:
@@ -402,12 +416,16 @@ def _writer(
             barrier.abort()  # releases the others, which then fail too
             raise
         latencies, counts, mix = [], Counter[str](), Counter[str]()
+        pid = conn.info.backend_pid
+        cpu0 = backend_cpu_s(pid)
         for batch in batches[warmup:]:
             t0 = perf_counter()
             counts.update(step(conn, batch))
             latencies.append(perf_counter() - t0)
             mix.update(batch.mix)
-    return latencies, counts, mix
+        cpu1 = backend_cpu_s(pid)
+    cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+    return latencies, counts, mix, cpu
 
 
 def run_phase(
@@ -430,8 +448,10 @@ def run_phase(
         t0 = perf_counter()
         results = [f.result() for f in futures]
         wall = perf_counter() - t0
-    out = PhaseResult(wall, [], Counter(), Counter(), 0)
-    for latencies, counts, mix in results:
+    cpus = [r[3] for r in results]
+    cpu = None if any(c is None for c in cpus) else sum(c for c in cpus if c is not None)
+    out = PhaseResult(wall, [], Counter(), Counter(), 0, cpu_s=cpu)
+    for latencies, counts, mix, _ in results:
         out.per_writer_s.append(list(latencies))
         out.latencies_s += latencies
         out.counts.update(counts)
@@ -481,6 +501,9 @@ def _method_report(phase: PhaseResult, inserted: int) -> dict[str, Any]:
         "wall_s": round(phase.wall_s, 3),
         "facts_per_s": round(facts / phase.wall_s, 1),
         "rows_inserted_per_s": round(inserted / phase.wall_s, 1),
+        "backend_cpu_ms_per_batch": (
+            None if phase.cpu_s is None else round(phase.cpu_s * 1000 / phase.batches, 2)
+        ),
         "batch_latency_ms": latency_ms(phase.latencies_s),
         # Drift: does a batch get slower as the project grows during the phase?
         "mean_latency_ms_first_vs_last_tenth": [
@@ -536,12 +559,19 @@ def scenario(
     bl["rows_inserted"] = base.counts["inserted"]
     bl["predecessors_closed"] = base.counts["closed"]
     ratio = af["facts_per_s"] / bl["facts_per_s"]
+    cpu_ratio = (
+        None
+        if asserted.cpu_s is None or base.cpu_s is None or asserted.cpu_s == 0
+        else round(base.cpu_s / asserted.cpu_s, 3)
+    )
     return {
         "writers": writers,
         "generated_mix": dict(asserted.mix),
         "assert_facts": af,
         "baseline": bl,
         "ratio": round(ratio, 3),
+        # The same comparison by the backends' CPU time (same batches for both).
+        "cpu_ratio": cpu_ratio,
         "ratio_per_round": [
             round(a["facts_per_s"] / b["facts_per_s"], 3)
             for a, b in zip(af["per_round"], bl["per_round"], strict=True)
@@ -697,7 +727,8 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         print(
             f"  {s['writers']} writer(s): assert_facts {s['assert_facts']['facts_per_s']:.0f} "
             f"facts/s, baseline {s['baseline']['facts_per_s']:.0f} facts/s, "
-            f"ratio {s['ratio']:.2f}",
+            f"ratio {s['ratio']:.2f}"
+            + (f" (by backend CPU {s['cpu_ratio']:.2f})" if s["cpu_ratio"] is not None else ""),
             flush=True,
         )
     return json_path

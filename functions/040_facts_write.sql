@@ -250,7 +250,9 @@ begin
     with raw as (
       select (t.ord - 1)::integer as idx, t.e, jsonb_typeof(t.e) = 'object' as is_object
         from jsonb_array_elements(p_facts) with ordinality t(e, ord)
-    ), f as (
+    ), f as materialized (
+      -- materialized: the fields are plain columns below, so normalize_text
+      -- calls on them are inlined.
       select r.idx, r.e, r.is_object,
              memory_internal.json_text(r.e -> 'subject') as subject,
              memory_internal.json_text(r.e -> 'predicate') as predicate,
@@ -263,12 +265,16 @@ begin
              coalesce(jsonb_typeof(r.e -> 'valid_from'), 'null') as from_type,
              coalesce(jsonb_typeof(r.e -> 'valid_to'), 'null') as to_type
         from raw r
+    ), preds as (
+      -- A batch names few predicates: each normalized once, not per fact.
+      select d.predicate, memory.normalize_text(d.predicate) as predicate_norm
+        from (select distinct f.predicate from f where f.predicate is not null) d
     ), g as materialized (
       -- materialized: each expensive expression once per fact, however
       -- often the checks below refer to it.
       select f.*,
              memory.normalize_text(f.subject) as subject_norm,
-             memory.normalize_text(f.predicate) as predicate_norm,
+             pr.predicate_norm,
              memory.normalize_text(f.object) as object_norm,
              case when f.from_type = 'string'
                   then memory_internal.try_timestamptz(f.e ->> 'valid_from') end as vf,
@@ -278,6 +284,7 @@ begin
                   when f.episode_type = 'string' and memory_internal.is_uuid(f.e ->> 'source_episode_id')
                   then (f.e ->> 'source_episode_id')::uuid end as episode_id
         from f
+        left join preds pr on pr.predicate = f.predicate
     ), h as (
       select g.*, ep.occurred_at as episode_at,
              case when g.vt in ('infinity') then null else g.vt end as valid_to
@@ -359,10 +366,10 @@ declare
   v_n integer;
   v_items memory_internal.fact_input[];
   v_round memory_internal.fact_input[];
-  v_errors jsonb[];
-  v_error jsonb;
-  v_results jsonb[];
+  -- Each fact's result, in no particular order (sorted by index at the end).
+  v_out jsonb[];
   v_rounds integer;
+  v_floor timestamptz;
   v_skip uuid[]; v_new uuid[]; v_lift_tomb uuid[]; v_lift_by uuid[];
   v_fresh memory_internal.fact_input[];
   v_closed jsonb := '{}';
@@ -371,7 +378,6 @@ declare
   v_inserted integer := 0; v_superseded integer := 0; v_skipped integer := 0;
   v_refused integer := 0; v_invalid integer := 0;
   v_names text[]; v_found text[]; v_found_ids uuid[]; v_found_canon text[];
-  r record;
 begin
   if current_setting('transaction_isolation') <> 'read committed' then
     raise exception 'assert_facts needs READ COMMITTED isolation, not %',
@@ -392,7 +398,6 @@ begin
     raise exception 'source must be api, extraction or import, not %', coalesce(p_source, 'NULL')
       using errcode = 'invalid_parameter_value';
   end if;
-  v_results := array_fill(null::jsonb, array[v_n]);
   perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
 
   -- 1. Parse and validate.  A bad fact is reported at its index and costs
@@ -400,12 +405,9 @@ begin
   select coalesce(array_agg(p.item order by p.idx) filter (where p.field is null), '{}'),
          coalesce(array_agg(memory_internal.fact_error(p.idx, p.field, p.message))
                     filter (where p.field is not null), '{}')
-    into v_items, v_errors
+    into v_items, v_out
     from memory_internal.parse_facts(v_org, p_project, p_facts, p_source_episode) p;
-  foreach v_error in array v_errors loop
-    v_results[(v_error ->> 'index')::integer + 1] := v_error;
-  end loop;
-  v_invalid := cardinality(v_errors);
+  v_invalid := cardinality(v_out);
 
   -- 2. Predicates' shared locks (cardinality cannot change under us), then
   -- the entities the batch names: looked up once, the missing ones created
@@ -488,12 +490,11 @@ begin
 
   -- 4. Lock every identity of the batch in one fixed order, so concurrent
   -- batches over the same identities queue instead of deadlocking.
+  -- The record-time floor (see begin_write) is read by round 1's lookup
+  -- below, which visits every identity of the batch once anyway, and is
+  -- fixed before anything is written.
   perform pg_advisory_xact_lock(k)
      from (select distinct i.lock_key as k from unnest(v_items) i order by 1) keys;
-  perform memory_internal.begin_write(memory_internal.identities_floor(
-    v_org, p_project, array(select i.subject_id from unnest(v_items) i),
-    array(select i.predicate from unnest(v_items) i),
-    array(select i.identity_object from unnest(v_items) i)));
 
   -- 5. Apply in rounds: round n holds the n-th fact of each identity in
   -- batch order, so within a round identities are distinct and the work is
@@ -501,58 +502,71 @@ begin
   select coalesce(max(i.round), 0) into v_rounds from unnest(v_items) i;
   for v_r in 1 .. v_rounds loop
     v_round := array(select i from unnest(v_items) i where i.round = v_r);
-    v_skip := '{}'; v_new := '{}'; v_lift_tomb := '{}'; v_lift_by := '{}';
+    -- Each fact's outcome, in one statement: refused (a retracted claim,
+    -- unless the caller overrides), skipped (a retry) or inserted.
+    select coalesce(array_agg(l.existing_id) filter (where l.outcome = 'skipped'), '{}'),
+           coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted'), '{}'),
+           coalesce(array_agg(l.tomb_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
+           coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
+           v_refused + count(*) filter (where l.outcome = 'refused'),
+           v_skipped + count(*) filter (where l.outcome = 'skipped'),
+           max(l.stamp),
+           v_out || coalesce(array_agg(
+             case l.outcome
+               when 'refused' then jsonb_build_object(
+                 'index', l.idx, 'status', 'refused', 'reason', 'retracted', 'retracted_fact_id', l.tomb_id)
+               else jsonb_build_object('index', l.idx, 'status', 'skipped', 'fact_id', l.existing_id)
+             end) filter (where l.outcome <> 'inserted'), '{}')
+      into v_skip, v_new, v_lift_tomb, v_lift_by, v_refused, v_skipped, v_floor, v_out
+      from (
+        select q.*,
+               case when q.tomb_id is not null and not p_override_tombstones then 'refused'
+                    when q.existing_id is not null then 'skipped'
+                    else 'inserted' end as outcome
+          from (
+            select i.idx, i.fact_id, t.fact_id as tomb_id, x.fact_id as existing_id,
+                   greatest(x.stamp, e.stamp) as stamp
+              from unnest(v_round) i
+              -- A retracted claim stays refused unless the caller overrides.
+              left join lateral (
+                select tb.fact_id from memory.tombstones tb
+                 where tb.org_id = v_org and tb.project_id = p_project and tb.subject_id = i.subject_id
+                   and tb.predicate = i.predicate and tb.object_key = i.object_key
+                   and tb.lifted_at is null
+                 limit 1) t on true
+              -- The same claim from the same instant is already stored: a retry.
+              -- It only counts as support.  (A restatement from a later instant
+              -- is a new fact: skipping it would lose its start if a fact
+              -- arriving later cut the earlier window, and the end state would
+              -- depend on arrival order.)  An open-ended claim repeats a stored
+              -- one whatever end a contradiction or expiry has given that since.
+              -- (The identity btree finds the versions, invalid_at is tested
+              -- after it: see restitch.)  The same pass over the identity's
+              -- versions yields their latest record-time stamp for the floor,
+              -- as identities_floor reads it (that function's edges half is the
+              -- lateral after this one).
+              left join lateral (
+                select (array_agg(v.fact_id) filter (
+                          where v.invalid_at is null and v.valid_from = i.valid_from
+                            and v.object_key = i.object_key and v.content_key = i.content_key
+                            and (i.valid_to is null or v.asserted_until = i.valid_to)))[1] as fact_id,
+                       max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at)) as stamp
+                  from (
+                  select y.fact_id, y.fact_seq, y.invalid_at, y.valid_from, y.object_key, y.content_key,
+                         y.asserted_until, y.recorded_at, y.range_changed_at
+                    from memory_internal.fact_versions(p_project) y
+                   where y.org_id = v_org and y.subject_id = i.subject_id
+                     and y.predicate = i.predicate and y.identity_object = i.identity_object
+                  offset 0) v) x on true
+              left join lateral (
+                select max(greatest(y.recorded_at, y.expired_at)) as stamp
+                  from memory.edges y
+                 where v_r = 1 and y.org_id = v_org and y.project_id = p_project
+                   and y.source_id = i.subject_id and y.relation = i.predicate) e on true) q) l;
 
-    for r in
-      select i.idx, i.fact_id, t.fact_id as tomb_id, x.fact_id as existing_id
-        from unnest(v_round) i
-        -- A retracted claim stays refused unless the caller overrides.
-        left join lateral (
-          select tb.fact_id from memory.tombstones tb
-           where tb.org_id = v_org and tb.project_id = p_project and tb.subject_id = i.subject_id
-             and tb.predicate = i.predicate and tb.object_key = i.object_key
-             and tb.lifted_at is null
-           limit 1) t on true
-        -- The same claim from the same instant is already stored: a retry.
-        -- It only counts as support.  (A restatement from a later instant
-        -- is a new fact: skipping it would lose its start if a fact
-        -- arriving later cut the earlier window, and the end state would
-        -- depend on arrival order.)  An open-ended claim repeats a stored
-        -- one whatever end a contradiction or expiry has given that since.
-        -- (The identity btree finds the versions, invalid_at is tested
-        -- after it: see restitch.)
-        left join lateral (
-          select v.fact_id from (
-            select y.fact_id, y.invalid_at, y.object_key, y.content_key, y.asserted_until
-              from memory_internal.fact_versions(p_project) y
-             where y.org_id = v_org and y.subject_id = i.subject_id
-               and y.predicate = i.predicate and y.identity_object = i.identity_object
-               and y.valid_from = i.valid_from
-            offset 0) v
-           where v.invalid_at is null
-             and v.object_key = i.object_key and v.content_key = i.content_key
-             and (i.valid_to is null or v.asserted_until = i.valid_to)
-           limit 1) x on true
-       order by i.idx
-    loop
-      if r.tomb_id is not null and not p_override_tombstones then
-        v_refused := v_refused + 1;
-        v_results[r.idx + 1] := jsonb_build_object(
-          'index', r.idx, 'status', 'refused', 'reason', 'retracted', 'retracted_fact_id', r.tomb_id);
-      elsif r.existing_id is not null then
-        v_skipped := v_skipped + 1;
-        v_skip := v_skip || r.existing_id;
-        v_results[r.idx + 1] := jsonb_build_object(
-          'index', r.idx, 'status', 'skipped', 'fact_id', r.existing_id);
-      else
-        v_new := v_new || r.fact_id;
-        if r.tomb_id is not null then
-          v_lift_tomb := v_lift_tomb || r.tomb_id;
-          v_lift_by := v_lift_by || r.fact_id;
-        end if;
-      end if;
-    end loop;
-
+    if v_r = 1 then
+      perform memory_internal.begin_write(v_floor);
+    end if;
     if cardinality(v_skip) > 0 then
       update memory.facts f set support_count = f.support_count + 1, last_seen_at = memory_internal.txn_instant()
        where f.org_id = v_org and f.fact_id = any (v_skip);
@@ -566,39 +580,42 @@ begin
      where t.org_id = v_org and t.fact_id = l.tomb;
 
     -- restitch inserts the new claims into their place in world time and
-    -- closes whatever they follow.
-    for r in
-      select c.* from memory_internal.restitch(
-        v_org, p_project,
-        array(select i.subject_id from unnest(v_fresh) i),
-        array(select i.predicate from unnest(v_fresh) i),
-        array(select i.identity_object from unnest(v_fresh) i),
-        'superseded', v_actor, null, v_fresh, p_source) c
-    loop
-      v_superseded := v_superseded + 1;
-      v_pairs := v_pairs || jsonb_build_object('old_fact_id', r.fact_id, 'new_fact_id', r.closed_by);
-      if r.closed_by is not null then
-        v_closed := jsonb_set(v_closed, array[r.closed_by::text],
-                              coalesce(v_closed -> r.closed_by::text, '[]') || to_jsonb(r.fact_id));
-      end if;
-      if r.object_entity_id is not null then
-        v_edge_src := v_edge_src || r.subject_id;
-        v_edge_tgt := v_edge_tgt || r.object_entity_id;
-        v_edge_rel := v_edge_rel || r.predicate;
-      end if;
-    end loop;
+    -- closes whatever they follow: count them, pair them with their
+    -- closers (in restitch's order), note their edges.
+    with c as materialized (
+      select x.*
+        from memory_internal.restitch(
+          v_org, p_project,
+          array(select i.subject_id from unnest(v_fresh) i),
+          array(select i.predicate from unnest(v_fresh) i),
+          array(select i.identity_object from unnest(v_fresh) i),
+          'superseded', v_actor, null, v_fresh, p_source) with ordinality x)
+    select v_superseded + (select count(*) from c),
+           v_pairs || coalesce((select jsonb_agg(jsonb_build_object(
+                                         'old_fact_id', c.fact_id, 'new_fact_id', c.closed_by)
+                                       order by c.ordinality)
+                                  from c), '[]'),
+           coalesce((select jsonb_object_agg(g.closer, g.closed)
+                       from (select c.closed_by::text as closer,
+                                    jsonb_agg(c.fact_id order by c.ordinality) as closed
+                               from c where c.closed_by is not null
+                              group by c.closed_by) g), '{}'),
+           v_edge_src || array(select c.subject_id from c where c.object_entity_id is not null
+                               order by c.ordinality),
+           v_edge_tgt || array(select c.object_entity_id from c where c.object_entity_id is not null
+                               order by c.ordinality),
+           v_edge_rel || array(select c.predicate from c where c.object_entity_id is not null
+                               order by c.ordinality)
+      into v_superseded, v_pairs, v_closed, v_edge_src, v_edge_tgt, v_edge_rel;
     v_inserted := v_inserted + cardinality(v_new);
-    select v_edge_src || array_agg(i.subject_id), v_edge_tgt || array_agg(i.object_entity_id),
-           v_edge_rel || array_agg(i.predicate)
-      into v_edge_src, v_edge_tgt, v_edge_rel
-      from unnest(v_fresh) i
-     where i.object_entity_id is not null;
-
-    for r in select i.idx, i.fact_id from unnest(v_fresh) i loop
-      v_results[r.idx + 1] := jsonb_build_object(
-        'index', r.idx, 'status', 'inserted', 'fact_id', r.fact_id,
-        'superseded', coalesce(v_closed -> r.fact_id::text, '[]'));
-    end loop;
+    select v_edge_src || array_agg(i.subject_id) filter (where i.object_entity_id is not null),
+           v_edge_tgt || array_agg(i.object_entity_id) filter (where i.object_entity_id is not null),
+           v_edge_rel || array_agg(i.predicate) filter (where i.object_entity_id is not null),
+           v_out || array_agg(jsonb_build_object(
+             'index', i.idx, 'status', 'inserted', 'fact_id', i.fact_id,
+             'superseded', coalesce(v_closed -> i.fact_id::text, '[]')))
+      into v_edge_src, v_edge_tgt, v_edge_rel, v_out
+      from unnest(v_fresh) i;
   end loop;
 
   if cardinality(v_edge_src) > 0 then
@@ -614,7 +631,7 @@ begin
     'inserted', v_inserted, 'superseded', v_superseded, 'skipped', v_skipped,
     'refused', v_refused, 'invalid', v_invalid,
     'superseded_pairs', v_pairs,
-    'results', to_jsonb(v_results));
+    'results', to_jsonb(array(select x from unnest(v_out) x order by (x ->> 'index')::integer)));
 end
 $$;
 comment on function memory.assert_facts(uuid, jsonb, text, uuid, boolean, text) is

@@ -64,7 +64,10 @@ select lives_ok(pg_temp.copy_fact('tea', p_range => '[2023-01-01Z,)', p_object =
                 'positive control: cardinality many, another object (another identity) is accepted');
 select lives_ok(pg_temp.copy_fact('acme', p_invalid_at => now()),
                 'positive control: the exact copy is accepted when it is retracted (not current)');
-select lives_ok(pg_temp.copy_fact('acme', p_project => 'q'), 'positive control: the exact copy in another project is accepted');
+-- A fact's subject is an entity of the fact's own project (facts_subject_fkey,
+-- sql/0013), so the copy cannot even be placed in project q.
+select throws_ok(pg_temp.copy_fact('acme', p_project => 'q'), '23503', null,
+                 'the exact copy in another project is refused: its subject is an entity of project p');
 select lives_ok(pg_temp.copy_fact('acme', p_range => 'empty'),
                 'positive control: a copy with an empty window (a same-start loser) is accepted');
 select throws_ok(replace(pg_temp.copy_fact('acme'), 'coalesce(lower(', 'coalesce(''2019-06-01''::timestamptz, lower('),
