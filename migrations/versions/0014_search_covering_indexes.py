@@ -1,7 +1,7 @@
 """Covering indexes for the probes of the text legs: sql/0014_search_covering_indexes.sql.
 
 Revision ID: 0014
-Revises: 0012
+Revises: 0013
 """
 
 from alembic import op
@@ -9,7 +9,7 @@ from alembic import op
 from chronomem.migrate import run_sql_file
 
 revision = "0014"
-down_revision = "0012"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
