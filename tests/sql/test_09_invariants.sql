@@ -3,7 +3,7 @@
 -- writing directly (each with a positive control beside it: the same row is
 -- accepted where the invariant allows it), and the logs are append-only.
 BEGIN;
-select plan(28);
+select plan(29);
 
 create temp table ids (k text primary key, id uuid not null);
 grant all on ids to public;
@@ -19,18 +19,19 @@ create procedure pg_temp.exec(p_sql text) language plpgsql as $$ begin execute p
 -- same unless overridden; for cardinality many the identity follows the
 -- object): the excluded row is given every chance to look legitimate.
 create function pg_temp.copy_fact(p_fact text, p_project text default 'p', p_range tstzrange default null,
-                                  p_invalid_at timestamptz default null, p_object text default null)
+                                  p_invalid_at timestamptz default null, p_object text default null,
+                                  p_subject text default null)
   returns text language sql as $$
   select format($i$
     insert into memory.facts (org_id, project_id, subject_id, predicate, predicate_label, object_entity_id,
                               object_literal, object_key, identity_object, content, content_key, confidence,
                               source, valid_from, asserted_until, valid_range, invalid_at)
-    select org_id, %L, subject_id, predicate, predicate_label, object_entity_id,
+    select org_id, %L, coalesce(%L::uuid, subject_id), predicate, predicate_label, object_entity_id,
            coalesce(%L, object_literal), coalesce(%L, object_key),
            case identity_object when '' then '' else coalesce(%L, identity_object) end, content, content_key, confidence,
            source, coalesce(lower(%L::tstzrange), valid_from), null, coalesce(%L::tstzrange, valid_range), %L
       from memory.facts where fact_id = %L $i$,
-    pg_temp.id(p_project), p_object, p_object, p_object, p_range, p_range, p_invalid_at, pg_temp.id(p_fact)) $$;
+    pg_temp.id(p_project), (select i.id from pg_temp.ids i where i.k = p_subject), p_object, p_object, p_object, p_range, p_range, p_invalid_at, pg_temp.id(p_fact)) $$;
 
 set local role chronomem_app;
 do $$
@@ -39,6 +40,7 @@ begin
   perform memory.use_org(o, true);
   insert into pg_temp.ids values ('org', o), ('p', memory.create_project(o, 'p')), ('q', memory.create_project(o, 'q'));
   perform memory.declare_predicate(pg_temp.id('p'), 'works at', 'one');
+  insert into pg_temp.ids values ('q alice', memory.upsert_entity(pg_temp.id('q'), 'Alice'));
   insert into pg_temp.ids select 'acme', (r #>> '{results,0,fact_id}')::uuid
     from memory.assert_facts(pg_temp.id('p'), '[{"subject": "Alice", "predicate": "works at", "object": "Acme",
                                                  "object_type": "entity", "valid_from": "2020-01-01T00:00:00Z"}]') r;
@@ -68,6 +70,8 @@ select lives_ok(pg_temp.copy_fact('acme', p_invalid_at => now()),
 -- sql/0013), so the copy cannot even be placed in project q.
 select throws_ok(pg_temp.copy_fact('acme', p_project => 'q'), '23503', null,
                  'the exact copy in another project is refused: its subject is an entity of project p');
+select lives_ok(pg_temp.copy_fact('acme', p_project => 'q', p_subject => 'q alice'),
+                'positive control: the same claim in another project (about its own Alice) is accepted');
 select lives_ok(pg_temp.copy_fact('acme', p_range => 'empty'),
                 'positive control: a copy with an empty window (a same-start loser) is accepted');
 select throws_ok(replace(pg_temp.copy_fact('acme'), 'coalesce(lower(', 'coalesce(''2019-06-01''::timestamptz, lower('),
