@@ -10,6 +10,14 @@ create or replace function memory_internal.rrf(p_rank integer) returns double pr
   as $$ select 1.0 / (60 + p_rank) $$;
 comment on function memory_internal.rrf(integer) is 'Reciprocal rank fusion term 1/(60 + rank), rank from 1: the score of a hit from a leg that ranks without scores.';
 
+-- Who wrote an episode, as a name: the participant a message's metadata
+-- names (`speaker`), normalized like every name; NULL when it names none.
+-- The one definition the search's speaker preference reads.
+create or replace function memory_internal.episode_speaker(p_metadata jsonb) returns text
+  language sql immutable parallel safe
+  as $$ select nullif(memory.normalize_text(p_metadata ->> 'speaker'), '') $$;
+comment on function memory_internal.episode_speaker(jsonb) is 'The normalized name of the participant who wrote an episode (its metadata''s speaker), or NULL: whose turn it is, for the speaker preference of memory.search.';
+
 create or replace function memory.search(
   p_project uuid,
   p_query text,
@@ -209,6 +217,12 @@ begin
   -- each other, so every episode passes a share of its score to the turns
   -- of its session d turns away, halving with each turn (1/2, 1/4, 1/8;
   -- farther shares, 1/16 and less, are dropped for cost).
+  -- Last, the speaker preference: when the question names exactly one
+  -- participant of the conversation (a speaker of the scored episodes whose
+  -- name is a run of the question's words), a turn known to be another
+  -- participant's counts half, the discount of a turn one away in the
+  -- context kernel.  The speaker is read from the rows the context step
+  -- already joins, so it costs no extra lookup.
   with hits as (
     select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank,
            coalesce((h ->> 'score')::float8, memory_internal.rrf((h ->> 'rank')::integer)) as raw
@@ -221,26 +235,40 @@ begin
   ), fused as (
     select n.kind, n.id, sum(n.score) as score, jsonb_object_agg(n.leg, n.rank) as ranks
       from normed n group by n.kind, n.id
-  ), shared as (
-    select e2.episode_id as id, sum(f.score * power(0.5, abs(e2.seq - e1.seq))) as score
+  ), hit_episodes as materialized (
+    select f.id, f.score, e1.session_id, e1.seq, memory_internal.episode_speaker(e1.metadata) as speaker
       from fused f
       join memory.episodes e1 on e1.org_id = v_org and e1.episode_id = f.id
-      join memory.episodes e2 on e2.org_id = v_org and e2.session_id = e1.session_id
-                             and e2.seq between e1.seq - 3 and e1.seq + 3 and e2.seq <> e1.seq
-     where f.kind = 'episode' and e2.project_id = p_project
+     where f.kind = 'episode'
+  ), shared as (
+    select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score,
+           min(memory_internal.episode_speaker(e2.metadata)) as speaker
+      from hit_episodes h
+      join memory.episodes e2 on e2.org_id = v_org and e2.session_id = h.session_id
+                             and e2.seq between h.seq - 3 and h.seq + 3 and e2.seq <> h.seq
+     where e2.project_id = p_project
        and e2.occurred_at <= p_at and e2.created_at <= p_known_at
      group by e2.episode_id
   ), scored as (
-    select u.kind, u.id, sum(u.score) as score,
+    select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker,
            coalesce(jsonb_agg(u.ranks) filter (where u.ranks is not null) -> 0, '{}') as ranks
-      from (select f.kind, f.id, f.score, f.ranks from fused f
+      from (select f.kind, f.id, f.score, f.ranks, h.speaker
+              from fused f left join hit_episodes h on f.kind = 'episode' and h.id = f.id
             union all
-            select 'episode', s.id, s.score, null from shared s) u
+            select 'episode', s.id, s.score, null, s.speaker from shared s) u
      group by u.kind, u.id
+  ), named as (
+    select case when count(distinct s.speaker) = 1 then min(s.speaker) end as speaker
+      from scored s
+     where s.speaker = any (memory_internal.question_ngrams(v_qnorm))
+  ), preferred as (
+    select s.kind, s.id, s.ranks,
+           s.score * case when s.speaker <> n.speaker then 0.5 else 1 end as score
+      from scored s cross join named n
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
       from (select s.*, row_number() over (order by s.score desc, s.kind, s.id) as position
-              from scored s) x
+              from preferred s) x
      where x.position <= p_k
   )
   select coalesce(jsonb_agg(jsonb_build_object(
@@ -274,7 +302,7 @@ begin
 end
 $$;
 comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]) is
-  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session. Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
+  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half. Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
 
 create or replace function memory.search_rows(
   p_project uuid,

@@ -2,9 +2,10 @@
 -- the project's own statistics (never another project's or org's), the
 -- counters behind them follow ingest and wipe, and the fusion passes a
 -- share of an episode's score to its neighbours in the same session, at
--- the instant asked only.  Runs as chronomem_app.
+-- the instant asked only; a question naming one participant prefers that
+-- participant's turns.  Runs as chronomem_app.
 BEGIN;
-select plan(15);
+select plan(20);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -56,7 +57,8 @@ begin
   insert into pg_temp.ids values ('r', memory.create_project(b, 'r'));
   perform memory.use_org(a);
   insert into pg_temp.ids values ('p', memory.create_project(a, 'p')), ('q', memory.create_project(a, 'q')),
-                                 ('w', memory.create_project(a, 'w')), ('n', memory.create_project(a, 'n'));
+                                 ('w', memory.create_project(a, 'w')), ('n', memory.create_project(a, 'n')),
+                                 ('sp', memory.create_project(a, 'sp'));
 end $$;
 
 -- BM25: the one rare word outweighs many common ones.  In w, "park",
@@ -135,6 +137,34 @@ select is(pg_temp.found('n', 'zanzibar', timestamptz '2021-01-01T00:02:30Z'),
           'a neighbour that had not occurred at the instant asked gets nothing');
 select is((pg_temp.found('n', 'zanzibar', timestamptz '2021-01-01T00:03:30Z')) -> 'n.s.4', '0.5'::jsonb,
           'control: at an instant after it occurred, it does');
+
+-- Speaker preference.  Project sp: the same words said by Ann, by Bob and
+-- by a message naming no speaker, each in its own session (no context
+-- shares between them), so the two legs score all three alike.
+do $$ begin
+  insert into pg_temp.ids
+  select 'sp.' || x.who, (memory.ingest(pg_temp.id('sp'), 'with ' || x.who,
+           jsonb_build_array(jsonb_build_object('role', 'user', 'content', 'The zanzibar trip was lovely',
+                                                'occurred_at', '2021-01-01T00:00:00Z',
+                                                'metadata', x.meta))) -> 'episode_ids' ->> 0)::uuid
+    from (values ('ann', '{"speaker": "Ann"}'::jsonb), ('bob', '{"speaker": "Bob"}'::jsonb),
+                 ('nobody', '{}'::jsonb)) x(who, meta);
+end $$;
+select is(pg_temp.found('sp', 'What did Ann''s family think of zanzibar?'),
+          '{"sp.ann": 1.0, "sp.bob": 0.5, "sp.nobody": 1.0}'::jsonb,
+          'a question naming one participant: the other participant''s turn counts half (no speaker: unchanged)');
+select is(pg_temp.found('sp', 'What did BOB say about zanzibar?'),
+          '{"sp.ann": 0.5, "sp.bob": 1.0, "sp.nobody": 1.0}'::jsonb,
+          'the name is matched as a normalized word of the question, whoever is named');
+select is(pg_temp.found('sp', 'What did they say about zanzibar?'),
+          '{"sp.ann": 1.0, "sp.bob": 1.0, "sp.nobody": 1.0}'::jsonb,
+          'control: a question naming no participant scores all alike');
+select is(pg_temp.found('sp', 'Did Ann and Bob enjoy zanzibar?'),
+          '{"sp.ann": 1.0, "sp.bob": 1.0, "sp.nobody": 1.0}'::jsonb,
+          'control: a question naming two participants prefers neither');
+select is(pg_temp.found('sp', 'Did Annabel like zanzibar?'),
+          '{"sp.ann": 1.0, "sp.bob": 1.0, "sp.nobody": 1.0}'::jsonb,
+          'control: a name is a whole word (Annabel does not name Ann)');
 
 select * from finish();
 ROLLBACK;
