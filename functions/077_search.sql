@@ -18,6 +18,46 @@ create or replace function memory_internal.episode_speaker(p_metadata jsonb) ret
   as $$ select nullif(memory.normalize_text(p_metadata ->> 'speaker'), '') $$;
 comment on function memory_internal.episode_speaker(jsonb) is 'The normalized name of the participant who wrote an episode (its metadata''s speaker), or NULL: whose turn it is, for the speaker preference of memory.search.';
 
+-- The calendar period a question names, as a UTC range: a day ("13 October
+-- 2023", "October 13, 2023", "2023-10-13"), else a month ("October 2023"),
+-- else a year ("in 2023"); the first such mention counts.  Month names in
+-- English, full or abbreviated to three letters.  NULL when it names none
+-- (or an impossible day).
+create or replace function memory_internal.question_period(p_query text) returns tstzrange
+  language sql stable parallel safe
+  set timezone = 'UTC'
+as $$
+  with m as (
+    select '(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?'
+           || '|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?' as mon
+  ), found as (
+    select coalesce(
+             (select array[r[3], r[2], r[1]] from regexp_match(p_query, '\m(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?' || m.mon || ',?\s+(\d{4})\M', 'i') r where r is not null),
+             (select array[r[3], r[1], r[2]] from regexp_match(p_query, '\m' || m.mon || '\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\M', 'i') r where r is not null),
+             (select array[r[1], r[2], r[3]] from regexp_match(p_query, '\m(\d{4})-(\d{2})-(\d{2})\M') r where r is not null),
+             (select array[r[2], r[1], null] from regexp_match(p_query, '\m' || m.mon || ',?\s+(\d{4})\M', 'i') r where r is not null),
+             (select array[r[1], null, null] from regexp_match(p_query, '\m((?:19|20)\d{2})\M') r where r is not null)) as ymd
+      from m
+  ), parts as (
+    select f.ymd[1]::integer as y,
+           case when f.ymd[2] ~ '^\d+$' then f.ymd[2]::integer
+                else array_position(array['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep',
+                                          'oct', 'nov', 'dec'], lower(left(f.ymd[2], 3))) end as mo,
+           f.ymd[3]::integer as d
+      from found f where f.ymd is not null
+  )
+  select case
+           when p.mo is null then tstzrange(make_timestamptz(p.y, 1, 1, 0, 0, 0), make_timestamptz(p.y + 1, 1, 1, 0, 0, 0))
+           when p.d is null then tstzrange(make_timestamptz(p.y, p.mo, 1, 0, 0, 0),
+                                           make_timestamptz(p.y, p.mo, 1, 0, 0, 0) + interval '1 month')
+           else tstzrange(make_timestamptz(p.y, p.mo, p.d, 0, 0, 0), make_timestamptz(p.y, p.mo, p.d, 0, 0, 0) + interval '1 day')
+         end
+    from parts p
+   where p.y between 1 and 9999 and (p.mo is null or p.mo between 1 and 12)
+     and (p.d is null or p.d between 1 and extract(day from make_date(p.y, p.mo, 1) + interval '1 month - 1 day'))
+$$;
+comment on function memory_internal.question_period(text) is 'The calendar period (a day, else a month, else a year; UTC) the first date in a question names, or NULL: for the time preference of memory.search.';
+
 create or replace function memory.search(
   p_project uuid,
   p_query text,
@@ -42,6 +82,7 @@ declare
   v_n integer;
   v_tsq tsquery := memory_internal.question_tsquery(p_query);
   v_qnorm text := memory.normalize_text(p_query);
+  v_period tstzrange := memory_internal.question_period(p_query);
   v_leg text;
   v_ids uuid[];
   v_scores double precision[];
@@ -221,8 +262,10 @@ begin
   -- participant of the conversation (a speaker of the scored episodes whose
   -- name is a run of the question's words), a turn known to be another
   -- participant's counts half, the discount of a turn one away in the
-  -- context kernel.  The speaker is read from the rows the context step
-  -- already joins, so it costs no extra lookup.
+  -- context kernel.  Likewise, when the question names a calendar period
+  -- (question_period: a day, month or year), a turn that occurred outside
+  -- it counts half.  Speaker and time are read from the rows the context
+  -- step already joins, so they cost no extra lookup.
   with hits as (
     select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank,
            coalesce((h ->> 'score')::float8, memory_internal.rrf((h ->> 'rank')::integer)) as raw
@@ -236,13 +279,14 @@ begin
     select n.kind, n.id, sum(n.score) as score, jsonb_object_agg(n.leg, n.rank) as ranks
       from normed n group by n.kind, n.id
   ), hit_episodes as materialized (
-    select f.id, f.score, e1.session_id, e1.seq, memory_internal.episode_speaker(e1.metadata) as speaker
+    select f.id, f.score, e1.session_id, e1.seq, memory_internal.episode_speaker(e1.metadata) as speaker,
+           e1.occurred_at
       from fused f
       join memory.episodes e1 on e1.org_id = v_org and e1.episode_id = f.id
      where f.kind = 'episode'
   ), shared as (
     select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score,
-           min(memory_internal.episode_speaker(e2.metadata)) as speaker
+           min(memory_internal.episode_speaker(e2.metadata)) as speaker, min(e2.occurred_at) as occurred_at
       from hit_episodes h
       join memory.episodes e2 on e2.org_id = v_org and e2.session_id = h.session_id
                              and e2.seq between h.seq - 3 and h.seq + 3 and e2.seq <> h.seq
@@ -250,12 +294,12 @@ begin
        and e2.occurred_at <= p_at and e2.created_at <= p_known_at
      group by e2.episode_id
   ), scored as (
-    select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker,
+    select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at,
            coalesce(jsonb_agg(u.ranks) filter (where u.ranks is not null) -> 0, '{}') as ranks
-      from (select f.kind, f.id, f.score, f.ranks, h.speaker
+      from (select f.kind, f.id, f.score, f.ranks, h.speaker, h.occurred_at
               from fused f left join hit_episodes h on f.kind = 'episode' and h.id = f.id
             union all
-            select 'episode', s.id, s.score, null, s.speaker from shared s) u
+            select 'episode', s.id, s.score, null, s.speaker, s.occurred_at from shared s) u
      group by u.kind, u.id
   ), named as (
     select case when count(distinct s.speaker) = 1 then min(s.speaker) end as speaker
@@ -263,7 +307,8 @@ begin
      where s.speaker = any (memory_internal.question_ngrams(v_qnorm))
   ), preferred as (
     select s.kind, s.id, s.ranks,
-           s.score * case when s.speaker <> n.speaker then 0.5 else 1 end as score
+           s.score * case when s.speaker <> n.speaker then 0.5 else 1 end
+                   * case when not v_period @> s.occurred_at then 0.5 else 1 end as score
       from scored s cross join named n
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
@@ -302,7 +347,7 @@ begin
 end
 $$;
 comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]) is
-  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half. Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
+  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half. Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
 
 create or replace function memory.search_rows(
   p_project uuid,

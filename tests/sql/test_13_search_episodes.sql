@@ -3,9 +3,10 @@
 -- counters behind them follow ingest and wipe, and the fusion passes a
 -- share of an episode's score to its neighbours in the same session, at
 -- the instant asked only; a question naming one participant prefers that
--- participant's turns.  Runs as chronomem_app.
+-- participant's turns, one naming a date the turns of that period.  Runs as
+-- chronomem_app.
 BEGIN;
-select plan(20);
+select plan(27);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -58,7 +59,7 @@ begin
   perform memory.use_org(a);
   insert into pg_temp.ids values ('p', memory.create_project(a, 'p')), ('q', memory.create_project(a, 'q')),
                                  ('w', memory.create_project(a, 'w')), ('n', memory.create_project(a, 'n')),
-                                 ('sp', memory.create_project(a, 'sp'));
+                                 ('sp', memory.create_project(a, 'sp')), ('tp', memory.create_project(a, 'tp'));
 end $$;
 
 -- BM25: the one rare word outweighs many common ones.  In w, "park",
@@ -165,6 +166,47 @@ select is(pg_temp.found('sp', 'Did Ann and Bob enjoy zanzibar?'),
 select is(pg_temp.found('sp', 'Did Annabel like zanzibar?'),
           '{"sp.ann": 1.0, "sp.bob": 1.0, "sp.nobody": 1.0}'::jsonb,
           'control: a name is a whole word (Annabel does not name Ann)');
+
+-- Time preference.  The period a question names: a day, a month, a year.
+select is(array[memory_internal.question_period('What did Gina find on 1 February, 2023?'),
+                memory_internal.question_period('What was shown on October 13th, 2023?'),
+                memory_internal.question_period('Logs of 2023-10-13, please'),
+                memory_internal.question_period('What happened in Sept 2023?'),
+                memory_internal.question_period('How often did we swim in 2023?')],
+          array[tstzrange('2023-02-01Z', '2023-02-02Z'), tstzrange('2023-10-13Z', '2023-10-14Z'),
+                tstzrange('2023-10-13Z', '2023-10-14Z'), tstzrange('2023-09-01Z', '2023-10-01Z'),
+                tstzrange('2023-01-01Z', '2024-01-01Z')],
+          'question_period: a day (either order, ordinals, ISO), a month, a year');
+select is(array[memory_internal.question_period('May I ask about February?'),
+                memory_internal.question_period('Is Feb 30, 2023 a day?'),
+                memory_internal.question_period('Room 2023b or 12345'),
+                memory_internal.question_period('')],
+          array[null, null, null, null]::tstzrange[],
+          'question_period: no year, an impossible day, digits that are no year: none');
+-- Project tp: the same words on 3 May 2023 and on 10 June 2023, in two
+-- sessions (no context shares between them).
+do $$ begin
+  insert into pg_temp.ids
+  select 'tp.' || x.k, (memory.ingest(pg_temp.id('tp'), x.k,
+           jsonb_build_array(jsonb_build_object('role', 'user', 'content', 'The zanzibar trip was lovely',
+                                                'occurred_at', x.at))) -> 'episode_ids' ->> 0)::uuid
+    from (values ('may', '2023-05-03T15:00:00Z'), ('june', '2023-06-10T09:00:00Z')) x(k, at);
+end $$;
+select is(pg_temp.found('tp', 'What did we say about zanzibar on May 3, 2023?'),
+          '{"tp.may": 1.0, "tp.june": 0.5}'::jsonb,
+          'a question naming a day: a turn of another day counts half');
+select is(pg_temp.found('tp', 'What did we say about zanzibar in June 2023?'),
+          '{"tp.may": 0.5, "tp.june": 1.0}'::jsonb,
+          'a question naming a month: a turn of another month counts half');
+select is(pg_temp.found('tp', 'What did we say about zanzibar in 2023?'),
+          '{"tp.may": 1.0, "tp.june": 1.0}'::jsonb,
+          'control: both turns lie in the year named');
+select is(pg_temp.found('tp', 'What did we say about zanzibar?'),
+          '{"tp.may": 1.0, "tp.june": 1.0}'::jsonb,
+          'control: a question naming no date scores both alike');
+select is(pg_temp.found('tp', 'What did we say about zanzibar on 4 May, 2023?'),
+          '{"tp.may": 0.5, "tp.june": 0.5}'::jsonb,
+          'control: a day neither turn occurred on discounts both (the day is the whole window)');
 
 select * from finish();
 ROLLBACK;
