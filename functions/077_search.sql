@@ -58,6 +58,24 @@ as $$
 $$;
 comment on function memory_internal.question_period(text) is 'The calendar period (a day, else a month, else a year; UTC) the first date in a question names, or NULL: for the time preference of memory.search.';
 
+-- Whether a text tells a time: a calendar word (weekday, month), a
+-- relative one (yesterday, last, next, ago, week, ...) or a year among its
+-- lexemes.  What a "when" question's answer holds (answer-type matching,
+-- as in open-domain question answering: a question's wh-word names the
+-- kind of answer it wants).
+create or replace function memory_internal.tells_time(p_tsv tsvector) returns boolean
+  language sql immutable parallel safe
+as $$
+  select exists (
+    select from unnest(tsvector_to_array(p_tsv)) l
+     where l = any (tsvector_to_array(to_tsvector('english'::regconfig,
+             'yesterday today tonight tomorrow ago last next recently since weekend week month year day '
+             || 'morning night monday tuesday wednesday thursday friday saturday sunday january '
+             || 'february march april june july august september october november december')))
+        or l ~ '^(19|20)[0-9]{2}$')
+$$;
+comment on function memory_internal.tells_time(tsvector) is 'Whether a text (its tsvector) tells a time: a weekday, month, relative time word or year: the answer type of a "when" question, for memory.search.';
+
 create or replace function memory.search(
   p_project uuid,
   p_query text,
@@ -83,6 +101,7 @@ declare
   v_tsq tsquery := memory_internal.question_tsquery(p_query);
   v_qnorm text := memory.normalize_text(p_query);
   v_period tstzrange := memory_internal.question_period(p_query);
+  v_asks_when boolean := coalesce(p_query ~* '^\W*when\M', false);
   v_leg text;
   v_ids uuid[];
   v_scores double precision[];
@@ -280,13 +299,14 @@ begin
       from normed n group by n.kind, n.id
   ), hit_episodes as materialized (
     select f.id, f.score, e1.session_id, e1.seq, memory_internal.episode_speaker(e1.metadata) as speaker,
-           e1.occurred_at
+           e1.occurred_at, v_asks_when and memory_internal.tells_time(e1.content_tsv) as tells_time
       from fused f
       join memory.episodes e1 on e1.org_id = v_org and e1.episode_id = f.id
      where f.kind = 'episode'
   ), shared as (
     select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score,
-           min(memory_internal.episode_speaker(e2.metadata)) as speaker, min(e2.occurred_at) as occurred_at
+           min(memory_internal.episode_speaker(e2.metadata)) as speaker, min(e2.occurred_at) as occurred_at,
+           bool_or(v_asks_when and memory_internal.tells_time(e2.content_tsv)) as tells_time
       from hit_episodes h
       join memory.episodes e2 on e2.org_id = v_org and e2.session_id = h.session_id
                              and e2.seq between h.seq - 3 and h.seq + 3 and e2.seq <> h.seq
@@ -295,11 +315,12 @@ begin
      group by e2.episode_id
   ), scored as (
     select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at,
+           bool_or(u.tells_time) as tells_time,
            coalesce(jsonb_agg(u.ranks) filter (where u.ranks is not null) -> 0, '{}') as ranks
-      from (select f.kind, f.id, f.score, f.ranks, h.speaker, h.occurred_at
+      from (select f.kind, f.id, f.score, f.ranks, h.speaker, h.occurred_at, h.tells_time
               from fused f left join hit_episodes h on f.kind = 'episode' and h.id = f.id
             union all
-            select 'episode', s.id, s.score, null, s.speaker, s.occurred_at from shared s) u
+            select 'episode', s.id, s.score, null, s.speaker, s.occurred_at, s.tells_time from shared s) u
      group by u.kind, u.id
   ), named as (
     select case when count(distinct s.speaker) = 1 then min(s.speaker) end as speaker
@@ -308,7 +329,8 @@ begin
   ), preferred as (
     select s.kind, s.id, s.ranks,
            s.score * case when s.speaker <> n.speaker then 0.5 else 1 end
-                   * case when not v_period @> s.occurred_at then 0.5 else 1 end as score
+                   * case when not v_period @> s.occurred_at then 0.5 else 1 end
+                   * case when v_asks_when and s.kind = 'episode' and not s.tells_time then 0.5 else 1 end as score
       from scored s cross join named n
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
