@@ -76,6 +76,12 @@ as $$
 $$;
 comment on function memory_internal.tells_time(tsvector) is 'Whether a text (its tsvector) tells a time: a weekday, month, relative time word or year: the answer type of a "when" question, for memory.search.';
 
+-- Whether a question asks "when" (its first word): it wants a time.
+create or replace function memory_internal.asks_when(p_query text) returns boolean
+  language sql immutable parallel safe
+  as $$ select coalesce(p_query ~* '^\W*when\M', false) $$;
+comment on function memory_internal.asks_when(text) is 'Whether a question begins with "when" (wants a time as its answer), for memory.search.';
+
 create or replace function memory.search(
   p_project uuid,
   p_query text,
@@ -101,7 +107,7 @@ declare
   v_tsq tsquery := memory_internal.question_tsquery(p_query);
   v_qnorm text := memory.normalize_text(p_query);
   v_period tstzrange := memory_internal.question_period(p_query);
-  v_asks_when boolean := coalesce(p_query ~* '^\W*when\M', false);
+  v_asks_when boolean := memory_internal.asks_when(p_query);
   v_leg text;
   v_ids uuid[];
   v_scores double precision[];
