@@ -283,14 +283,16 @@ begin
   -- each other, so every episode passes a share of its score to the turns
   -- of its session d turns away, halving with each turn (1/2, 1/4, 1/8;
   -- farther shares, 1/16 and less, are dropped for cost).
-  -- Last, the speaker preference: when the question names exactly one
-  -- participant of the conversation (a speaker of the scored episodes whose
-  -- name is a run of the question's words), a turn known to be another
-  -- participant's counts half, the discount of a turn one away in the
-  -- context kernel.  Likewise, when the question names a calendar period
-  -- (question_period: a day, month or year), a turn that occurred outside
-  -- it counts half.  Speaker and time are read from the rows the context
-  -- step already joins, so they cost no extra lookup.
+  -- Last, three preferences, each halving an episode's score (the discount
+  -- of a turn one away in the context kernel; facts and entities are left
+  -- alone).  Speaker: when the question names exactly one participant of
+  -- the conversation (a speaker of the scored episodes whose name is a run
+  -- of the question's words), a turn known to be another participant's.
+  -- Period: when the question names a day, month or year
+  -- (question_period), a turn that occurred outside it.  "When": for a
+  -- question beginning with "when" (asks_when), a turn that tells no time
+  -- (tells_time).  All read from the rows the context step already joins,
+  -- so they cost no extra lookup.
   with hits as (
     select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank,
            coalesce((h ->> 'score')::float8, memory_internal.rrf((h ->> 'rank')::integer)) as raw
@@ -375,7 +377,7 @@ begin
 end
 $$;
 comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]) is
-  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half. Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
+  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; when it begins with "when", episodes that tell no time count half. Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
 
 create or replace function memory.search_rows(
   p_project uuid,
