@@ -25,7 +25,6 @@ comment on function memory_internal.episode_speaker(jsonb) is 'The normalized na
 -- (or an impossible day).
 create or replace function memory_internal.question_period(p_query text) returns tstzrange
   language sql stable parallel safe
-  set timezone = 'UTC'
 as $$
   with m as (
     select '(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?'
@@ -47,10 +46,13 @@ as $$
       from found f where f.ymd is not null
   )
   select case
-           when p.mo is null then tstzrange(make_timestamptz(p.y, 1, 1, 0, 0, 0), make_timestamptz(p.y + 1, 1, 1, 0, 0, 0))
-           when p.d is null then tstzrange(make_timestamptz(p.y, p.mo, 1, 0, 0, 0),
-                                           make_timestamptz(p.y, p.mo, 1, 0, 0, 0) + interval '1 month')
-           else tstzrange(make_timestamptz(p.y, p.mo, p.d, 0, 0, 0), make_timestamptz(p.y, p.mo, p.d, 0, 0, 0) + interval '1 day')
+           when p.mo is null then tstzrange(make_timestamptz(p.y, 1, 1, 0, 0, 0, 'UTC'),
+                                            make_timestamptz(p.y + 1, 1, 1, 0, 0, 0, 'UTC'))
+           when p.d is null then tstzrange(make_timestamptz(p.y, p.mo, 1, 0, 0, 0, 'UTC'),
+                                           make_timestamptz(case when p.mo = 12 then p.y + 1 else p.y end,
+                                                            p.mo % 12 + 1, 1, 0, 0, 0, 'UTC'))
+           else tstzrange(make_timestamptz(p.y, p.mo, p.d, 0, 0, 0, 'UTC'),
+                          make_timestamptz(p.y, p.mo, p.d, 0, 0, 0, 'UTC') + interval '1 day')
          end
     from parts p
    where p.y between 1 and 9999 and (p.mo is null or p.mo between 1 and 12)
@@ -66,13 +68,12 @@ comment on function memory_internal.question_period(text) is 'The calendar perio
 create or replace function memory_internal.tells_time(p_tsv tsvector) returns boolean
   language sql immutable parallel safe
 as $$
-  select exists (
-    select from unnest(tsvector_to_array(p_tsv)) l
-     where l = any (tsvector_to_array(to_tsvector('english'::regconfig,
-             'yesterday today tonight tomorrow ago last next recently since weekend week month year day '
-             || 'morning night monday tuesday wednesday thursday friday saturday sunday january '
-             || 'february march april june july august september october november december')))
-        or l ~ '^(19|20)[0-9]{2}$')
+  select p_tsv @@ to_tsquery('english'::regconfig,
+           'yesterday | today | tonight | tomorrow | ago | last | next | recently | since | weekend | week '
+           || '| month | year | day | morning | night | monday | tuesday | wednesday | thursday | friday '
+           || '| saturday | sunday | january | february | march | april | june | july | august '
+           || '| september | october | november | december')
+      or p_tsv::text ~ '''(19|20)[0-9]{2}'''  -- a year: one match over the lexemes' text
 $$;
 comment on function memory_internal.tells_time(tsvector) is 'Whether a text (its tsvector) tells a time: a weekday, month, relative time word or year: the answer type of a "when" question, for memory.search.';
 
@@ -108,6 +109,7 @@ declare
   v_qnorm text := memory.normalize_text(p_query);
   v_period tstzrange := memory_internal.question_period(p_query);
   v_asks_when boolean := memory_internal.asks_when(p_query);
+  v_ngrams text[] := memory_internal.question_ngrams(v_qnorm);
   v_leg text;
   v_ids uuid[];
   v_scores double precision[];
@@ -333,7 +335,7 @@ begin
   ), named as (
     select case when count(distinct s.speaker) = 1 then min(s.speaker) end as speaker
       from scored s
-     where s.speaker = any (memory_internal.question_ngrams(v_qnorm))
+     where s.speaker = any (v_ngrams)
   ), preferred as (
     select s.kind, s.id, s.ranks,
            s.score * case when s.speaker <> n.speaker then 0.5 else 1 end
