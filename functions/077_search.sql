@@ -24,39 +24,59 @@ comment on function memory_internal.episode_speaker(jsonb) is 'The normalized na
 -- English, full or abbreviated to three letters.  NULL when it names none
 -- (or an impossible day).
 create or replace function memory_internal.question_period(p_query text) returns tstzrange
-  language sql stable parallel safe
+  language plpgsql stable parallel safe
 as $$
-  with m as (
-    select '(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?'
-           || '|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?' as mon
-  ), found as (
-    select coalesce(
-             (select array[r[3], r[2], r[1]] from regexp_match(p_query, '\m(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?' || m.mon || ',?\s+(\d{4})\M', 'i') r where r is not null),
-             (select array[r[3], r[1], r[2]] from regexp_match(p_query, '\m' || m.mon || '\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\M', 'i') r where r is not null),
-             (select array[r[1], r[2], r[3]] from regexp_match(p_query, '\m(\d{4})-(\d{2})-(\d{2})\M') r where r is not null),
-             (select array[r[2], r[1], null] from regexp_match(p_query, '\m' || m.mon || ',?\s+(\d{4})\M', 'i') r where r is not null),
-             (select array[r[1], null, null] from regexp_match(p_query, '\m((?:19|20)\d{2})\M') r where r is not null)) as ymd
-      from m
-  ), parts as (
-    select f.ymd[1]::integer as y,
-           case when f.ymd[2] ~ '^\d+$' then f.ymd[2]::integer
-                else array_position(array['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep',
-                                          'oct', 'nov', 'dec'], lower(left(f.ymd[2], 3))) end as mo,
-           f.ymd[3]::integer as d
-      from found f where f.ymd is not null
-  )
-  select case
-           when p.mo is null then tstzrange(make_timestamptz(p.y, 1, 1, 0, 0, 0, 'UTC'),
-                                            make_timestamptz(p.y + 1, 1, 1, 0, 0, 0, 'UTC'))
-           when p.d is null then tstzrange(make_timestamptz(p.y, p.mo, 1, 0, 0, 0, 'UTC'),
-                                           make_timestamptz(case when p.mo = 12 then p.y + 1 else p.y end,
-                                                            p.mo % 12 + 1, 1, 0, 0, 0, 'UTC'))
-           else tstzrange(make_timestamptz(p.y, p.mo, p.d, 0, 0, 0, 'UTC'),
-                          make_timestamptz(p.y, p.mo, p.d, 0, 0, 0, 'UTC') + interval '1 day')
-         end
-    from parts p
-   where p.y between 1 and 9999 and (p.mo is null or p.mo between 1 and 12)
-     and (p.d is null or p.d between 1 and extract(day from make_date(p.y, p.mo, 1) + interval '1 month - 1 day'))
+-- PL/pgSQL, not SQL: each expression's plan is cached, where the SQL form
+-- cost ~10 ms a call from memory.search (planned anew every time).
+declare
+  c_mon constant text := '(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?'
+                         '|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?';
+  c_months constant text[] := array['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep',
+                                    'oct', 'nov', 'dec'];
+  r text[];
+  y integer;
+  mo integer;
+  d integer;
+begin
+  r := regexp_match(p_query, '\m(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?' || c_mon || ',?\s+(\d{4})\M', 'i');
+  if r is not null then  -- 13 October 2023, 13th of October 2023
+    y := r[3]; mo := array_position(c_months, lower(left(r[2], 3))); d := r[1];
+  else
+    r := regexp_match(p_query, '\m' || c_mon || '\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\M', 'i');
+    if r is not null then  -- October 13, 2023
+      y := r[3]; mo := array_position(c_months, lower(left(r[1], 3))); d := r[2];
+    else
+      r := regexp_match(p_query, '\m(\d{4})-(\d{2})-(\d{2})\M');
+      if r is not null then  -- 2023-10-13
+        y := r[1]; mo := r[2]; d := r[3];
+      else
+        r := regexp_match(p_query, '\m' || c_mon || ',?\s+(\d{4})\M', 'i');
+        if r is not null then  -- October 2023
+          y := r[2]; mo := array_position(c_months, lower(left(r[1], 3)));
+        else
+          r := regexp_match(p_query, '\m((?:19|20)\d{2})\M');
+          if r is null then
+            return null;
+          end if;
+          y := r[1];  -- 2023
+        end if;
+      end if;
+    end if;
+  end if;
+  if y not between 1 and 9999 or mo not between 1 and 12
+     or d not between 1 and extract(day from make_date(y, mo, 1) + interval '1 month - 1 day') then
+    return null;  -- an impossible day or month
+  end if;
+  return case
+           when mo is null then tstzrange(make_timestamptz(y, 1, 1, 0, 0, 0, 'UTC'),
+                                          make_timestamptz(y + 1, 1, 1, 0, 0, 0, 'UTC'))
+           when d is null then tstzrange(make_timestamptz(y, mo, 1, 0, 0, 0, 'UTC'),
+                                         make_timestamptz(case when mo = 12 then y + 1 else y end,
+                                                          mo % 12 + 1, 1, 0, 0, 0, 'UTC'))
+           else tstzrange(make_timestamptz(y, mo, d, 0, 0, 0, 'UTC'),
+                          make_timestamptz(y, mo, d, 0, 0, 0, 'UTC') + interval '1 day')
+         end;
+end
 $$;
 comment on function memory_internal.question_period(text) is 'The calendar period (a day, else a month, else a year; UTC) the first date in a question names, or NULL: for the time preference of memory.search.';
 
