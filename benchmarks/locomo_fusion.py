@@ -1,4 +1,4 @@
-"""Experiments on the product's episode legs: other fusions and other context sharing.
+"""Experiments on the product's episode legs: other fusions, context sharing, preferences.
 
 Each question's two episode legs are read with their scores, straight from the
 functions memory.search calls (memory_internal.search_episode_vector and
@@ -15,6 +15,8 @@ import statistics
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -40,7 +42,22 @@ select e.episode_id from memory.episodes e
  limit %(n)s
 """
 
+# What memory.search's preferences read, from the SQL functions that define them
+# (one definition): each episode's speaker, time and whether it tells a time; the
+# question's words (runs of 1-4), the period it names and whether it asks "when".
+EPISODES_SQL = """
+select e.episode_id, memory_internal.episode_speaker(e.metadata), e.occurred_at,
+       memory_internal.tells_time(e.content_tsv)
+  from memory.episodes e where e.project_id = %(p)s
+"""
+QUESTION_SQL = """
+select memory_internal.question_ngrams(memory.normalize_text(%(q)s)),
+       lower(memory_internal.question_period(%(q)s)), upper(memory_internal.question_period(%(q)s)),
+       memory_internal.asks_when(%(q)s)
+"""
+
 HALVING = (0.5, 0.25, 0.125)  # the product's shares at 1, 2, 3 turns
+DISCOUNT = 0.5  # the product's preferences: a turn not preferred counts half
 ONE_NEIGHBOUR = (0.5,)
 SESSION_BOOST = 0.5  # share of the best score of a session given to each of its turns
 
@@ -53,6 +70,34 @@ def legs(conn: Conn, project: uuid.UUID, query: str, vector: str, n: int) -> dic
         out[leg].append((episode, float(score)))
     conn.commit()
     return out
+
+
+@dataclass(frozen=True)
+class EpisodeFacts:
+    speaker: str | None
+    occurred_at: datetime
+    tells_time: bool
+
+
+@dataclass(frozen=True)
+class QuestionFacts:
+    ngrams: frozenset[str]
+    period: tuple[datetime, datetime] | None
+    asks_when: bool
+
+
+def episode_facts(conn: Conn, project: uuid.UUID) -> dict[uuid.UUID, EpisodeFacts]:
+    rows = conn.execute(EPISODES_SQL, {"p": project}).fetchall()
+    conn.commit()
+    return {r[0]: EpisodeFacts(r[1], r[2], r[3]) for r in rows}
+
+
+def question_facts(conn: Conn, query: str) -> QuestionFacts:
+    row = conn.execute(QUESTION_SQL, {"q": query}).fetchone()
+    conn.commit()
+    assert row is not None
+    period = (row[1], row[2]) if row[1] is not None else None
+    return QuestionFacts(frozenset(row[0] or ()), period, row[3])
 
 
 def ts_rank_cd(conn: Conn, project: uuid.UUID, query: str, n: int) -> list[uuid.UUID]:
@@ -115,6 +160,43 @@ def session_boost(
     return {i: s + SESSION_BOOST * best[position[i][0]] for i, s in scores.items()}
 
 
+def prefer(
+    scores: Mapping[uuid.UUID, float],
+    facts: Mapping[uuid.UUID, EpisodeFacts],
+    question: QuestionFacts,
+    rules: Sequence[str] = ("speaker", "period", "when"),
+) -> dict[uuid.UUID, float]:
+    """memory.search's preferences: a turn of another participant than the one the
+    question names (if exactly one), outside the period it names, or telling no time
+    for a "when" question counts DISCOUNT (each rule multiplies)."""
+    named = {f.speaker for i in scores if (f := facts[i]).speaker in question.ngrams}
+    speaker = next(iter(named)) if len(named) == 1 else None
+    out = {}
+    for i, s in scores.items():
+        f = facts[i]
+        if "speaker" in rules and speaker is not None and f.speaker not in (None, speaker):
+            s *= DISCOUNT
+        if "period" in rules and question.period is not None:
+            low, high = question.period
+            s *= 1 if low <= f.occurred_at < high else DISCOUNT
+        if "when" in rules and question.asks_when and not f.tells_time:
+            s *= DISCOUNT
+        out[i] = s
+    return out
+
+
+def session_cap(
+    order: Sequence[uuid.UUID], position: Mapping[uuid.UUID, Position], cap: int
+) -> list[uuid.UUID]:
+    """Diversification: at most `cap` turns of one session before any turn beyond it."""
+    seen: dict[int, int] = defaultdict(int)
+    first, rest = [], []
+    for i in order:
+        seen[position[i][0]] += 1
+        (first if seen[position[i][0]] <= cap else rest).append(i)
+    return first + rest
+
+
 def ranked(scores: Mapping[uuid.UUID, float]) -> list[uuid.UUID]:
     return sorted(scores, key=lambda i: (-scores[i], str(i)))
 
@@ -123,13 +205,24 @@ def variants(
     got: dict[str, Scored],
     position: Mapping[uuid.UUID, Position],
     at: Mapping[Position, uuid.UUID],
+    facts: Mapping[uuid.UUID, EpisodeFacts],
+    question: QuestionFacts,
 ) -> dict[str, list[uuid.UUID]]:
     """Every fusion variant's ranking, the product's ('product_fusion_in_python') first."""
     lists = [got["vector"], got["fulltext"]]
     z = combsum(lists, shifted_z)
-    product = share_context(z, position, at, HALVING)
+    shared = share_context(z, position, at, HALVING)
+    product = prefer(shared, facts, question)
     return {
         "product_fusion_in_python": ranked(product),
+        "no_preferences": ranked(shared),
+        "without_speaker_preference": ranked(prefer(shared, facts, question, ("period", "when"))),
+        "without_period_preference": ranked(prefer(shared, facts, question, ("speaker", "when"))),
+        "without_when_preference": ranked(prefer(shared, facts, question, ("speaker", "period"))),
+        "preferences_before_context": ranked(
+            share_context(prefer(z, facts, question), position, at, HALVING)
+        ),
+        "session_cap_3": session_cap(ranked(product), position, 3),
         "rrf_plain": rrf([[i for i, _ in leg] for leg in lists]),
         "combsum_z_no_context": ranked(z),
         "combsum_minmax_with_context": ranked(
@@ -147,7 +240,14 @@ DESCRIPTIONS = {
     "fulltext_ts_rank_cd": "the previous product full-text leg: ts_rank_cd (cover density, "
     "normalisation 1) over the OR of the question's lexemes",
     "product_fusion_in_python": "the product's fusion re-implemented here (shifted z-score "
-    "CombSUM + halving context shares over 3 turns): should equal `fused`",
+    "CombSUM + halving context shares over 3 turns + speaker, period and 'when' preferences, "
+    "each a factor 1/2): should equal `fused`",
+    "no_preferences": "the product's fusion without the three preferences (the product before)",
+    "without_speaker_preference": "the product without the speaker preference",
+    "without_period_preference": "the product without the preference for the period named",
+    "without_when_preference": "the product without the 'when' preference",
+    "preferences_before_context": "the preferences applied before the context shares",
+    "session_cap_3": "diversification: at most 3 turns of one session before any further one",
     "rrf_plain": "plain RRF 1/(60+rank) of the product's two episode legs (the fusion before)",
     "combsum_z_no_context": "the product's CombSUM without the context shares",
     "combsum_minmax_with_context": "min-max normalisation instead of the shifted z-score",

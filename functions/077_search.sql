@@ -10,6 +10,99 @@ create or replace function memory_internal.rrf(p_rank integer) returns double pr
   as $$ select 1.0 / (60 + p_rank) $$;
 comment on function memory_internal.rrf(integer) is 'Reciprocal rank fusion term 1/(60 + rank), rank from 1: the score of a hit from a leg that ranks without scores.';
 
+-- Who wrote an episode, as a name: the participant a message's metadata
+-- names (`speaker`), normalized like every name; NULL when it names none.
+-- The one definition the search's speaker preference reads.
+create or replace function memory_internal.episode_speaker(p_metadata jsonb) returns text
+  language sql immutable parallel safe
+  as $$ select nullif(memory.normalize_text(p_metadata ->> 'speaker'), '') $$;
+comment on function memory_internal.episode_speaker(jsonb) is 'The normalized name of the participant who wrote an episode (its metadata''s speaker), or NULL: whose turn it is, for the speaker preference of memory.search.';
+
+-- The calendar period a question names, as a UTC range: a day ("13 October
+-- 2023", "October 13, 2023", "2023-10-13"), else a month ("October 2023"),
+-- else a year ("in 2023"); the first such mention counts.  Month names in
+-- English, full or abbreviated to three letters.  NULL when it names none
+-- (or an impossible day).
+create or replace function memory_internal.question_period(p_query text) returns tstzrange
+  language plpgsql stable parallel safe
+as $$
+-- PL/pgSQL, not SQL: each expression's plan is cached, where the SQL form
+-- cost ~10 ms a call from memory.search (planned anew every time).
+declare
+  c_mon constant text := '(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?'
+                         '|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?';
+  c_months constant text[] := array['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep',
+                                    'oct', 'nov', 'dec'];
+  r text[];
+  y integer;
+  mo integer;
+  d integer;
+begin
+  r := regexp_match(p_query, '\m(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?' || c_mon || ',?\s+(\d{4})\M', 'i');
+  if r is not null then  -- 13 October 2023, 13th of October 2023
+    y := r[3]; mo := array_position(c_months, lower(left(r[2], 3))); d := r[1];
+  else
+    r := regexp_match(p_query, '\m' || c_mon || '\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\M', 'i');
+    if r is not null then  -- October 13, 2023
+      y := r[3]; mo := array_position(c_months, lower(left(r[1], 3))); d := r[2];
+    else
+      r := regexp_match(p_query, '\m(\d{4})-(\d{2})-(\d{2})\M');
+      if r is not null then  -- 2023-10-13
+        y := r[1]; mo := r[2]; d := r[3];
+      else
+        r := regexp_match(p_query, '\m' || c_mon || ',?\s+(\d{4})\M', 'i');
+        if r is not null then  -- October 2023
+          y := r[2]; mo := array_position(c_months, lower(left(r[1], 3)));
+        else
+          r := regexp_match(p_query, '\m((?:19|20)\d{2})\M');
+          if r is null then
+            return null;
+          end if;
+          y := r[1];  -- 2023
+        end if;
+      end if;
+    end if;
+  end if;
+  if y not between 1 and 9999 or mo not between 1 and 12
+     or d not between 1 and extract(day from make_date(y, mo, 1) + interval '1 month - 1 day') then
+    return null;  -- an impossible day or month
+  end if;
+  return case
+           when mo is null then tstzrange(make_timestamptz(y, 1, 1, 0, 0, 0, 'UTC'),
+                                          make_timestamptz(y + 1, 1, 1, 0, 0, 0, 'UTC'))
+           when d is null then tstzrange(make_timestamptz(y, mo, 1, 0, 0, 0, 'UTC'),
+                                         make_timestamptz(case when mo = 12 then y + 1 else y end,
+                                                          mo % 12 + 1, 1, 0, 0, 0, 'UTC'))
+           else tstzrange(make_timestamptz(y, mo, d, 0, 0, 0, 'UTC'),
+                          make_timestamptz(y, mo, d, 0, 0, 0, 'UTC') + interval '1 day')
+         end;
+end
+$$;
+comment on function memory_internal.question_period(text) is 'The calendar period (a day, else a month, else a year; UTC) the first date in a question names, or NULL: for the time preference of memory.search.';
+
+-- Whether a text tells a time: a calendar word (weekday, month), a
+-- relative one (yesterday, last, next, ago, week, ...) or a year among its
+-- lexemes.  What a "when" question's answer holds (answer-type matching,
+-- as in open-domain question answering: a question's wh-word names the
+-- kind of answer it wants).
+create or replace function memory_internal.tells_time(p_tsv tsvector) returns boolean
+  language sql immutable parallel safe
+as $$
+  select p_tsv @@ to_tsquery('english'::regconfig,
+           'yesterday | today | tonight | tomorrow | ago | last | next | recently | since | weekend | week '
+           || '| month | year | day | morning | night | monday | tuesday | wednesday | thursday | friday '
+           || '| saturday | sunday | january | february | march | april | june | july | august '
+           || '| september | october | november | december')
+      or p_tsv::text ~ '''(19|20)[0-9]{2}'''  -- a year: one match over the lexemes' text
+$$;
+comment on function memory_internal.tells_time(tsvector) is 'Whether a text (its tsvector) tells a time: a weekday, month, relative time word or year: the answer type of a "when" question, for memory.search.';
+
+-- Whether a question asks "when" (its first word): it wants a time.
+create or replace function memory_internal.asks_when(p_query text) returns boolean
+  language sql immutable parallel safe
+  as $$ select coalesce(p_query ~* '^\W*when\M', false) $$;
+comment on function memory_internal.asks_when(text) is 'Whether a question begins with "when" (wants a time as its answer), for memory.search.';
+
 create or replace function memory.search(
   p_project uuid,
   p_query text,
@@ -34,6 +127,9 @@ declare
   v_n integer;
   v_tsq tsquery := memory_internal.question_tsquery(p_query);
   v_qnorm text := memory.normalize_text(p_query);
+  v_period tstzrange := memory_internal.question_period(p_query);
+  v_asks_when boolean := memory_internal.asks_when(p_query);
+  v_ngrams text[] := memory_internal.question_ngrams(v_qnorm);
   v_leg text;
   v_ids uuid[];
   v_scores double precision[];
@@ -209,6 +305,16 @@ begin
   -- each other, so every episode passes a share of its score to the turns
   -- of its session d turns away, halving with each turn (1/2, 1/4, 1/8;
   -- farther shares, 1/16 and less, are dropped for cost).
+  -- Last, three preferences, each halving an episode's score (the discount
+  -- of a turn one away in the context kernel; facts and entities are left
+  -- alone).  Speaker: when the question names exactly one participant of
+  -- the conversation (a speaker of the scored episodes whose name is a run
+  -- of the question's words), a turn known to be another participant's.
+  -- Period: when the question names a day, month or year
+  -- (question_period), a turn that occurred outside it.  "When": for a
+  -- question beginning with "when" (asks_when), a turn that tells no time
+  -- (tells_time).  All read from the rows the context step already joins,
+  -- so they cost no extra lookup.
   with hits as (
     select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank,
            coalesce((h ->> 'score')::float8, memory_internal.rrf((h ->> 'rank')::integer)) as raw
@@ -221,33 +327,49 @@ begin
   ), fused as (
     select n.kind, n.id, sum(n.score) as score, jsonb_object_agg(n.leg, n.rank) as ranks
       from normed n group by n.kind, n.id
-  ), hit_turns as materialized (
+  ), hit_episodes as materialized (
     -- The turn window's bounds as columns of a CTE: under forced RLS a qual
     -- computing e1.seq - 3 (int4mi is not leakproof) was no index
     -- condition, and every turn of the session was read for each hit.
-    select e1.session_id, e1.seq, e1.seq - 3 as lo, e1.seq + 3 as hi, f.score
+    select f.id, f.score, e1.session_id, e1.seq, e1.seq - 3 as lo, e1.seq + 3 as hi,
+           memory_internal.episode_speaker(e1.metadata) as speaker,
+           e1.occurred_at, v_asks_when and memory_internal.tells_time(e1.content_tsv) as tells_time
       from fused f
       join memory.episodes e1 on e1.org_id = v_org and e1.episode_id = f.id
      where f.kind = 'episode'
   ), shared as (
-    select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score
-      from hit_turns h
+    select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score,
+           min(memory_internal.episode_speaker(e2.metadata)) as speaker, min(e2.occurred_at) as occurred_at,
+           bool_or(v_asks_when and memory_internal.tells_time(e2.content_tsv)) as tells_time
+      from hit_episodes h
       join memory.episodes e2 on e2.org_id = v_org and e2.session_id = h.session_id
                              and e2.seq between h.lo and h.hi and e2.seq <> h.seq
      where e2.project_id = p_project
        and e2.occurred_at <= p_at and e2.created_at <= p_known_at
      group by e2.episode_id
   ), scored as (
-    select u.kind, u.id, sum(u.score) as score,
+    select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at,
+           bool_or(u.tells_time) as tells_time,
            coalesce(jsonb_agg(u.ranks) filter (where u.ranks is not null) -> 0, '{}') as ranks
-      from (select f.kind, f.id, f.score, f.ranks from fused f
+      from (select f.kind, f.id, f.score, f.ranks, h.speaker, h.occurred_at, h.tells_time
+              from fused f left join hit_episodes h on f.kind = 'episode' and h.id = f.id
             union all
-            select 'episode', s.id, s.score, null from shared s) u
+            select 'episode', s.id, s.score, null, s.speaker, s.occurred_at, s.tells_time from shared s) u
      group by u.kind, u.id
+  ), named as (
+    select case when count(distinct s.speaker) = 1 then min(s.speaker) end as speaker
+      from scored s
+     where s.speaker = any (v_ngrams)
+  ), preferred as (
+    select s.kind, s.id, s.ranks,
+           s.score * case when s.speaker <> n.speaker then 0.5 else 1 end
+                   * case when not v_period @> s.occurred_at then 0.5 else 1 end
+                   * case when v_asks_when and s.kind = 'episode' and not s.tells_time then 0.5 else 1 end as score
+      from scored s cross join named n
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
       from (select s.*, row_number() over (order by s.score desc, s.kind, s.id) as position
-              from scored s) x
+              from preferred s) x
      where x.position <= p_k
   )
   select coalesce(jsonb_agg(jsonb_build_object(
@@ -287,7 +409,7 @@ begin
 end
 $$;
 comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]) is
-  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session. Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
+  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; when it begins with "when", episodes that tell no time count half. Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL.';
 
 create or replace function memory.search_rows(
   p_project uuid,

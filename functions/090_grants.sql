@@ -34,6 +34,10 @@ grant execute on function
 grant execute on function
   memory_internal.question_tsquery(text),
   memory_internal.rrf(integer),
+  memory_internal.episode_speaker(jsonb),
+  memory_internal.question_period(text),
+  memory_internal.tells_time(tsvector),
+  memory_internal.asks_when(text),
   memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer),
   memory_internal.search_episode_fulltext(uuid, text, timestamptz, timestamptz, integer),
   memory_internal.episode_term_dfs(uuid, uuid, text[]),

@@ -2,9 +2,11 @@
 -- the project's own statistics (never another project's or org's), the
 -- counters behind them follow ingest and wipe, and the fusion passes a
 -- share of an episode's score to its neighbours in the same session, at
--- the instant asked only.  Runs as chronomem_app.
+-- the instant asked only; a question naming one participant prefers that
+-- participant's turns, one naming a date the turns of that period, a
+-- "when" question the turns that tell a time.  Runs as chronomem_app.
 BEGIN;
-select plan(15);
+select plan(31);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -56,7 +58,9 @@ begin
   insert into pg_temp.ids values ('r', memory.create_project(b, 'r'));
   perform memory.use_org(a);
   insert into pg_temp.ids values ('p', memory.create_project(a, 'p')), ('q', memory.create_project(a, 'q')),
-                                 ('w', memory.create_project(a, 'w')), ('n', memory.create_project(a, 'n'));
+                                 ('w', memory.create_project(a, 'w')), ('n', memory.create_project(a, 'n')),
+                                 ('sp', memory.create_project(a, 'sp')), ('tp', memory.create_project(a, 'tp')),
+                                 ('wh', memory.create_project(a, 'wh'));
 end $$;
 
 -- BM25: the one rare word outweighs many common ones.  In w, "park",
@@ -135,6 +139,97 @@ select is(pg_temp.found('n', 'zanzibar', timestamptz '2021-01-01T00:02:30Z'),
           'a neighbour that had not occurred at the instant asked gets nothing');
 select is((pg_temp.found('n', 'zanzibar', timestamptz '2021-01-01T00:03:30Z')) -> 'n.s.4', '0.5'::jsonb,
           'control: at an instant after it occurred, it does');
+
+-- Speaker preference.  Project sp: the same words said by Ann, by Bob and
+-- by a message naming no speaker, each in its own session (no context
+-- shares between them), so the two legs score all three alike.
+do $$ begin
+  insert into pg_temp.ids
+  select 'sp.' || x.who, (memory.ingest(pg_temp.id('sp'), 'with ' || x.who,
+           jsonb_build_array(jsonb_build_object('role', 'user', 'content', 'The zanzibar trip was lovely',
+                                                'occurred_at', '2021-01-01T00:00:00Z',
+                                                'metadata', x.meta))) -> 'episode_ids' ->> 0)::uuid
+    from (values ('ann', '{"speaker": "Ann"}'::jsonb), ('bob', '{"speaker": "Bob"}'::jsonb),
+                 ('nobody', '{}'::jsonb)) x(who, meta);
+end $$;
+select is(pg_temp.found('sp', 'What did Ann''s family think of zanzibar?'),
+          '{"sp.ann": 1.0, "sp.bob": 0.5, "sp.nobody": 1.0}'::jsonb,
+          'a question naming one participant: the other participant''s turn counts half (no speaker: unchanged)');
+select is(pg_temp.found('sp', 'What did BOB say about zanzibar?'),
+          '{"sp.ann": 0.5, "sp.bob": 1.0, "sp.nobody": 1.0}'::jsonb,
+          'the name is matched as a normalized word of the question, whoever is named');
+select is(pg_temp.found('sp', 'What did they say about zanzibar?'),
+          '{"sp.ann": 1.0, "sp.bob": 1.0, "sp.nobody": 1.0}'::jsonb,
+          'control: a question naming no participant scores all alike');
+select is(pg_temp.found('sp', 'Did Ann and Bob enjoy zanzibar?'),
+          '{"sp.ann": 1.0, "sp.bob": 1.0, "sp.nobody": 1.0}'::jsonb,
+          'control: a question naming two participants prefers neither');
+select is(pg_temp.found('sp', 'Did Annabel like zanzibar?'),
+          '{"sp.ann": 1.0, "sp.bob": 1.0, "sp.nobody": 1.0}'::jsonb,
+          'control: a name is a whole word (Annabel does not name Ann)');
+
+-- Time preference.  The period a question names: a day, a month, a year.
+select is(array[memory_internal.question_period('What did Gina find on 1 February, 2023?'),
+                memory_internal.question_period('What was shown on October 13th, 2023?'),
+                memory_internal.question_period('Logs of 2023-10-13, please'),
+                memory_internal.question_period('What happened in Sept 2023?'),
+                memory_internal.question_period('How often did we swim in 2023?')],
+          array[tstzrange('2023-02-01Z', '2023-02-02Z'), tstzrange('2023-10-13Z', '2023-10-14Z'),
+                tstzrange('2023-10-13Z', '2023-10-14Z'), tstzrange('2023-09-01Z', '2023-10-01Z'),
+                tstzrange('2023-01-01Z', '2024-01-01Z')],
+          'question_period: a day (either order, ordinals, ISO), a month, a year');
+select is(array[memory_internal.question_period('May I ask about February?'),
+                memory_internal.question_period('Is Feb 30, 2023 a day?'),
+                memory_internal.question_period('Room 2023b or 12345'),
+                memory_internal.question_period('')],
+          array[null, null, null, null]::tstzrange[],
+          'question_period: no year, an impossible day, digits that are no year: none');
+-- Project tp: the same words on 3 May 2023 and on 10 June 2023, in two
+-- sessions (no context shares between them).
+do $$ begin
+  insert into pg_temp.ids
+  select 'tp.' || x.k, (memory.ingest(pg_temp.id('tp'), x.k,
+           jsonb_build_array(jsonb_build_object('role', 'user', 'content', 'The zanzibar trip was lovely',
+                                                'occurred_at', x.at))) -> 'episode_ids' ->> 0)::uuid
+    from (values ('may', '2023-05-03T15:00:00Z'), ('june', '2023-06-10T09:00:00Z')) x(k, at);
+end $$;
+select is(pg_temp.found('tp', 'What did we say about zanzibar on May 3, 2023?'),
+          '{"tp.may": 1.0, "tp.june": 0.5}'::jsonb,
+          'a question naming a day: a turn of another day counts half');
+select is(pg_temp.found('tp', 'What did we say about zanzibar in June 2023?'),
+          '{"tp.may": 0.5, "tp.june": 1.0}'::jsonb,
+          'a question naming a month: a turn of another month counts half');
+select is(pg_temp.found('tp', 'What did we say about zanzibar in 2023?'),
+          '{"tp.may": 1.0, "tp.june": 1.0}'::jsonb,
+          'control: both turns lie in the year named');
+select is(pg_temp.found('tp', 'What did we say about zanzibar?'),
+          '{"tp.may": 1.0, "tp.june": 1.0}'::jsonb,
+          'control: a question naming no date scores both alike');
+select is(pg_temp.found('tp', 'What did we say about zanzibar on 4 May, 2023?'),
+          '{"tp.may": 0.5, "tp.june": 0.5}'::jsonb,
+          'control: a day neither turn occurred on discounts both (the day is the whole window)');
+
+-- "When" questions.  Project wh: two turns alike for both legs, one telling
+-- a time (last June), one not (with Joan), in two sessions.
+select ok(memory_internal.tells_time(to_tsvector('english', 'We met two weeks ago'))
+          and memory_internal.tells_time(to_tsvector('english', 'Back in 2019 it rained'))
+          and memory_internal.tells_time(to_tsvector('english', 'See you on Friday')),
+          'tells_time: a relative time, a year, a weekday');
+select ok(not memory_internal.tells_time(to_tsvector('english', 'We met at the lake, 12 of us')),
+          'tells_time: a text with no time word nor year does not');
+do $$ begin
+  insert into pg_temp.ids
+  select 'wh.' || x.k, (memory.ingest(pg_temp.id('wh'), x.k,
+           jsonb_build_array(jsonb_build_object('role', 'user', 'content', x.c,
+                                                'occurred_at', '2023-05-03T15:00:00Z'))) -> 'episode_ids' ->> 0)::uuid
+    from (values ('time', 'We went to zanzibar last June'), ('none', 'We went to zanzibar with Joan')) x(k, c);
+end $$;
+select is(pg_temp.found('wh', 'When did we go to zanzibar?'),
+          '{"wh.time": 1.0, "wh.none": 0.5}'::jsonb,
+          'a "when" question: a turn that tells no time counts half');
+select is(pg_temp.found('wh', 'Did we go to zanzibar, and when?'),
+          '{"wh.time": 1.0, "wh.none": 1.0}'::jsonb,
+          'control: a question not asking "when" first scores both alike');
 
 select * from finish();
 ROLLBACK;
