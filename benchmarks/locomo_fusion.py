@@ -190,7 +190,8 @@ def session_cap(
 ) -> list[uuid.UUID]:
     """Diversification: at most `cap` turns of one session before any turn beyond it."""
     seen: dict[int, int] = defaultdict(int)
-    first, rest = [], []
+    first: list[uuid.UUID] = []
+    rest: list[uuid.UUID] = []
     for i in order:
         seen[position[i][0]] += 1
         (first if seen[position[i][0]] <= cap else rest).append(i)
