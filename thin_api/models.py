@@ -142,7 +142,12 @@ class MessageIn(Model):
     role: Role
     content: str
     occurred_at: Instant | None = None
-    metadata: dict[str, JsonValue] | None = None
+    metadata: dict[str, JsonValue] | None = Field(
+        None,
+        description="Any JSON object, stored with the episode. `speaker`, the name of the "
+        "participant who wrote it, lets a search that names one participant prefer their "
+        "turns.",
+    )
 
 
 class IngestRequest(Model):
