@@ -11,6 +11,14 @@ create or replace function memory_internal.name_tokens(p_name text) returns text
 comment on function memory_internal.name_tokens(text) is
   'The distinct words of a normalized entity name or alias: the keys of memory_internal.entity_name_tokens.';
 
+-- The words that carry content: those the english text search
+-- configuration does not drop as stop words ("the", "who", "is").
+create or replace function memory_internal.content_words(p_words text[]) returns text[]
+  language sql immutable strict parallel safe
+  as $$ select array(select w from unnest(p_words) w where to_tsvector('english'::regconfig, w) <> ''::tsvector) $$;
+comment on function memory_internal.content_words(text[]) is
+  'The given words without the english stop words: what a partial name match of the entity leg may share with the question.';
+
 -- The runs of 1 to 4 consecutive words of a normalized question: the
 -- names an exact whole-word match can have, each one btree probe.
 create or replace function memory_internal.question_ngrams(p_qnorm text) returns text[]
@@ -152,8 +160,13 @@ create or replace trigger "40_name_tokens_update" after update of normalized_ali
 
 -- Entity leg: the entities (created by p_known_at) with a name or alias
 -- that occurs in the question as whole words first, then by trigram word
--- similarity of their best name, then id; only names with
--- name <% question (pg_trgm.word_similarity_threshold) count, as before.
+-- similarity of their best name, then id.  A name counts when it is
+-- similar enough (name <% question: pg_trgm.word_similarity_threshold) or
+-- when it shares a whole word with the question that is not a stop word
+-- (memory_internal.content_words): "Okonkwo" finds "Marguerite Okonkwo",
+-- which trigram similarity alone (about 0.45) did not; "the" finds nothing.
+-- Such a partial match ranks after every similar name (its similarity is
+-- below the threshold).
 -- Candidates are read through btrees with leakproof equality: the exact
 -- tier probes the unique (org_id, project_id, normalized_name) of entities
 -- and the key of entity_aliases with the question's runs of 1-4 words; the
@@ -173,7 +186,8 @@ as $$
   with q as (
     select memory_internal.project_org(p_project) as org,
            memory_internal.question_ngrams(p_qnorm) as grams,
-           memory_internal.name_tokens(p_qnorm) as words
+           memory_internal.name_tokens(p_qnorm) as words,
+           memory_internal.content_words(memory_internal.name_tokens(p_qnorm)) as content_words
   ), exact as (
     select n.entity_id from q join memory.entities n
         on n.org_id = q.org and n.project_id = p_project and n.normalized_name = any (q.grams)
@@ -203,11 +217,12 @@ as $$
          bool_or(m.entity_id in (select e.entity_id from exact e)
                  or strpos(' ' || p_qnorm || ' ', ' ' || m.name || ' ') > 0) as exact,
          max(word_similarity(m.name, p_qnorm)) as score
-    from names m
-   where m.created_at <= p_known_at and m.name <% p_qnorm
+    from names m, q
+   where m.created_at <= p_known_at
+     and (m.name <% p_qnorm or memory_internal.name_tokens(m.name) && q.content_words)
    group by m.entity_id
    order by 2 desc, 3 desc, 1
    limit p_n
 $$;
 comment on function memory_internal.search_entities(uuid, text, timestamptz, integer) is
-  'Entity leg of memory.search: up to p_n entities created by p_known_at whose name or alias occurs in the normalized question p_qnorm, whole-word matches first, then by word_similarity, then id. Candidates share a whole word with the question (entity_name_tokens) or match one of its runs of 1-4 words exactly (btree on names and aliases).';
+  'Entity leg of memory.search: up to p_n entities created by p_known_at whose name or alias occurs in the normalized question p_qnorm, or is similar to a run of it, or shares a non-stop word with it; whole-word matches first, then by word_similarity, then id. Candidates share a whole word with the question (entity_name_tokens) or match one of its runs of 1-4 words exactly (btree on names and aliases).';

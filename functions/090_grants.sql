@@ -45,6 +45,7 @@ grant execute on function
   memory_internal.search_fact_fulltext(uuid, text, timestamptz, timestamptz, integer),
   memory_internal.search_entities(uuid, text, timestamptz, integer),
   memory_internal.question_ngrams(text), memory_internal.name_tokens(text),
+  memory_internal.content_words(text[]),
   memory_internal.estimate_tokens(text)
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
