@@ -79,7 +79,8 @@ comment on function memory_internal.search_episode_vector(uuid, vector, timestam
 -- inserting statement; they die with the episode (cascade).  Document
 -- frequencies (episode_term_df, plus episode_term_df_pending for the
 -- last few inserting statements) follow both.  Content is not rewritten by
--- the product, but if the owner ever does, postings and df follow it.
+-- the product, but if the owner ever does, postings and df follow it (and
+-- the length each posting holds follows token_count).
 
 -- Add p_delta[i] to the df of (p_org[i], p_project[i], p_lexeme[i]), one
 -- entry per key.  Additions go to the writer's shard.  Where a df drops,
@@ -306,8 +307,11 @@ create or replace trigger "40_terms_insert" after insert on memory.episodes
 create or replace trigger "40_terms_delete" after delete on memory.episodes
   referencing old table as old_rows
   for each statement execute function memory_internal.tg_episodes__terms();
-create or replace trigger "40_terms_update" after update of content, project_id on memory.episodes
-  for each row when (old.content is distinct from new.content or old.project_id is distinct from new.project_id)
+-- token_count too: each posting holds the episode's length, which the
+-- full-text leg scores with.
+create or replace trigger "40_terms_update" after update of content, project_id, token_count on memory.episodes
+  for each row when (old.content is distinct from new.content or old.project_id is distinct from new.project_id
+                     or old.token_count is distinct from new.token_count)
   execute function memory_internal.tg_episodes__terms();
 
 -- Episode full-text leg: Okapi BM25 over the question's lexemes (an OR
@@ -322,7 +326,7 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- the lexeme (episode_term_dfs: folded plus pending), N and the mean length
 -- from the project's counters (see tg_episodes__text_stats), so df and N
 -- count the same episodes.  Length is the episode's estimated token count,
--- tf the lexeme's positions in content_tsv.
+-- tf the lexeme's positions in content_tsv (as its posting holds them).
 -- Everything reads btrees with leakproof equality (postings by project
 -- and lexeme, episodes by primary key): under forced row-level security
 -- @@ is never an index condition, and the leg would read the project.
@@ -381,11 +385,13 @@ create or replace function memory_internal.search_episode_fulltext(
     ), matched as materialized (
       -- Each picked word's postings visible at p_at / p_known_at, best
       -- first (impact index), at most c_budget of them: only the rarest
-      -- word can hold more, and then its top c_budget are read.
-      select distinct on (c.episode_id) c.episode_id, c.content_tsv, c.dl
+      -- word can hold more, and then its top c_budget are read.  The
+      -- filter and the length come from episodes_text_cover_idx
+      -- (index-only: no heap row, sql/0014).
+      select distinct on (c.episode_id) c.episode_id, c.dl
         from picked p cross join q
        cross join lateral (
-         select e.episode_id, e.content_tsv, greatest(e.token_count, 1)::float8 as dl
+         select e.episode_id, greatest(e.token_count, 1)::float8 as dl
            from memory_internal.episode_terms t
            join memory.episodes e on e.org_id = q.org_id and e.episode_id = t.episode_id
           where t.org_id = q.org_id and t.project_id = p_project and t.lexeme = p.lexeme
@@ -402,17 +408,30 @@ create or replace function memory_internal.search_episode_fulltext(
         from stats s
     ), w as materialized (
       select d.lexeme, d.df, c.n, c.avgdl from df d cross join coll c where d.df > 0
+    ), tfs as (
+      -- Each candidate's postings of the question's words, with tf and
+      -- length (the lexeme's positions in content_tsv and the episode's
+      -- length, written with it and rewritten with either): per word, one
+      -- scan of the primary key with the candidates as an array key, so a
+      -- common word's postings are read only around them.  content_tsv
+      -- itself is in no covering index (a btree entry must fit in 2704
+      -- bytes), and reading it meant a wide heap row per candidate.
+      select t.episode_id, t.lexeme, t.tf::float8 as tf, t.dl::float8 as dl, w.df, w.n, w.avgdl
+        from w cross join q
+       cross join lateral (
+         select t.episode_id, t.lexeme, t.tf, t.dl
+           from memory_internal.episode_terms t
+          where t.org_id = q.org_id and t.project_id = p_project and t.lexeme = w.lexeme
+            and t.episode_id = any (array(select m.episode_id from matched m))) t
     )
-    -- Each candidate scored on its own (a lateral over its few lexemes),
-    -- so the plan stays linear in the candidates.
-    select m.episode_id, s.score
-      from matched m
-     cross join lateral (
-       select sum(ln(1 + (w.n - w.df + 0.5) / (w.df + 0.5))
-                  * x.tf * (1.2 + 1) / (x.tf + 1.2 * (1 - 0.75 + 0.75 * m.dl / w.avgdl))) as score
-         from (select u.lexeme, coalesce(cardinality(u.positions), 1)::float8 as tf
-                 from unnest(m.content_tsv) u) x
-         join w on w.lexeme = x.lexeme) s
+    -- Summed in the words' byte order (content_tsv's order, which the sum
+    -- followed when it read the vector), so equal scores stay equal.
+    select x.episode_id,
+           sum(ln(1 + (x.n - x.df + 0.5) / (x.df + 0.5))
+               * x.tf * (1.2 + 1) / (x.tf + 1.2 * (1 - 0.75 + 0.75 * x.dl / x.avgdl))
+               order by x.lexeme collate "C") as score
+      from tfs x
+     group by x.episode_id
      order by 2 desc, 1
      limit p_n
   $$;

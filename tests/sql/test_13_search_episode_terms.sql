@@ -5,7 +5,7 @@
 -- the candidate bound does not bind, and still finds the rare word when a
 -- common one is in thousands of episodes.  Runs as chronomem_app.
 BEGIN;
-select plan(35);
+select plan(38);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -128,6 +128,11 @@ create function pg_temp.expected_df(p_project text) returns jsonb language sql s
     from (select t.lexeme, count(*) as df from memory_internal.episode_terms t
            where t.project_id = pg_temp.id(p_project) group by 1) x $$;
 
+-- The owner rewrites an episode's length (the product never does).
+create function pg_temp.set_token_count(p_episode uuid, p_tokens integer) returns void
+  language sql security definer
+  as $$ update memory.episodes set token_count = p_tokens where episode_id = p_episode $$;
+
 set local role chronomem_app;
 do $$
 declare a uuid := memory.create_org('terms org A'); b uuid := memory.create_org('terms org B');
@@ -183,6 +188,25 @@ select is(pg_temp.ranked('p', q), pg_temp.ranked_ref('p', q), 'same ranking and 
 select is(jsonb_array_length(pg_temp.ranked('p', 'Did Caroline adopt a greyhound?')) > 5, true,
           'control: the comparison is over many ranked episodes (every one with Caroline or greyhound)');
 select is(pg_temp.ranked('p', 'the and of'), '[]'::jsonb, 'a question of stop words only finds nothing');
+
+-- The leg takes each candidate's length from its postings: an episode
+-- whose token count is rewritten (content unchanged) has its postings
+-- follow, and scores as the reference (which reads the episode) says.
+insert into pg_temp.res values ('p before length', pg_temp.ranked('p', 'Did Caroline adopt a greyhound?'));
+do $$ begin perform pg_temp.set_token_count(pg_temp.id('p.s.1'), 400); end $$;
+select ok((select count(*) > 1 and bool_and(t.dl = 400) from memory_internal.episode_terms t
+            where t.episode_id = pg_temp.id('p.s.1')),
+          'a rewritten token count moves the length of every posting of the episode');
+select is(pg_temp.ranked('p', 'Did Caroline adopt a greyhound?'),
+          pg_temp.ranked_ref('p', 'Did Caroline adopt a greyhound?'),
+          'same ranking and scores as the reference after the length changed');
+select isnt(pg_temp.ranked('p', 'Did Caroline adopt a greyhound?'), pg_temp.r('p before length'),
+            'control: the new length changed the episode''s score');
+do $$ begin
+  perform pg_temp.set_token_count(pg_temp.id('p.s.1'),
+                                  (select memory_internal.estimate_tokens(e.content) from memory.episodes e
+                                    where e.episode_id = pg_temp.id('p.s.1')));
+end $$;
 
 -- Tenancy: q (same org) and r (another org) get the same texts many times
 -- over; p's document frequencies, ranking and scores do not move.
