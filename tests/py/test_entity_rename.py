@@ -65,6 +65,13 @@ def _tokens(admin_dsn: str, project: uuid.UUID) -> tuple[set[Any], set[Any]]:
     return kept, words
 
 
+def _rename(admin_dsn: str, update: str, entity: uuid.UUID) -> None:
+    """Run an operator's UPDATE of one entity's row (RLS does not apply to the
+    superuser, so it is not silently a no-op)."""
+    with psycopg.connect(admin_dsn) as admin:
+        assert admin.execute(update, (entity,)).rowcount == 1
+
+
 def test_renamed_entity_is_found_by_its_new_name_only(people: Any, admin_dsn: str) -> None:
     conn, project, ids = people
     marguerite, tobias = ids["Okonkwo"], ids["Lindqvist"]
@@ -72,13 +79,12 @@ def test_renamed_entity_is_found_by_its_new_name_only(people: Any, admin_dsn: st
     assert _entities(conn, project, "Who is Adeyemi?") == []
     kept, words = _tokens(admin_dsn, project)
     assert kept == words and ("okonkwo", marguerite) in kept
-    with psycopg.connect(admin_dsn) as admin:
-        renamed = admin.execute(
-            "update memory.entities set name = 'Adeyemi', "
-            "normalized_name = memory.normalize_text('Adeyemi') where entity_id = %s",
-            (marguerite,),
-        )
-        assert renamed.rowcount == 1
+    _rename(
+        admin_dsn,
+        "update memory.entities set name = 'Adeyemi', "
+        "normalized_name = memory.normalize_text('Adeyemi') where entity_id = %s",
+        marguerite,
+    )
     assert _entities(conn, project, "Who is Adeyemi?") == [marguerite]
     assert _entities(conn, project, "Who is Okonkwo?") == []
     kept, words = _tokens(admin_dsn, project)
@@ -93,13 +99,12 @@ def test_renamed_alias_is_found_by_its_new_name_only(people: Any, admin_dsn: str
     tobias = ids["Lindqvist"]
     assert _entities(conn, project, "Where is Tobbe?") == [tobias]
     assert ("tobbe", tobias) in _tokens(admin_dsn, project)[0]
-    with psycopg.connect(admin_dsn) as admin:
-        renamed = admin.execute(
-            "update memory.entity_aliases set alias = 'Tobster', "
-            "normalized_alias = memory.normalize_text('Tobster') where entity_id = %s",
-            (tobias,),
-        )
-        assert renamed.rowcount == 1
+    _rename(
+        admin_dsn,
+        "update memory.entity_aliases set alias = 'Tobster', "
+        "normalized_alias = memory.normalize_text('Tobster') where entity_id = %s",
+        tobias,
+    )
     assert _entities(conn, project, "Where is Tobster?") == [tobias]
     assert _entities(conn, project, "Where is Tobbe?") == []
     kept, words = _tokens(admin_dsn, project)
