@@ -5,7 +5,8 @@ Per conversation a project; each LoCoMo session's turns are ingested as episodes
 (memory.ingest, occurred_at from the session's date, dia_id in metadata), embedded
 with the product's local all-MiniLM-L6-v2 and stored with memory.store_embeddings.
 No LLM: no facts are extracted, so the fused search is what the product answers from
-episodes alone. Questions of categories 1-4 are embedded with the same model; recall@k
+episodes alone. Questions of categories 1-4 are embedded with the same model, as the
+API embeds them (memory.vector_query_text: without the participants' names); recall@k
 is the fraction of a question's evidence turns among the top-k episodes returned.
 """
 
