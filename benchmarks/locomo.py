@@ -5,7 +5,8 @@ Per conversation a project; each LoCoMo session's turns are ingested as episodes
 (memory.ingest, occurred_at from the session's date, dia_id in metadata), embedded
 with the product's local all-MiniLM-L6-v2 and stored with memory.store_embeddings.
 No LLM: no facts are extracted, so the fused search is what the product answers from
-episodes alone. Questions of categories 1-4 are embedded with the same model; recall@k
+episodes alone. Questions of categories 1-4 are embedded with the same model, as the
+API embeds them (memory.vector_query_text: without the participants' names); recall@k
 is the fraction of a question's evidence turns among the top-k episodes returned.
 """
 
@@ -31,6 +32,7 @@ from benchmarks.common import (
     latency_ms,
     machine_info,
     now_iso,
+    scalar,
     server_info,
     write_json,
 )
@@ -105,6 +107,7 @@ class Item:
     question: Question
     vector: str  # the question's embedding, as a literal
     half: str  # "A" (even conversation index in the file) or "B" (odd): see halves()
+    raw_vector: str = ""  # the embedding of the question as asked (names and all)
     legs: dict[str, list[uuid.UUID]] = field(default_factory=dict)
 
     @property
@@ -235,6 +238,16 @@ def experiment_phase(conn: Conn, items: list[Item]) -> Phase:
         phase.add(it, "fulltext_ts_rank_cd", old)
         for name, ranked in fusion.variants(got, position, at, facts[project], question).items():
             phase.add(it, name, ranked)
+        # The query vector before memory.vector_query_text: the question as asked.
+        raw = fusion.legs(conn, project, text, it.raw_vector, LEG_N)
+        phase.add(it, "vector_raw_question", [i for i, _ in raw["vector"]])
+        phase.add(
+            it,
+            "fused_raw_question",
+            fusion.variants(raw, position, at, facts[project], question)[
+                "product_fusion_in_python"
+            ],
+        )
     return phase
 
 
@@ -286,11 +299,20 @@ def _load(conn: Conn, model: Any, convs: list[Conversation]) -> tuple[list[Any],
     return list(zip(loaded, originals, strict=True)), {k: round(v, 1) for k, v in timing.items()}
 
 
-def _items(model: Any, loaded: list[LoadedConversation]) -> list[Item]:
+def _items(conn: Conn, model: Any, loaded: list[LoadedConversation]) -> list[Item]:
+    """Each question with its query vector, embedded as the API does: the text
+    memory.vector_query_text gives (the question without the participants' names)."""
     pairs = [(n, lc, q) for n, lc in enumerate(loaded) for q in lc.conversation.questions]
-    vectors = embed_many(model, [q.text for _, _, q in pairs])
+    texts = [
+        scalar(conn, "select memory.vector_query_text(%s, %s)", (lc.project, q.text))
+        for _, lc, q in pairs
+    ]
+    conn.commit()
+    vectors = embed_many(model, texts)
+    raw = embed_many(model, [q.text for _, _, q in pairs])
     return [
-        Item(lc, q, literal(v), "AB"[n % 2]) for (n, lc, q), v in zip(pairs, vectors, strict=True)
+        Item(lc, q, literal(v), "AB"[n % 2], literal(r))
+        for (n, lc, q), v, r in zip(pairs, vectors, raw, strict=True)
     ]
 
 
@@ -323,6 +345,9 @@ def _settings(args: argparse.Namespace, convs: list[Conversation], model: Any) -
             "fused": "memory.search with every leg (p_legs null: the product default); no "
             "facts or entities exist, so only the two episode legs contribute",
             "vector": "p_legs => array['episode_vector']",
+            "query_vector": "every system's query embedding is that of "
+            "memory.vector_query_text(project, question), the question without the "
+            "participants' names, as the API embeds it",
             "fulltext": "p_legs => array['episode_fulltext'] (Okapi BM25, k1 1.2, b 0.75, "
             "the project's own statistics)",
         },
@@ -343,7 +368,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         pairs, load_timing = _load(conn, model, convs)
         loaded = [lc for lc, _ in pairs]
         _analyze(db.owner)
-        items = _items(model, loaded)
+        items = _items(conn, model, loaded)
         print(f"  {len(items)} questions: product search ...", flush=True)
         product = product_phase(conn, items, args.k)
         result["settings"] = _settings(args, convs, model)
@@ -395,6 +420,10 @@ def _describe() -> dict[str, Any]:
     return {
         "systems": {
             **fusion.DESCRIPTIONS,
+            "vector_raw_question": "episode_vector leg with the question embedded as asked "
+            "(the product before memory.vector_query_text left the participants' names out)",
+            "fused_raw_question": "the product's fusion over that vector leg and the full-text "
+            "leg (the product before)",
             "context_vector": "episode_vector leg with every turn embedded together with the "
             "previous turn of its session",
             "context_fused": "the product's fused search over those context embeddings",

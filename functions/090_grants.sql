@@ -29,6 +29,7 @@ grant execute on function
   memory.embedding_dim(),
   memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]),
   memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[]),
+  memory.vector_query_text(uuid, text, timestamptz, timestamptz),
   memory.context(uuid, text, vector, timestamptz, timestamptz, integer, integer)
   to chronomem_app, chronomem_analyst;
 grant execute on function

@@ -25,7 +25,9 @@ _CLEAR_SCOPE = (
 )
 
 
-Params = Sequence[Any] | Callable[[], Sequence[Any]]
+# A callable gets the call's connection (after authorization), e.g. to ask the
+# database what to embed.
+Params = Sequence[Any] | Callable[[psycopg.Connection[DictRow]], Sequence[Any]]
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,8 @@ class Database:
         """One transaction: memory.authorize(token, permission, project) (or its
         own-project / any-key variant), then `query`.
 
-        `params` may be a function, called once the key is authorized (work such as
-        embedding a query is then never done for a caller without access). Returns the
+        `params` may be a function of the connection, called once the key is authorized
+        (work such as embedding a query is then never done for a caller without access). Returns the
         first column of the first row (usually a jsonb answer), or with many=True every
         row as a dict."""
         with self.pool.connection() as conn, conn.transaction():
@@ -115,7 +117,7 @@ class Database:
                     "select 1 from memory.authorize(%s::text, %s::text, %s::uuid)",
                     (access.token, access.permission, access.project),
                 )
-            cur = conn.execute(query, params() if callable(params) else params)
+            cur = conn.execute(query, params(conn) if callable(params) else params)
             if many:
                 return cur.fetchall()
             row = cur.fetchone()

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import DictRow
 
 from chronomem.settings import EmbeddingSettings
 from workers.embedding import Embedder, make_embedder
@@ -37,6 +41,9 @@ class QueryEmbedder:
                     self._enabled = False
             return self._embedder
 
+    def available(self) -> bool:
+        return self._get() is not None
+
     def embed(self, text: str) -> list[float] | None:
         embedder = self._get()
         if embedder is None or not text.strip():
@@ -46,6 +53,20 @@ class QueryEmbedder:
         except Exception as err:  # the endpoint or model failed: search without vectors
             log.warning("query embedding failed: %s", err)
             return None
+
+
+def query_vector(
+    embedder: QueryEmbedder | None, conn: psycopg.Connection[DictRow], project: UUID, query: str
+) -> str | None:
+    """The search's query vector: the embedding of the text the database says the vector
+    legs should see (memory.vector_query_text: the question without the participants'
+    names), in pgvector's text form; None without an embedder."""
+    if embedder is None or not embedder.available():
+        return None
+    row = conn.execute(
+        "select memory.vector_query_text(%s::uuid, %s::text) as text", (project, query)
+    ).fetchone()
+    return vector_text(embedder.embed(row["text"] if row else query))
 
 
 def vector_text(values: list[float] | None) -> str | None:

@@ -17,7 +17,7 @@ A SQL error (not found, bad input, not permitted) is a tool error whose text is
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, LiteralString
@@ -30,14 +30,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 from pydantic import Field
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from thin_api.db import Access, Database
-from thin_api.embedding import QueryEmbedder, vector_text
+from thin_api.db import Access, Database, Params
+from thin_api.embedding import QueryEmbedder, query_vector
 from thin_api.errors import ApiError, from_db_error, unauthorized
 from thin_api.models import Cardinality, FactIn, Instant, MessageIn
 from thin_api.routes import CONFIG_WRITE, READ, WRITE
@@ -100,7 +101,7 @@ def build_server(backend: Backend) -> MCPServer:
         permission: str,
         project: UUID,
         query: LiteralString,
-        params: Sequence[Any] | Callable[[], Sequence[Any]],
+        params: Params,
         *,
         row: bool = False,
     ) -> Any:
@@ -118,9 +119,8 @@ def build_server(backend: Backend) -> MCPServer:
         except PoolTimeout:
             raise ToolError("unavailable: no database connection available") from None
 
-    def embed(text: str) -> str | None:
-        embedder = backend.get_embedder()
-        return vector_text(embedder.embed(text)) if embedder else None
+    def embed(conn: psycopg.Connection[DictRow], project: UUID, text: str) -> str | None:
+        return query_vector(backend.get_embedder(), conn, project, text)
 
     @server.tool()
     def add_memory(
@@ -177,7 +177,16 @@ def build_server(backend: Backend) -> MCPServer:
             project_id,
             "select memory.api_search(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[])",
-            lambda: (project_id, query, None, embed(query), as_of, known_at, k, None),
+            lambda conn: (
+                project_id,
+                query,
+                None,
+                embed(conn, project_id, query),
+                as_of,
+                known_at,
+                k,
+                None,
+            ),
         )
 
     @server.tool()
@@ -197,7 +206,16 @@ def build_server(backend: Backend) -> MCPServer:
             project_id,
             "select memory.api_context(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
-            lambda: (project_id, query, None, embed(query), as_of, known_at, max_tokens, 20),
+            lambda conn: (
+                project_id,
+                query,
+                None,
+                embed(conn, project_id, query),
+                as_of,
+                known_at,
+                max_tokens,
+                20,
+            ),
         )
 
     @server.tool()

@@ -358,7 +358,8 @@ class SearchRequest(Model):
         min_length=1,
         max_length=16000,
         description="Your own query vector (the installation's dimension); otherwise the "
-        "server embeds the query when it has an embedder, else the vector legs are skipped.",
+        "server embeds the query, without the names of the participants it names (speakers "
+        "of the project's turns), when it has an embedder, else the vector legs are skipped.",
     )
     as_of: Instant | None = None
     known_at: Instant | None = None

@@ -18,6 +18,7 @@ import httpx
 import psycopg
 import pytest
 from api_server import Tenant, api_server, make_tenant
+from scripted_openai import ScriptedOpenAI
 
 from chronomem.client import AsyncClient, ChronomemError, Client
 
@@ -552,3 +553,39 @@ def test_timestamps_in_answers_are_utc(base: str, tenant: Tenant, project: uuid.
     ).json()
     assert raw["as_of"] == "2024-02-01T00:00:00Z"
     assert datetime.fromisoformat(raw["known_at"]) - datetime.now(UTC) < timedelta(minutes=1)
+
+
+def test_search_embeds_the_question_without_the_participants_names(
+    app_dsn: str, tenant: Tenant
+) -> None:
+    """The API embeds memory.vector_query_text's text for the vector legs: the question
+    without the names of the participants it names (a speaker of the project's turns);
+    a name nobody speaks under stays (control), as does a question naming no one."""
+    with ScriptedOpenAI(dim=384).running() as llm:
+        env = {
+            "CHRONOMEM_API_QUERY_EMBEDDINGS": "auto",
+            "CHRONOMEM_EMBEDDING_BASE_URL": llm.base_url,
+            "CHRONOMEM_EMBEDDING_MODEL": "scripted-embed",
+        }
+        with api_server(tenant.app_dsn, **env) as url, tenant.client(url) as client:
+            project = client.create_project(f"p-{uuid.uuid4().hex[:8]}").project_id
+            turns = [
+                {"role": "user", "content": "Zanzibar was lovely", "metadata": {"speaker": "Ann"}},
+                {"role": "assistant", "content": "Zanzibar is far", "metadata": {"speaker": "Bob"}},
+            ]
+            client.ingest(project, "trip", turns)
+            for query in (
+                "What did Ann think of zanzibar?",
+                "What did Carol think of zanzibar?",
+                "What was zanzibar like?",
+            ):
+                legs = client.search(project, query).legs
+                assert "episode_vector" in legs, legs
+            client.context(project, "What did Bob say about zanzibar?")
+    asked = [t for t in llm.embedding_inputs if "zanzibar" in t]
+    assert asked == [
+        "What did think of zanzibar?",
+        "What did Carol think of zanzibar?",
+        "What was zanzibar like?",
+        "What did say about zanzibar?",
+    ]

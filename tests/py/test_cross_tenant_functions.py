@@ -360,6 +360,17 @@ CASES: dict[str, Case] = {
             control="select count(*) > 0 from memory.search_rows(%(project)s, 'Alice Globex')",
         )
     ),
+    P + "vector_query_text(uuid,text,timestamptz,timestamptz)": (
+        Case(
+            # A turn of A's by the participant Alice: in A's scope her name is left out.
+            setup="select memory.ingest(%(project)s, 'xt speaker', jsonb_build_array("
+            "jsonb_build_object('role', 'user', 'content', 'Globex was fun', "
+            "'metadata', jsonb_build_object('speaker', 'Alice'))))",
+            probes=("select memory.vector_query_text(%(project)s, 'What did Bob say of Globex?')",),
+            control="select memory.vector_query_text(%(project)s, 'What did Alice say of Globex?') "
+            "= 'What did say of Globex?'",
+        )
+    ),
     P + "context(uuid,text,vector,timestamptz,timestamptz,integer,integer)": (
         Case(
             probes=("select memory.context(%(project)s, 'Alice Globex')",),

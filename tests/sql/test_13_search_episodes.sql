@@ -4,9 +4,11 @@
 -- share of an episode's score to its neighbours in the same session, at
 -- the instant asked only; a question naming one participant prefers that
 -- participant's turns, one naming a date the turns of that period, a
--- "when" question the turns that tell a time.  Runs as chronomem_app.
+-- "when" question the turns that tell a time; the text the vector legs
+-- embed is the question without the participants it names.  Runs as
+-- chronomem_app.
 BEGIN;
-select plan(31);
+select plan(36);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -230,6 +232,34 @@ select is(pg_temp.found('wh', 'When did we go to zanzibar?'),
 select is(pg_temp.found('wh', 'Did we go to zanzibar, and when?'),
           '{"wh.time": 1.0, "wh.none": 1.0}'::jsonb,
           'control: a question not asking "when" first scores both alike');
+
+-- The text the vector legs embed (memory.vector_query_text): the question
+-- without the names of the participants it names (project sp: Ann, Bob).
+select is(memory.vector_query_text(pg_temp.id('sp'), 'What did Ann''s family think of zanzibar?'),
+          'What did family think of zanzibar?',
+          'vector_query_text: a participant''s name (and its possessive) is left out');
+select is(memory.vector_query_text(pg_temp.id('sp'), 'Did ann and BOB enjoy zanzibar?'),
+          'Did and enjoy zanzibar?',
+          'every participant named is left out, matched as a normalized word');
+select is(array[memory.vector_query_text(pg_temp.id('sp'), 'Did Annabel like zanzibar?'),
+                memory.vector_query_text(pg_temp.id('sp'), 'What did they say about zanzibar?'),
+                memory.vector_query_text(pg_temp.id('sp'), 'Ann?')],
+          array['Did Annabel like zanzibar?', 'What did they say about zanzibar?', 'Ann?'],
+          'control: a word that only begins with a name, a question naming none, and one that is only a name stay as they are');
+-- Carol speaks about zanzibar in project n, not in sp: a participant is one
+-- of the project's own (the full-text leg finds her turn in n only).
+do $$ begin
+  insert into pg_temp.ids
+  select 'n.carol', (memory.ingest(pg_temp.id('n'), 'carol', jsonb_build_array(jsonb_build_object(
+           'role', 'user', 'content', 'Zanzibar with Ann was lovely', 'occurred_at', '2021-01-01T00:00:00Z',
+           'metadata', '{"speaker": "Carol"}'::jsonb))) -> 'episode_ids' ->> 0)::uuid;
+end $$;
+select is(memory.vector_query_text(pg_temp.id('sp'), 'What did Carol think of zanzibar?'),
+          'What did Carol think of zanzibar?',
+          'another project''s participant is not one of this project''s (left in)');
+select is(memory.vector_query_text(pg_temp.id('n'), 'What did Carol think of zanzibar?'),
+          'What did think of zanzibar?',
+          'control: in her own project she is left out');
 
 select * from finish();
 ROLLBACK;

@@ -6,10 +6,12 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Query
+from psycopg import Connection
+from psycopg.rows import DictRow
 
 from thin_api.db import Access
 from thin_api.deps import DB, Embedder, Metrics, Token
-from thin_api.embedding import vector_text
+from thin_api.embedding import query_vector, vector_text
 from thin_api.models import (
     CommunityList,
     ContextRequest,
@@ -39,13 +41,15 @@ def search(
     summed, episodes sharing score with neighbouring turns) at `as_of` / `known_at`.
     A failing leg marks the answer degraded instead of failing it."""
 
-    def params() -> tuple[Any, ...]:
-        computed = None if body.query_embedding else embedder.embed(body.query)
+    def params(conn: Connection[DictRow]) -> tuple[Any, ...]:
+        computed = (
+            None if body.query_embedding else query_vector(embedder, conn, project_id, body.query)
+        )
         return (
             project_id,
             body.query,
             vector_text(body.query_embedding),
-            vector_text(computed),
+            computed,
             body.as_of,
             body.known_at,
             body.k,
@@ -73,13 +77,15 @@ def context(
     """A prompt-ready block: the facts that hold at `as_of` with their windows, then
     supporting conversation excerpts, within `max_tokens`."""
 
-    def params() -> tuple[Any, ...]:
-        computed = None if body.query_embedding else embedder.embed(body.query)
+    def params(conn: Connection[DictRow]) -> tuple[Any, ...]:
+        computed = (
+            None if body.query_embedding else query_vector(embedder, conn, project_id, body.query)
+        )
         return (
             project_id,
             body.query,
             vector_text(body.query_embedding),
-            vector_text(computed),
+            computed,
             body.as_of,
             body.known_at,
             body.max_tokens,
