@@ -354,8 +354,8 @@ def _settings(args: argparse.Namespace, convs: list[Conversation], model: Any) -
         "fusion": "CombSUM of each leg's scores as shifted z-scores (equal weights), then each "
         "episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; "
         "then a turn counts 1/2 when the question names exactly one participant and another "
-        "spoke it, when the question names a day/month/year it did not occur in, and when the "
-        "question asks 'when' and it tells no time (functions/077_search.sql)",
+        "spoke it, and when the question names a day/month/year it did not occur in "
+        "(functions/077_search.sql)",
     }
 
 

@@ -43,17 +43,15 @@ select e.episode_id from memory.episodes e
 """
 
 # What memory.search's preferences read, from the SQL functions that define them
-# (one definition): each episode's speaker, time and whether it tells a time; the
-# question's words (runs of 1-4), the period it names and whether it asks "when".
+# (one definition): each episode's speaker and time; the question's words (runs of
+# 1-4) and the period it names.
 EPISODES_SQL = """
-select e.episode_id, memory_internal.episode_speaker(e.metadata), e.occurred_at,
-       memory_internal.tells_time(e.content_tsv)
+select e.episode_id, memory_internal.episode_speaker(e.metadata), e.occurred_at
   from memory.episodes e where e.project_id = %(p)s
 """
 QUESTION_SQL = """
 select memory_internal.question_ngrams(memory.normalize_text(%(q)s)),
-       lower(memory_internal.question_period(%(q)s)), upper(memory_internal.question_period(%(q)s)),
-       memory_internal.asks_when(%(q)s)
+       lower(memory_internal.question_period(%(q)s)), upper(memory_internal.question_period(%(q)s))
 """
 
 HALVING = (0.5, 0.25, 0.125)  # the product's shares at 1, 2, 3 turns
@@ -76,20 +74,18 @@ def legs(conn: Conn, project: uuid.UUID, query: str, vector: str, n: int) -> dic
 class EpisodeFacts:
     speaker: str | None
     occurred_at: datetime
-    tells_time: bool
 
 
 @dataclass(frozen=True)
 class QuestionFacts:
     ngrams: frozenset[str]
     period: tuple[datetime, datetime] | None
-    asks_when: bool
 
 
 def episode_facts(conn: Conn, project: uuid.UUID) -> dict[uuid.UUID, EpisodeFacts]:
     rows = conn.execute(EPISODES_SQL, {"p": project}).fetchall()
     conn.commit()
-    return {r[0]: EpisodeFacts(r[1], r[2], r[3]) for r in rows}
+    return {r[0]: EpisodeFacts(r[1], r[2]) for r in rows}
 
 
 def question_facts(conn: Conn, query: str) -> QuestionFacts:
@@ -97,7 +93,7 @@ def question_facts(conn: Conn, query: str) -> QuestionFacts:
     conn.commit()
     assert row is not None
     period = (row[1], row[2]) if row[1] is not None else None
-    return QuestionFacts(frozenset(row[0] or ()), period, row[3])
+    return QuestionFacts(frozenset(row[0] or ()), period)
 
 
 def ts_rank_cd(conn: Conn, project: uuid.UUID, query: str, n: int) -> list[uuid.UUID]:
@@ -164,11 +160,11 @@ def prefer(
     scores: Mapping[uuid.UUID, float],
     facts: Mapping[uuid.UUID, EpisodeFacts],
     question: QuestionFacts,
-    rules: Sequence[str] = ("speaker", "period", "when"),
+    rules: Sequence[str] = ("speaker", "period"),
 ) -> dict[uuid.UUID, float]:
     """memory.search's preferences: a turn of another participant than the one the
-    question names (if exactly one), outside the period it names, or telling no time
-    for a "when" question counts DISCOUNT (each rule multiplies)."""
+    question names (if exactly one), or outside the period it names, counts DISCOUNT
+    (each rule multiplies)."""
     named = {f.speaker for i in scores if (f := facts[i]).speaker in question.ngrams}
     speaker = next(iter(named)) if len(named) == 1 else None
     out = {}
@@ -179,8 +175,6 @@ def prefer(
         if "period" in rules and question.period is not None:
             low, high = question.period
             s *= 1 if low <= f.occurred_at < high else DISCOUNT
-        if "when" in rules and question.asks_when and not f.tells_time:
-            s *= DISCOUNT
         out[i] = s
     return out
 
@@ -217,9 +211,8 @@ def variants(
     return {
         "product_fusion_in_python": ranked(product),
         "no_preferences": ranked(shared),
-        "without_speaker_preference": ranked(prefer(shared, facts, question, ("period", "when"))),
-        "without_period_preference": ranked(prefer(shared, facts, question, ("speaker", "when"))),
-        "without_when_preference": ranked(prefer(shared, facts, question, ("speaker", "period"))),
+        "without_speaker_preference": ranked(prefer(shared, facts, question, ("period",))),
+        "without_period_preference": ranked(prefer(shared, facts, question, ("speaker",))),
         "preferences_before_context": ranked(
             share_context(prefer(z, facts, question), position, at, HALVING)
         ),
@@ -241,12 +234,11 @@ DESCRIPTIONS = {
     "fulltext_ts_rank_cd": "the previous product full-text leg: ts_rank_cd (cover density, "
     "normalisation 1) over the OR of the question's lexemes",
     "product_fusion_in_python": "the product's fusion re-implemented here (shifted z-score "
-    "CombSUM + halving context shares over 3 turns + speaker, period and 'when' preferences, "
+    "CombSUM + halving context shares over 3 turns + speaker and period preferences, "
     "each a factor 1/2): should equal `fused`",
-    "no_preferences": "the product's fusion without the three preferences (the product before)",
+    "no_preferences": "the product's fusion without the preferences",
     "without_speaker_preference": "the product without the speaker preference",
     "without_period_preference": "the product without the preference for the period named",
-    "without_when_preference": "the product without the 'when' preference",
     "preferences_before_context": "the preferences applied before the context shares",
     "session_cap_3": "diversification: at most 3 turns of one session before any further one",
     "rrf_plain": "plain RRF 1/(60+rank) of the product's two episode legs (the fusion before)",

@@ -80,29 +80,6 @@ end
 $$;
 comment on function memory_internal.question_period(text) is 'The calendar period (a day, else a month, else a year; UTC) the first date in a question names, or NULL: for the time preference of memory.search.';
 
--- Whether a text tells a time: a calendar word (weekday, month), a
--- relative one (yesterday, last, next, ago, week, ...) or a year among its
--- lexemes.  What a "when" question's answer holds (answer-type matching,
--- as in open-domain question answering: a question's wh-word names the
--- kind of answer it wants).
-create or replace function memory_internal.tells_time(p_tsv tsvector) returns boolean
-  language sql immutable parallel safe
-as $$
-  select p_tsv @@ to_tsquery('english'::regconfig,
-           'yesterday | today | tonight | tomorrow | ago | last | next | recently | since | weekend | week '
-           || '| month | year | day | morning | night | monday | tuesday | wednesday | thursday | friday '
-           || '| saturday | sunday | january | february | march | april | june | july | august '
-           || '| september | october | november | december')
-      or p_tsv::text ~ '''(19|20)[0-9]{2}'''  -- a year: one match over the lexemes' text
-$$;
-comment on function memory_internal.tells_time(tsvector) is 'Whether a text (its tsvector) tells a time: a weekday, month, relative time word or year: the answer type of a "when" question, for memory.search.';
-
--- Whether a question asks "when" (its first word): it wants a time.
-create or replace function memory_internal.asks_when(p_query text) returns boolean
-  language sql immutable parallel safe
-  as $$ select coalesce(p_query ~* '^\W*when\M', false) $$;
-comment on function memory_internal.asks_when(text) is 'Whether a question begins with "when" (wants a time as its answer), for memory.search.';
-
 -- The question as the vector legs should embed it: without the names of
 -- the participants it names.  A conversation's turns are the speakers'
 -- own words, so a name in the question pulls the embedding towards every
@@ -176,7 +153,6 @@ declare
   v_tsq tsquery := memory_internal.question_tsquery(p_query);
   v_qnorm text := memory.normalize_text(p_query);
   v_period tstzrange := memory_internal.question_period(p_query);
-  v_asks_when boolean := memory_internal.asks_when(p_query);
   v_ngrams text[] := memory_internal.question_ngrams(v_qnorm);
   v_leg text;
   v_ids uuid[];
@@ -353,16 +329,14 @@ begin
   -- each other, so every episode passes a share of its score to the turns
   -- of its session d turns away, halving with each turn (1/2, 1/4, 1/8;
   -- farther shares, 1/16 and less, are dropped for cost).
-  -- Last, three preferences, each halving an episode's score (the discount
+  -- Last, two preferences, each halving an episode's score (the discount
   -- of a turn one away in the context kernel; facts and entities are left
   -- alone).  Speaker: when the question names exactly one participant of
   -- the conversation (a speaker of the scored episodes whose name is a run
   -- of the question's words), a turn known to be another participant's.
   -- Period: when the question names a day, month or year
-  -- (question_period), a turn that occurred outside it.  "When": for a
-  -- question beginning with "when" (asks_when), a turn that tells no time
-  -- (tells_time).  All read from the rows the context step already joins,
-  -- so they cost no extra lookup.
+  -- (question_period), a turn that occurred outside it.  Both read from
+  -- the rows the context step already joins, so they cost no extra lookup.
   with hits as (
     select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank,
            coalesce((h ->> 'score')::float8, memory_internal.rrf((h ->> 'rank')::integer)) as raw
@@ -381,14 +355,13 @@ begin
     -- condition, and every turn of the session was read for each hit.
     select f.id, f.score, e1.session_id, e1.seq, e1.seq - 3 as lo, e1.seq + 3 as hi,
            memory_internal.episode_speaker(e1.metadata) as speaker,
-           e1.occurred_at, v_asks_when and memory_internal.tells_time(e1.content_tsv) as tells_time
+           e1.occurred_at
       from fused f
       join memory.episodes e1 on e1.org_id = v_org and e1.episode_id = f.id
      where f.kind = 'episode'
   ), shared as (
     select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score,
-           min(memory_internal.episode_speaker(e2.metadata)) as speaker, min(e2.occurred_at) as occurred_at,
-           bool_or(v_asks_when and memory_internal.tells_time(e2.content_tsv)) as tells_time
+           min(memory_internal.episode_speaker(e2.metadata)) as speaker, min(e2.occurred_at) as occurred_at
       from hit_episodes h
       join memory.episodes e2 on e2.org_id = v_org and e2.session_id = h.session_id
                              and e2.seq between h.lo and h.hi and e2.seq <> h.seq
@@ -397,12 +370,11 @@ begin
      group by e2.episode_id
   ), scored as (
     select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at,
-           bool_or(u.tells_time) as tells_time,
            coalesce(jsonb_agg(u.ranks) filter (where u.ranks is not null) -> 0, '{}') as ranks
-      from (select f.kind, f.id, f.score, f.ranks, h.speaker, h.occurred_at, h.tells_time
+      from (select f.kind, f.id, f.score, f.ranks, h.speaker, h.occurred_at
               from fused f left join hit_episodes h on f.kind = 'episode' and h.id = f.id
             union all
-            select 'episode', s.id, s.score, null, s.speaker, s.occurred_at, s.tells_time from shared s) u
+            select 'episode', s.id, s.score, null, s.speaker, s.occurred_at from shared s) u
      group by u.kind, u.id
   ), named as (
     select case when count(distinct s.speaker) = 1 then min(s.speaker) end as speaker
@@ -411,8 +383,7 @@ begin
   ), preferred as (
     select s.kind, s.id, s.ranks,
            s.score * case when s.speaker <> n.speaker then 0.5 else 1 end
-                   * case when not v_period @> s.occurred_at then 0.5 else 1 end
-                   * case when v_asks_when and s.kind = 'episode' and not s.tells_time then 0.5 else 1 end as score
+                   * case when not v_period @> s.occurred_at then 0.5 else 1 end as score
       from scored s cross join named n
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position

@@ -37,8 +37,6 @@ grant execute on function
   memory_internal.rrf(integer),
   memory_internal.episode_speaker(jsonb),
   memory_internal.question_period(text),
-  memory_internal.tells_time(tsvector),
-  memory_internal.asks_when(text),
   memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer),
   memory_internal.search_episode_fulltext(uuid, text, timestamptz, timestamptz, integer),
   memory_internal.episode_term_dfs(uuid, uuid, text[]),

@@ -3,12 +3,11 @@
 -- counters behind them follow ingest and wipe, and the fusion passes a
 -- share of an episode's score to its neighbours in the same session, at
 -- the instant asked only; a question naming one participant prefers that
--- participant's turns, one naming a date the turns of that period, a
--- "when" question the turns that tell a time; the text the vector legs
--- embed is the question without the participants it names.  Runs as
+-- participant's turns, one naming a date the turns of that period; the
+-- text the vector legs embed is the question without the participants it names.  Runs as
 -- chronomem_app.
 BEGIN;
-select plan(36);
+select plan(32);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -61,8 +60,7 @@ begin
   perform memory.use_org(a);
   insert into pg_temp.ids values ('p', memory.create_project(a, 'p')), ('q', memory.create_project(a, 'q')),
                                  ('w', memory.create_project(a, 'w')), ('n', memory.create_project(a, 'n')),
-                                 ('sp', memory.create_project(a, 'sp')), ('tp', memory.create_project(a, 'tp')),
-                                 ('wh', memory.create_project(a, 'wh'));
+                                 ('sp', memory.create_project(a, 'sp')), ('tp', memory.create_project(a, 'tp'));
 end $$;
 
 -- BM25: the one rare word outweighs many common ones.  In w, "park",
@@ -210,28 +208,6 @@ select is(pg_temp.found('tp', 'What did we say about zanzibar?'),
 select is(pg_temp.found('tp', 'What did we say about zanzibar on 4 May, 2023?'),
           '{"tp.may": 0.5, "tp.june": 0.5}'::jsonb,
           'control: a day neither turn occurred on discounts both (the day is the whole window)');
-
--- "When" questions.  Project wh: two turns alike for both legs, one telling
--- a time (last June), one not (with Joan), in two sessions.
-select ok(memory_internal.tells_time(to_tsvector('english', 'We met two weeks ago'))
-          and memory_internal.tells_time(to_tsvector('english', 'Back in 2019 it rained'))
-          and memory_internal.tells_time(to_tsvector('english', 'See you on Friday')),
-          'tells_time: a relative time, a year, a weekday');
-select ok(not memory_internal.tells_time(to_tsvector('english', 'We met at the lake, 12 of us')),
-          'tells_time: a text with no time word nor year does not');
-do $$ begin
-  insert into pg_temp.ids
-  select 'wh.' || x.k, (memory.ingest(pg_temp.id('wh'), x.k,
-           jsonb_build_array(jsonb_build_object('role', 'user', 'content', x.c,
-                                                'occurred_at', '2023-05-03T15:00:00Z'))) -> 'episode_ids' ->> 0)::uuid
-    from (values ('time', 'We went to zanzibar last June'), ('none', 'We went to zanzibar with Joan')) x(k, c);
-end $$;
-select is(pg_temp.found('wh', 'When did we go to zanzibar?'),
-          '{"wh.time": 1.0, "wh.none": 0.5}'::jsonb,
-          'a "when" question: a turn that tells no time counts half');
-select is(pg_temp.found('wh', 'Did we go to zanzibar, and when?'),
-          '{"wh.time": 1.0, "wh.none": 1.0}'::jsonb,
-          'control: a question not asking "when" first scores both alike');
 
 -- The text the vector legs embed (memory.vector_query_text): the question
 -- without the names of the participants it names (project sp: Ann, Bob).
