@@ -105,17 +105,18 @@ as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
   v_out text := p_query;
+  v_grams text[] := memory_internal.question_ngrams(memory.normalize_text(p_query));
   v_name text;
 begin
   if memory_internal.question_tsquery(p_query) is null then
     return p_query;
   end if;
   for v_name in
-    select distinct memory_internal.episode_speaker(e.metadata)
+    select distinct s.speaker
       from memory_internal.search_episode_fulltext(p_project, p_query, p_at, p_known_at, 30) x
       join memory.episodes e on e.org_id = v_org and e.episode_id = x.episode_id
-     where memory_internal.episode_speaker(e.metadata)
-           = any (memory_internal.question_ngrams(memory.normalize_text(p_query)))
+     cross join lateral (select memory_internal.episode_speaker(e.metadata) as speaker) s
+     where s.speaker = any (v_grams)
   loop
     -- The normalized name's words (no punctuation left in them), each a
     -- whole word of the question, any whitespace or punctuation between.
