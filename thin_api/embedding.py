@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime
 from uuid import UUID
 
 import psycopg
@@ -56,17 +57,39 @@ class QueryEmbedder:
 
 
 def query_vector(
-    embedder: QueryEmbedder | None, conn: psycopg.Connection[DictRow], project: UUID, query: str
+    embedder: QueryEmbedder | None,
+    conn: psycopg.Connection[DictRow],
+    project: UUID,
+    query: str,
+    at: datetime | None = None,
+    known_at: datetime | None = None,
 ) -> str | None:
     """The search's query vector: the embedding of the text the database says the vector
     legs should see (memory.vector_query_text: the question without the participants'
-    names), in pgvector's text form; None without an embedder."""
+    names, found among the turns as they held at `at`, known at `known_at`), in
+    pgvector's text form; None without an embedder.
+
+    Like a failing embedder, a failing vector_query_text costs only its refinement: the
+    question is embedded as it is. The statement runs in a savepoint, so the error does
+    not abort the request's transaction; an error that concerns the request itself (a
+    project that is not found) is raised again by the search that follows."""
     if embedder is None or not embedder.available():
         return None
-    row = conn.execute(
-        "select memory.vector_query_text(%s::uuid, %s::text) as text", (project, query)
-    ).fetchone()
-    return vector_text(embedder.embed(row["text"] if row else query))
+    text = query
+    try:
+        with conn.transaction():
+            row = conn.execute(
+                "select memory.vector_query_text(%s::uuid, %s::text"
+                + (", p_at => %s::timestamptz" if at is not None else "")
+                + (", p_known_at => %s::timestamptz" if known_at is not None else "")
+                + ") as text",
+                (project, query, *(v for v in (at, known_at) if v is not None)),
+            ).fetchone()
+        if row is not None and row["text"] is not None:
+            text = row["text"]
+    except psycopg.Error as err:
+        log.warning("vector_query_text failed, embedding the question as it is: %s", err)
+    return vector_text(embedder.embed(text))
 
 
 def vector_text(values: list[float] | None) -> str | None:

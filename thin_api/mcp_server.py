@@ -20,6 +20,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, LiteralString
 from uuid import UUID
 
@@ -119,8 +120,14 @@ def build_server(backend: Backend) -> MCPServer:
         except PoolTimeout:
             raise ToolError("unavailable: no database connection available") from None
 
-    def embed(conn: psycopg.Connection[DictRow], project: UUID, text: str) -> str | None:
-        return query_vector(backend.get_embedder(), conn, project, text)
+    def embed(
+        conn: psycopg.Connection[DictRow],
+        project: UUID,
+        text: str,
+        at: datetime | None,
+        known_at: datetime | None,
+    ) -> str | None:
+        return query_vector(backend.get_embedder(), conn, project, text, at, known_at)
 
     @server.tool()
     def add_memory(
@@ -181,7 +188,7 @@ def build_server(backend: Backend) -> MCPServer:
                 project_id,
                 query,
                 None,
-                embed(conn, project_id, query),
+                embed(conn, project_id, query, as_of, known_at),
                 as_of,
                 known_at,
                 k,
@@ -210,7 +217,7 @@ def build_server(backend: Backend) -> MCPServer:
                 project_id,
                 query,
                 None,
-                embed(conn, project_id, query),
+                embed(conn, project_id, query, as_of, known_at),
                 as_of,
                 known_at,
                 max_tokens,

@@ -589,3 +589,41 @@ def test_search_embeds_the_question_without_the_participants_names(
         "What was zanzibar like?",
         "What did say about zanzibar?",
     ]
+
+
+def test_search_survives_a_failing_vector_query_text(
+    admin_dsn: str, app_dsn: str, tenant: Tenant
+) -> None:
+    """vector_query_text only refines the text to embed: when it fails (here: the app
+    role may not execute it), the API embeds the question as it is and the search and
+    context still answer, vector legs included. Control: with the grant in place the
+    same question is embedded without the participant's name."""
+    signature = "memory.vector_query_text(uuid, text, timestamptz, timestamptz)"
+    query = "What did Ann think of zanzibar?"
+    with ScriptedOpenAI(dim=384).running() as llm:
+        env = {
+            "CHRONOMEM_API_QUERY_EMBEDDINGS": "auto",
+            "CHRONOMEM_EMBEDDING_BASE_URL": llm.base_url,
+            "CHRONOMEM_EMBEDDING_MODEL": "scripted-embed",
+        }
+        with api_server(tenant.app_dsn, **env) as url, tenant.client(url) as client:
+            project = client.create_project(f"p-{uuid.uuid4().hex[:8]}").project_id
+            turn = {
+                "role": "user",
+                "content": "Zanzibar was lovely",
+                "metadata": {"speaker": "Ann"},
+            }
+            client.ingest(project, "trip", [turn])
+            assert "episode_vector" in client.search(project, query).legs
+            with psycopg.connect(admin_dsn, autocommit=True) as admin:
+                admin.execute(f"revoke execute on function {signature} from chronomem_app")
+            try:
+                result = client.search(project, query)
+                assert "episode_vector" in result.legs, result.legs
+                assert any(h.kind == "episode" for h in result.results)
+                client.context(project, query)
+            finally:
+                with psycopg.connect(admin_dsn, autocommit=True) as admin:
+                    admin.execute(f"grant execute on function {signature} to chronomem_app")
+    asked = [t for t in llm.embedding_inputs if "zanzibar" in t]
+    assert asked == ["What did think of zanzibar?", query, query]

@@ -43,7 +43,9 @@ def search(
 
     def params(conn: Connection[DictRow]) -> tuple[Any, ...]:
         computed = (
-            None if body.query_embedding else query_vector(embedder, conn, project_id, body.query)
+            None
+            if body.query_embedding
+            else query_vector(embedder, conn, project_id, body.query, body.as_of, body.known_at)
         )
         return (
             project_id,
@@ -79,7 +81,9 @@ def context(
 
     def params(conn: Connection[DictRow]) -> tuple[Any, ...]:
         computed = (
-            None if body.query_embedding else query_vector(embedder, conn, project_id, body.query)
+            None
+            if body.query_embedding
+            else query_vector(embedder, conn, project_id, body.query, body.as_of, body.known_at)
         )
         return (
             project_id,
