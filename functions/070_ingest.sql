@@ -88,6 +88,12 @@ begin
   v_hash := encode(sha256(convert_to(
     jsonb_build_object('session', btrim(p_session), 'messages', p_messages)::text, 'UTF8')), 'hex');
 
+  -- Like every writer of the project (assert_facts, retract_fact), ingest
+  -- holds the project's lock shared; wipe holds it exclusive, so content
+  -- (and the document frequencies it lowers) never disappears under an
+  -- ingest that has not committed.
+  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
+
   -- One writer per session at a time: sequence numbers and the "latest
   -- batch" used to recognise retries are decided under the session's lock.
   insert into memory.sessions (org_id, project_id, external_id, metadata)

@@ -167,6 +167,15 @@ create or replace function memory_internal.episode_mean_length(
 comment on function memory_internal.episode_mean_length(uuid, uuid, bigint, bigint) is
   'Mean episode length (tokens) of the project from its counters, with p_docs episodes of p_tokens tokens added: avgdl for the impact of new postings.';
 
+-- The advisory lock a transaction holds while it folds a project's
+-- pending df deltas (see tg_episodes__terms).
+create or replace function memory_internal.episode_df_fold_lock_key(p_project uuid)
+  returns bigint
+  language sql immutable parallel safe
+  as $$ select hashtextextended('chronomem.episode_df_fold:' || p_project::text, 0) $$;
+comment on function memory_internal.episode_df_fold_lock_key(uuid) is
+  'Advisory lock key held by the one transaction at a time that folds the project''s pending episode document-frequency deltas.';
+
 -- Move the project's pending df deltas into episode_term_df: one
 -- aggregated upsert for many statements.  Rows another transaction is
 -- folding are skipped (it moves them); the delete and the upsert commit
@@ -257,17 +266,24 @@ begin
               from new_rows n cross join lateral unnest(tsvector_to_array(n.content_tsv)) u(lexeme)
              group by 1, 2, 3) x
      group by 1, 2;
+    -- One folder per project at a time, until it commits: a fold upserts
+    -- many words' rows, and two transactions folding in turn (each holding
+    -- the rows of its earlier fold) could wait on each other.  A statement
+    -- that finds the lock taken leaves its delta pending for a later one.
     for r in select distinct n.org_id, n.project_id from new_rows n order by 1, 2 loop
       if (select count(*) from (select from memory_internal.episode_term_df_pending p
                                  where p.org_id = r.org_id and p.project_id = r.project_id
-                                 limit 16) z) >= 16 then
+                                 limit 16) z) >= 16
+         and pg_try_advisory_xact_lock(memory_internal.episode_df_fold_lock_key(r.project_id)) then
         perform memory_internal.fold_episode_term_df(r.org_id, r.project_id);
       end if;
     end loop;
   elsif tg_op = 'DELETE' then
     -- The postings went with the episodes (cascade).  Pending deltas are
-    -- folded first, so no row keeps a wiped word.
+    -- folded first, so no row keeps a wiped word.  Wipe holds the project
+    -- lock exclusive, so no ingest of the project holds the fold lock now.
     for r in select distinct o.org_id, o.project_id from old_rows o order by 1, 2 loop
+      perform pg_advisory_xact_lock(memory_internal.episode_df_fold_lock_key(r.project_id));
       perform memory_internal.fold_episode_term_df(r.org_id, r.project_id);
     end loop;
     perform memory_internal.adjust_episode_term_df(
@@ -276,6 +292,7 @@ begin
                from old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
               group by 1, 2, 3) x;
   else
+    perform pg_advisory_xact_lock(memory_internal.episode_df_fold_lock_key(old.project_id));
     perform memory_internal.fold_episode_term_df(old.org_id, old.project_id);
     delete from memory_internal.episode_terms t where t.org_id = old.org_id and t.episode_id = old.episode_id;
     insert into memory_internal.episode_terms (org_id, project_id, lexeme, episode_id, tf, dl, impact)

@@ -7,6 +7,9 @@ ingest and wipe sessions of the same project at once, sharing words, round after
 round: no call may fail (a deadlock or a unique violation would surface here), and
 afterwards every word's document frequency as the leg sees it must equal the number
 of the project's episodes that hold it, counted from the episodes themselves.
+Two more tests pin the locks that keep this deadlock-free: one transaction at a
+time folds a project's pending deltas, and a wipe waits for the project's
+uncommitted ingests.
 """
 
 from __future__ import annotations
@@ -161,3 +164,118 @@ def test_the_comparison_sees_a_wrong_frequency(app_dsn: str, admin_dsn: str) -> 
         )
     seen, truth = _frequencies(admin_dsn, project)
     assert seen != truth
+
+
+def _project(conn: psycopg.Connection[Any], name: str) -> tuple[uuid.UUID, uuid.UUID]:
+    org = conn.execute("select memory.create_org(%s)", (name,)).fetchone()[0]  # type: ignore[index]
+    conn.execute("select memory.use_org(%s, false)", (org,))
+    project = conn.execute("select memory.create_project(%s, 'p')", (org,)).fetchone()[0]  # type: ignore[index]
+    return org, project
+
+
+def _pending_dummies(admin_dsn: str, org: uuid.UUID, project: uuid.UUID) -> None:
+    """16 committed pending rows that change no frequency: the next inserting
+    statement of the project finds enough pending rows to fold."""
+    with psycopg.connect(admin_dsn) as conn:
+        conn.execute(
+            "insert into memory_internal.episode_term_df_pending"
+            " (org_id, project_id, lexemes, deltas)"
+            " select %s, %s, '{}', '{}' from generate_series(1, 16)",
+            (org, project),
+        )
+
+
+def test_folding_transactions_never_wait_on_each_other(app_dsn: str, admin_dsn: str) -> None:
+    """Two transactions that each ingest twice into one project, folding pending
+    document frequencies each time, both commit. The writers' df rows are sharded by
+    backend pid % 8, so the two connections are chosen with the same shard: then the
+    first fold of T1 holds the rows of 'quokka' and 'zebra', T2's fold would take
+    'walrus' and wait for 'zebra', and T1's second fold would wait for 'walrus' -- a
+    deadlock, unless only one transaction at a time folds a project."""
+    with psycopg.connect(app_dsn, autocommit=True) as conn:
+        org, project = _project(conn, "fold lock")
+    conns: list[psycopg.Connection[Any]] = []
+    try:
+        by_shard: dict[int, psycopg.Connection[Any]] = {}
+        while True:
+            c = psycopg.connect(app_dsn)
+            conns.append(c)
+            shard = c.execute("select pg_backend_pid() % 8").fetchone()[0]  # type: ignore[index]
+            if shard in by_shard:
+                t1, t2 = by_shard[shard], c
+                break
+            by_shard[shard] = c
+        for c in (t1, t2):
+            c.execute("set lock_timeout = '20s'")
+            c.execute("select memory.use_org(%s, false)", (org,))
+            c.commit()
+
+        def ingest(c: psycopg.Connection[Any], session: str, text: str) -> None:
+            c.execute(
+                "select memory.ingest(%s, %s, %s)",
+                (project, session, Jsonb([{"role": "user", "content": text}])),
+            )
+
+        _pending_dummies(admin_dsn, org, project)
+        ingest(t1, "a", "quokka zebra")  # folds: T1 holds quokka's and zebra's rows
+        errors: list[str] = []
+
+        def second() -> None:
+            try:
+                ingest(t2, "b", "walrus zebra")  # folding here would wait for zebra
+            except psycopg.Error as err:
+                errors.append(f"T2: {type(err).__name__}: {err}")
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(2)  # T2 folds and waits, or returns
+        _pending_dummies(admin_dsn, org, project)
+        try:
+            ingest(t1, "c", "walrus")  # folds again: walrus's row
+            t1.commit()
+        except psycopg.Error as err:
+            errors.append(f"T1: {type(err).__name__}: {err}")
+            t1.rollback()
+        thread.join()
+        if not errors:
+            t2.commit()
+        assert errors == []
+    finally:
+        for c in conns:
+            c.close()
+    seen, truth = _frequencies(admin_dsn, project)
+    assert truth == {"quokka": 1, "zebra": 2, "walrus": 2}  # control: all three committed
+    assert seen == truth
+
+
+def test_wipe_waits_for_an_uncommitted_ingest_of_its_project(app_dsn: str) -> None:
+    """A wipe does not run while an ingest of the same project is uncommitted (both
+    change the project's document frequencies); an ingest of another project does
+    not hold it up (control)."""
+    with psycopg.connect(app_dsn, autocommit=True) as conn:
+        org, project = _project(conn, "wipe waits")
+        other = conn.execute("select memory.create_project(%s, 'other')", (org,)).fetchone()[0]  # type: ignore[index]
+        conn.execute(
+            "select memory.ingest(%s, 'old', %s)", (project, _messages(random.Random(2), 3))
+        )
+    messages = _messages(random.Random(3), 3)
+    with psycopg.connect(app_dsn) as writer, psycopg.connect(app_dsn) as wiper:
+        for c in (writer, wiper):
+            c.execute("select memory.use_org(%s, false)", (org,))
+            c.commit()
+        # SET inside the transaction: a rollback would undo a session-level one.
+        writer.execute("select memory.ingest(%s, 'new', %s)", (other, messages))
+        wiper.execute("set local lock_timeout = '500ms'")
+        wiper.execute("select memory.wipe(%s, 'old')", (project,))  # control: not held up
+        wiper.rollback()
+        writer.execute("select memory.ingest(%s, 'new', %s)", (project, messages))
+        wiper.execute("set local lock_timeout = '500ms'")
+        try:
+            wiper.execute("select memory.wipe(%s, 'old')", (project,))
+            raise AssertionError("the wipe ran under an uncommitted ingest")
+        except psycopg.errors.LockNotAvailable:
+            wiper.rollback()
+        writer.commit()
+        wiper.execute("set local lock_timeout = '5s'")
+        wiper.execute("select memory.wipe(%s, 'old')", (project,))
+        wiper.commit()
