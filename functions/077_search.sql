@@ -214,7 +214,7 @@ begin
         -- turn of the day asked about is scored even when the project's
         -- nearest v_n crowd it out.  Both lists hold cosine similarities:
         -- one scale, merged by score.  (LoCoMo dev split: vector leg
-        -- recall@10 0.616 -> 0.633, fused 0.795 -> 0.802; benchmarks/README.md.)
+        -- recall@10 0.62 -> 0.63, fused 0.795 -> 0.802; benchmarks/README.md.)
         select array_agg(x.episode_id order by x.score desc, x.episode_id),
                array_agg(x.score order by x.score desc, x.episode_id)
           into v_ids, v_scores
