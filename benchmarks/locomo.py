@@ -344,7 +344,8 @@ def _settings(args: argparse.Namespace, convs: list[Conversation], model: Any) -
         "systems": {
             "fused": "memory.search with every leg (p_legs null: the product default); no "
             "facts or entities exist, so only the two episode legs contribute",
-            "vector": "p_legs => array['episode_vector']",
+            "vector": "p_legs => array['episode_vector'] (plus the nearest turns of the period "
+            "a question names, if any: memory_internal.search_episode_vector_within)",
             "query_vector": "every system's query embedding is that of "
             "memory.vector_query_text(project, question), the question without the "
             "participants' names, as the API embeds it",

@@ -1,7 +1,8 @@
 """Experiments on the product's episode legs: other fusions, context sharing, preferences.
 
 Each question's two episode legs are read with their scores, straight from the
-functions memory.search calls (memory_internal.search_episode_vector and
+functions memory.search calls (memory_internal.search_episode_vector, with
+search_episode_vector_within when the question names a period, and
 search_episode_fulltext, 90 each), and fused here in Python in several ways, one of
 them the product's own (a check that this re-implementation matches memory.search).
 The previous product full-text leg (ts_rank_cd over the OR of the question's lexemes)
@@ -27,12 +28,21 @@ Conn = psycopg.Connection[Any]
 Scored = list[tuple[uuid.UUID, float]]  # a leg: (episode, score), best first
 Position = tuple[int, int]  # (session number, turn index)
 
+# The vector leg as memory.search runs it: the project's nearest n plus, when the
+# question names a period, that period's nearest n (one scale: cosine similarity).
 LEGS_SQL = """
-select 'vector', episode_id, score
-  from memory_internal.search_episode_vector(%(p)s, %(v)s::vector, now(), now(), %(n)s)
+select 'vector' as leg, u.episode_id, max(u.score) as score
+  from (select episode_id, score
+          from memory_internal.search_episode_vector(%(p)s, %(v)s::vector, now(), now(), %(n)s)
+        union all
+        select episode_id, score
+          from memory_internal.search_episode_vector_within(%(p)s, %(v)s::vector,
+                 memory_internal.question_period(%(q)s), now(), now(), %(n)s)) u
+ group by u.episode_id
 union all
 select 'fulltext', episode_id, score
   from memory_internal.search_episode_fulltext(%(p)s, %(q)s, now(), now(), %(n)s)
+ order by 1 desc, 3 desc, 2
 """
 # The full-text leg before BM25: cover density over the same OR query.
 TS_RANK_CD_SQL = """

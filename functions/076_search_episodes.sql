@@ -74,6 +74,59 @@ create or replace function memory_internal.search_episode_vector(
 comment on function memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer) is
   'Episode vector leg of memory.search: the p_n episodes of the project nearest to the query embedding (HNSW, cosine), best first, score = cosine similarity.';
 
+-- The same leg within a period the question names (memory.search adds
+-- these hits to the leg's: see there).  A question scoped to a day or a
+-- month is a filter plus a ranking within it, as a metadata filter in
+-- hybrid search: the turns of that period compete only with each other,
+-- so one that the whole project's nearest p_n crowd out is still scored.
+-- A period of at most c_budget episodes (2000, the full-text leg's read
+-- budget) is ranked exactly: its rows come from the btree on (org,
+-- project, occurred_at), a range on plain columns (leakproof, so an index
+-- condition under forced row-level security), sorted by the similarity,
+-- an expression the HNSW index cannot serve.  A wider period (a year of a
+-- large project) goes through the HNSW index with the period as a filter
+-- (the caller's iterative scan), so the cost stays that of the plain leg.
+-- The count stops at c_budget + 1 entries of that btree.
+create or replace function memory_internal.search_episode_vector_within(
+  p_project uuid, p_query_embedding vector, p_period tstzrange, p_at timestamptz, p_known_at timestamptz,
+  p_n integer)
+  returns table (episode_id uuid, score double precision)
+  language sql stable
+  as $$
+    with q as materialized (
+      select memory_internal.project_org(p_project) as org_id, lower(p_period) as lo,
+             least(upper(p_period), p_at + interval '1 microsecond') as hi, 2000 as c_budget
+    ), wide as materialized (
+      select count(*) > q.c_budget as wide
+        from q cross join lateral (
+          select from memory.episodes e
+           where e.org_id = q.org_id and e.project_id = p_project
+             and e.occurred_at >= q.lo and e.occurred_at < q.hi
+           limit q.c_budget + 1) c
+       group by q.c_budget
+    )
+    select x.episode_id, x.score
+      from (select e.episode_id, 1 - (e.embedding <=> p_query_embedding) as score
+              from q cross join wide w
+              join memory.episodes e on e.org_id = q.org_id and e.project_id = p_project
+                                    and e.occurred_at >= q.lo and e.occurred_at < q.hi
+             where not w.wide and e.created_at <= p_known_at and e.embedding is not null
+            union all
+            select h.episode_id, h.score
+              from (select e.episode_id, 1 - (e.embedding <=> p_query_embedding) as score
+                      from memory.episodes e
+                     where e.project_id = p_project and e.embedding is not null
+                       and e.occurred_at >= lower(p_period) and e.occurred_at < upper(p_period)
+                       and e.occurred_at <= p_at and e.created_at <= p_known_at
+                       and (select w.wide from wide w)
+                     order by e.embedding <=> p_query_embedding
+                     limit p_n) h) x
+     order by x.score desc, x.episode_id
+     limit p_n
+  $$;
+comment on function memory_internal.search_episode_vector_within(uuid, vector, tstzrange, timestamptz, timestamptz, integer) is
+  'The episode vector leg within a period: the p_n episodes of the project that occurred in p_period (lower bound included, upper excluded) nearest to the query embedding, best first, score = cosine similarity; exact over the period''s rows when it holds at most 2000 episodes, else through the HNSW index with the period as a filter.';
+
 -- Postings (memory_internal.episode_terms, sql/0009): one row per
 -- distinct lexeme of an inserted episode's content_tsv, written by the
 -- inserting statement; they die with the episode (cascade).  Document

@@ -322,3 +322,46 @@ def test_vector_leg_ranks_follow_distance(app: PlanData, leg: str) -> None:
             if ranked != sorted(ranked):
                 bad.append((project, ranked))
     assert not bad, f"{leg} ranks out of distance order: {bad}"
+
+
+# The vector leg within a period the question names (memory.search adds it when
+# the question names a day, month or year): every episode here occurred a day ago.
+PERIOD_LEG = """
+    select x.episode_id from memory_internal.search_episode_vector_within(
+      %(project)s, %(q)s::vector, tstzrange(%(at)s - interval '2 days', %(at)s), %(at)s,
+      %(known_at)s, %(n)s) x"""
+
+
+def _executed(nodes: list[dict[str, Any]], node_type: str, index: str) -> bool:
+    return any(
+        n["Node Type"] == node_type and n.get("Index Name") == index and n["Actual Loops"] > 0
+        for n in nodes
+    )
+
+
+@pytest.mark.parametrize("project", ["big", "mid"])
+def test_period_vector_leg_reads_the_period_by_btree_or_hnsw(app: PlanData, project: str) -> None:
+    """A period of at most 2000 episodes (mid: 950) is read through the btree on
+    (org, project, occurred_at) and ranked exactly; a wider one (big: 4000) goes
+    through the HNSW index, so its cost is the plain leg's, not the period's size."""
+    params = app.leg_params(project)
+    plan = app.scalar("explain (analyze, format json) " + PERIOD_LEG, params)
+    nodes: list[dict[str, Any]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        nodes.append(node)
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+    text = app.explain_text(PERIOD_LEG, params)
+    hnsw = _executed(nodes, "Index Scan", "episodes_embedding_idx")
+    btree = _executed(nodes, "Index Scan", "episodes_project_idx")
+    assert (hnsw, btree) == ((True, False) if project == "big" else (False, True)), text
+    # Control: the period holds the whole project, so the answer is the project's
+    # nearest K: exactly (mid) or as the plain leg's HNSW scan finds them (big).
+    exact = EPISODE_LEG.replace("order by e.embedding <=>", "order by 0 + (e.embedding <=>")
+    exact = exact.replace("::vector\n", "::vector)\n")
+    got = [r[0] for r in app.conn.execute(PERIOD_LEG, params).fetchall()]
+    direct = app.conn.execute(exact if project == "mid" else EPISODE_LEG, params).fetchall()
+    assert len(got) == K and set(got) == {r[0] for r in direct}
