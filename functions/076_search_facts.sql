@@ -2,6 +2,21 @@
 -- (memory_internal.fact_terms, sql/0010), the sibling of the episode
 -- full-text leg in 076_search_episodes.sql.
 
+-- A version's postings: each distinct lexeme of its content_tsv with its
+-- positions (tf; 1 if it has none) and the vector's length as ts_rank_cd
+-- counts it (the sum of tf), what the fact full-text leg ranks from.
+-- sql/0015 backfilled the versions stored before it the same way.
+create or replace function memory_internal.fact_term_postings(p_tsv tsvector)
+  returns table (lexeme text, tf integer, doc_len integer)
+  language sql immutable parallel safe
+  as $$
+    select u.lexeme, coalesce(cardinality(u.positions), 1),
+           (sum(coalesce(cardinality(u.positions), 1)) over ())::integer
+      from unnest(p_tsv) u
+  $$;
+comment on function memory_internal.fact_term_postings(tsvector) is
+  'The postings of a fact version''s content_tsv: each distinct lexeme with its positions (tf, 1 if none) and the vector''s length as ts_rank_cd counts it (doc_len, the sum of tf).';
+
 -- One posting per distinct lexeme of an inserted fact version's
 -- content_tsv, written by the inserting statement, deleted by the deleting
 -- one (a wipe: found by their key from the deleted rows' content_tsv).
@@ -13,10 +28,10 @@ create or replace function memory_internal.tg_facts__terms() returns trigger
 as $$
 begin
   if tg_op = 'INSERT' then
-    insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id)
-    select n.org_id, n.project_id, u.lexeme, n.fact_id
+    insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id, tf, doc_len)
+    select n.org_id, n.project_id, u.lexeme, n.fact_id, u.tf, u.doc_len
       from new_rows n
-     cross join lateral unnest(tsvector_to_array(n.content_tsv)) u(lexeme)
+     cross join lateral memory_internal.fact_term_postings(n.content_tsv) u
      order by 1, 2, 3, 4;
   elsif tg_op = 'DELETE' then
     delete from memory_internal.fact_terms t
@@ -27,9 +42,9 @@ begin
     delete from memory_internal.fact_terms t
      where t.org_id = old.org_id and t.project_id = old.project_id and t.fact_id = old.fact_id
        and t.lexeme = any (tsvector_to_array(old.content_tsv));
-    insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id)
-    select new.org_id, new.project_id, u.lexeme, new.fact_id
-      from unnest(tsvector_to_array(new.content_tsv)) u(lexeme);
+    insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id, tf, doc_len)
+    select new.org_id, new.project_id, u.lexeme, new.fact_id, u.tf, u.doc_len
+      from memory_internal.fact_term_postings(new.content_tsv) u;
   end if;
   return null;
 end
@@ -67,6 +82,15 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- list stays short: the facts left out share only words more common than
 -- the budget with the question (a full scan would rank them below, or
 -- among, these by cover density alone).
+-- The rank without the heap: with an OR of lexemes, ts_rank_cd finds
+-- every occurrence of a question word as a cover of its own, worth its
+-- weight class (D, 0.1, for everything to_tsvector writes), and
+-- normalisation 1 divides the sum by ln(1 + the vector's length).  So a
+-- fact's rank depends only on n, its positions of the question's words
+-- (the sum of their postings' tf), and len (doc_len): two facts with equal
+-- (n, len) rank equal, and the rank of each class present is ts_rank_cd of
+-- one of its facts (tested against ts_rank_cd over every fact,
+-- tests/sql/test_13_search_fact_terms.sql).
 create or replace function memory_internal.search_fact_fulltext(
   p_project uuid, p_query text, p_at timestamptz, p_known_at timestamptz, p_n integer)
   returns table (fact_id uuid, score double precision)
@@ -109,17 +133,43 @@ begin
     if v_picked is null then
       return;  -- no fact of the project holds any of the words
     end if;
+    -- Ranked from the postings, not from each candidate's content_tsv: a
+    -- fact's rank is a function of (n, len) alone (see the comment above),
+    -- so it is computed with ts_rank_cd itself on one holding candidate of
+    -- each (n, len) class (a few wide heap rows, not one per candidate:
+    -- about a thousand, hundreds of them outside shared buffers), and the
+    -- candidates' filter is index-only (facts_text_cover_idx).
     with c as materialized (
       select distinct t.fact_id from memory_internal.fact_terms t
        where t.org_id = v_org and t.project_id = p_project and t.lexeme = any (v_picked)
+    ), held as materialized (
+      select f.fact_id
+        from memory.facts_at(p_project, p_at, p_known_at) f
+       where f.org_id = v_org and f.fact_id = any (array(select c.fact_id from c))
+    ), nl as materialized (
+      -- Each holding candidate's n (its positions of the question's words)
+      -- and len: one primary-key scan with the words and the candidates as
+      -- array keys (the postings' heap is narrow).
+      select t.fact_id, sum(t.tf) as n, min(t.doc_len) as len
+        from memory_internal.fact_terms t
+       where t.org_id = v_org and t.project_id = p_project and t.lexeme = any (v_lexemes)
+         and t.fact_id = any (array(select h.fact_id from held h))
+       group by t.fact_id
+    ), classes as (
+      select distinct on (x.n, x.len) x.n, x.len, x.fact_id
+        from nl x order by x.n, x.len, x.fact_id
+    ), ranks as materialized (
+      -- Materialized: inlined, ts_rank_cd ran once per joined candidate.
+      select k.n, k.len, ts_rank_cd(f.content_tsv, v_tsq, 1)::float8 as r
+        from classes k
+        join memory.facts_at(p_project, p_at, p_known_at) f
+          on f.org_id = v_org and f.fact_id = k.fact_id
     )
     select (select count(*) from c),
            array_agg(x.fact_id order by x.r desc, x.fact_id), array_agg(x.r order by x.r desc, x.fact_id)
       into v_candidates, v_ids, v_scores
-      from (select f.fact_id, ts_rank_cd(f.content_tsv, v_tsq, 1)::float8 as r
-              from c
-              join memory.facts_at(p_project, p_at, p_known_at) f
-                on f.org_id = v_org and f.fact_id = c.fact_id
+      from (select x.fact_id, r.r
+              from nl x join ranks r on r.n = x.n and r.len = x.len
              order by 2 desc, 1
              limit p_n) x;
     -- Grow only when versions that do not hold ate a list the candidates
