@@ -74,7 +74,9 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- one), each ranked over ALL the question's lexemes.  Counts are of
 -- postings, so of versions, counted up to budget + 1 (an index-only range
 -- each; a word past the budget is never picked beside another, so its
--- exact count does not matter).  Many postings may belong to versions that
+-- exact count does not matter), and when every word is past the budget,
+-- again up to 16 times the budget, to find the rarest (past that, the
+-- first by spelling).  Many postings may belong to versions that
 -- do not hold at p_at (superseded, retracted, not yet valid): when at
 -- least p_n candidates were found but fewer than p_n of them hold, the
 -- budget grows fourfold and the leg runs again, until every lexeme is
@@ -105,6 +107,8 @@ declare
   v_picked text[];
   v_present integer;
   v_budget bigint := 1000;
+  v_cap bigint := 1000;
+  v_least bigint;
   v_candidates bigint;
   v_ids uuid[];
   v_scores double precision[];
@@ -115,9 +119,9 @@ begin
   v_lexemes := array(select distinct l from unnest(tsvector_to_array(
                        to_tsvector('english'::regconfig, p_query))) l);
   loop
-    select array_agg(r.lexeme) filter (where r.rn = 1 or r.cum <= v_budget), count(*)
-      into v_picked, v_present
-      from (select c.lexeme, sum(c.n) over by_n as cum, row_number() over by_n as rn
+    select array_agg(r.lexeme) filter (where r.rn = 1 or r.cum <= v_budget), count(*), min(r.n)
+      into v_picked, v_present, v_least
+      from (select c.lexeme, c.n, sum(c.n) over by_n as cum, row_number() over by_n as rn
               -- A lateral aggregate, counted once per word (as a scalar
               -- subquery the planner copied it into the filter, the sort
               -- and the window, and counted three times).
@@ -127,11 +131,18 @@ begin
                        select count(*) as n from (select from memory_internal.fact_terms t
                                                    where t.org_id = v_org and t.project_id = p_project
                                                      and t.lexeme = l.lexeme
-                                                   limit v_budget + 1) x) k) c
+                                                   limit v_cap + 1) x) k) c
              where c.n > 0
             window by_n as (order by c.n, c.lexeme)) r;
     if v_picked is null then
       return;  -- no fact of the project holds any of the words
+    end if;
+    if v_least > v_cap and v_cap = v_budget then
+      -- Every word is past the budget: counts capped alike do not tell
+      -- which is rarest (the first by spelling was picked, "job" in 7,430
+      -- facts before "tomas" in 1,023).  Count again, 16 times further.
+      v_cap := v_budget * 16;
+      continue;
     end if;
     -- Ranked from the postings, not from each candidate's content_tsv: a
     -- fact's rank is a function of (n, len) alone (see the comment above),
@@ -178,6 +189,7 @@ begin
     exit when coalesce(cardinality(v_ids), 0) >= p_n or v_candidates < p_n
               or cardinality(v_picked) = v_present;
     v_budget := v_budget * 4;
+    v_cap := v_budget;
   end loop;
   return query select u.id, u.score from unnest(v_ids, v_scores) with ordinality u(id, score, ord) order by u.ord;
 end

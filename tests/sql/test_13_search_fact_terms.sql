@@ -18,10 +18,11 @@
 --   marm    Quentin likes marmalade [2020, )     "Quentin enjoys marmalade" (retracted in p)
 --   chat    Quentin knows Ursula   [2020, )      "Quentin met Ursula at the fjord" (from session s1)
 --   w1..w1200  Fan N likes widget M [2020, )     "Fan N likes widgets of kind M" (a word past the budget)
+--   b1..b1300 (p only) Banjo club notes meeting N  "Banjo club meeting N" (a word in more facts than "widget")
 --   k1..k7  Kim notes ...  [2020, )   texts with "quokka" once to 300 times, short and long, two of
 --                                     the same shape (a tie), one with "koala" too
 BEGIN;
-select plan(33);
+select plan(36);
 
 create temp table ids (k text primary key, id uuid not null);
 grant all on ids to public;
@@ -183,6 +184,29 @@ select is(cardinality(pg_temp.leg('p', 'widgets', '2023-01-01', 200)), 200, 'a w
 select is(pg_temp.leg('p', 'widgets', '2019-01-01'), '{}'::uuid[], 'control: nothing holds before 2020');
 select ok(pg_temp.id('p.marm') = any (pg_temp.leg('p', 'marmalade and widgets', '2023-01-01', 5)),
           'the rare word''s fact is found beside a word in 1200 facts');
+
+-- Every word past the budget: the rarest is picked, not the first by
+-- spelling ("banjo", in 1300 facts, before "widget", in 1200).
+do $$
+begin
+  perform memory.use_org(pg_temp.id('org_a'));
+  perform memory.assert_facts(pg_temp.id('p'), (
+    select jsonb_agg(jsonb_build_object('subject', 'Banjo club', 'predicate', 'notes', 'object', 'meeting ' || i,
+                                        'content', 'Banjo club meeting ' || i, 'valid_from', '2020-01-01T00:00:00Z'))
+      from generate_series(b, b + 649) i))
+    from (values (1), (651)) x(b);
+end $$;
+select is(pg_temp.leg('p', 'banjo widgets', '2023-01-01'),
+          array(select r.id from unnest(pg_temp.ref('p', 'banjo widgets', '2023-01-01', 5000)) with ordinality r(id, o)
+                 where r.id in (select t.fact_id from memory_internal.fact_terms t
+                                 where t.project_id = pg_temp.id('p') and t.lexeme = 'widget')
+                 order by r.o limit 30),
+          'every word past the budget: the candidates are the rarer word''s (widget), in the reference''s order');
+select ok(exists (select from unnest(pg_temp.ref('p', 'banjo widgets', '2023-01-01')) r(id)
+                   where r.id not in (select t.fact_id from memory_internal.fact_terms t
+                                       where t.project_id = pg_temp.id('p') and t.lexeme = 'widget')),
+          'control: the full scan ranks the commoner word''s (shorter) facts first, as the first word by spelling picked them');
+select is(cardinality(pg_temp.leg('p', 'banjo widgets', '2023-01-01')), 30, 'control: the list is full');
 
 -- Identical content: the superseded version only before the supersession.
 select ok(not pg_temp.id('p.oslo') = any (pg_temp.leg('p', 'Zoltan fjord', '2023-01-01')),
