@@ -2,6 +2,21 @@
 -- (memory_internal.fact_terms, sql/0010), the sibling of the episode
 -- full-text leg in 076_search_episodes.sql.
 
+-- A version's postings: each distinct lexeme of its content_tsv with its
+-- positions (tf; 1 if it has none) and the vector's length as ts_rank_cd
+-- counts it (the sum of tf), what the fact full-text leg ranks from.
+-- sql/0015 backfilled the versions stored before it the same way.
+create or replace function memory_internal.fact_term_postings(p_tsv tsvector)
+  returns table (lexeme text, tf integer, doc_len integer)
+  language sql immutable parallel safe
+  as $$
+    select u.lexeme, coalesce(cardinality(u.positions), 1),
+           (sum(coalesce(cardinality(u.positions), 1)) over ())::integer
+      from unnest(p_tsv) u
+  $$;
+comment on function memory_internal.fact_term_postings(tsvector) is
+  'The postings of a fact version''s content_tsv: each distinct lexeme with its positions (tf, 1 if none) and the vector''s length as ts_rank_cd counts it (doc_len, the sum of tf).';
+
 -- One posting per distinct lexeme of an inserted fact version's
 -- content_tsv, written by the inserting statement, deleted by the deleting
 -- one (a wipe: found by their key from the deleted rows' content_tsv).
@@ -13,10 +28,10 @@ create or replace function memory_internal.tg_facts__terms() returns trigger
 as $$
 begin
   if tg_op = 'INSERT' then
-    insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id)
-    select n.org_id, n.project_id, u.lexeme, n.fact_id
+    insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id, tf, doc_len)
+    select n.org_id, n.project_id, u.lexeme, n.fact_id, u.tf, u.doc_len
       from new_rows n
-     cross join lateral unnest(tsvector_to_array(n.content_tsv)) u(lexeme)
+     cross join lateral memory_internal.fact_term_postings(n.content_tsv) u
      order by 1, 2, 3, 4;
   elsif tg_op = 'DELETE' then
     delete from memory_internal.fact_terms t
@@ -27,9 +42,9 @@ begin
     delete from memory_internal.fact_terms t
      where t.org_id = old.org_id and t.project_id = old.project_id and t.fact_id = old.fact_id
        and t.lexeme = any (tsvector_to_array(old.content_tsv));
-    insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id)
-    select new.org_id, new.project_id, u.lexeme, new.fact_id
-      from unnest(tsvector_to_array(new.content_tsv)) u(lexeme);
+    insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id, tf, doc_len)
+    select new.org_id, new.project_id, u.lexeme, new.fact_id, u.tf, u.doc_len
+      from memory_internal.fact_term_postings(new.content_tsv) u;
   end if;
   return null;
 end
@@ -59,7 +74,9 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- one), each ranked over ALL the question's lexemes.  Counts are of
 -- postings, so of versions, counted up to budget + 1 (an index-only range
 -- each; a word past the budget is never picked beside another, so its
--- exact count does not matter).  Many postings may belong to versions that
+-- exact count does not matter), and when every word is past the budget,
+-- again up to 16 times the budget, to find the rarest (past that, the
+-- first by spelling).  Many postings may belong to versions that
 -- do not hold at p_at (superseded, retracted, not yet valid): when at
 -- least p_n candidates were found but fewer than p_n of them hold, the
 -- budget grows fourfold and the leg runs again, until every lexeme is
@@ -67,6 +84,15 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- list stays short: the facts left out share only words more common than
 -- the budget with the question (a full scan would rank them below, or
 -- among, these by cover density alone).
+-- The rank without the heap: with an OR of lexemes, ts_rank_cd finds
+-- every occurrence of a question word as a cover of its own, worth its
+-- weight class (D, 0.1, for everything to_tsvector writes), and
+-- normalisation 1 divides the sum by ln(1 + the vector's length).  So a
+-- fact's rank depends only on n, its positions of the question's words
+-- (the sum of their postings' tf), and len (doc_len): two facts with equal
+-- (n, len) rank equal, and the rank of each class present is ts_rank_cd of
+-- one of its facts (tested against ts_rank_cd over every fact,
+-- tests/sql/test_13_search_fact_terms.sql).
 create or replace function memory_internal.search_fact_fulltext(
   p_project uuid, p_query text, p_at timestamptz, p_known_at timestamptz, p_n integer)
   returns table (fact_id uuid, score double precision)
@@ -81,6 +107,8 @@ declare
   v_picked text[];
   v_present integer;
   v_budget bigint := 1000;
+  v_cap bigint := 1000;
+  v_least bigint;
   v_candidates bigint;
   v_ids uuid[];
   v_scores double precision[];
@@ -91,9 +119,9 @@ begin
   v_lexemes := array(select distinct l from unnest(tsvector_to_array(
                        to_tsvector('english'::regconfig, p_query))) l);
   loop
-    select array_agg(r.lexeme) filter (where r.rn = 1 or r.cum <= v_budget), count(*)
-      into v_picked, v_present
-      from (select c.lexeme, sum(c.n) over by_n as cum, row_number() over by_n as rn
+    select array_agg(r.lexeme) filter (where r.rn = 1 or r.cum <= v_budget), count(*), min(r.n)
+      into v_picked, v_present, v_least
+      from (select c.lexeme, c.n, sum(c.n) over by_n as cum, row_number() over by_n as rn
               -- A lateral aggregate, counted once per word (as a scalar
               -- subquery the planner copied it into the filter, the sort
               -- and the window, and counted three times).
@@ -103,23 +131,56 @@ begin
                        select count(*) as n from (select from memory_internal.fact_terms t
                                                    where t.org_id = v_org and t.project_id = p_project
                                                      and t.lexeme = l.lexeme
-                                                   limit v_budget + 1) x) k) c
+                                                   limit v_cap + 1) x) k) c
              where c.n > 0
             window by_n as (order by c.n, c.lexeme)) r;
     if v_picked is null then
       return;  -- no fact of the project holds any of the words
     end if;
+    if v_least > v_cap and v_cap = v_budget then
+      -- Every word is past the budget: counts capped alike do not tell
+      -- which is rarest (the first by spelling was picked, "job" in 7,430
+      -- facts before "tomas" in 1,023).  Count again, 16 times further.
+      v_cap := v_budget * 16;
+      continue;
+    end if;
+    -- Ranked from the postings, not from each candidate's content_tsv: a
+    -- fact's rank is a function of (n, len) alone (see the comment above),
+    -- so it is computed with ts_rank_cd itself on one holding candidate of
+    -- each (n, len) class (a few wide heap rows, not one per candidate:
+    -- about a thousand, hundreds of them outside shared buffers), and the
+    -- candidates' filter is index-only (facts_text_cover_idx).
     with c as materialized (
       select distinct t.fact_id from memory_internal.fact_terms t
        where t.org_id = v_org and t.project_id = p_project and t.lexeme = any (v_picked)
+    ), held as materialized (
+      select f.fact_id
+        from memory.facts_at(p_project, p_at, p_known_at) f
+       where f.org_id = v_org and f.fact_id = any (array(select c.fact_id from c))
+    ), nl as materialized (
+      -- Each holding candidate's n (its positions of the question's words)
+      -- and len: one primary-key scan with the words and the candidates as
+      -- array keys (the postings' heap is narrow).
+      select t.fact_id, sum(t.tf) as n, min(t.doc_len) as len
+        from memory_internal.fact_terms t
+       where t.org_id = v_org and t.project_id = p_project and t.lexeme = any (v_lexemes)
+         and t.fact_id = any (array(select h.fact_id from held h))
+       group by t.fact_id
+    ), classes as (
+      select distinct on (x.n, x.len) x.n, x.len, x.fact_id
+        from nl x order by x.n, x.len, x.fact_id
+    ), ranks as materialized (
+      -- Materialized: inlined, ts_rank_cd ran once per joined candidate.
+      select k.n, k.len, ts_rank_cd(f.content_tsv, v_tsq, 1)::float8 as r
+        from classes k
+        join memory.facts_at(p_project, p_at, p_known_at) f
+          on f.org_id = v_org and f.fact_id = k.fact_id
     )
     select (select count(*) from c),
            array_agg(x.fact_id order by x.r desc, x.fact_id), array_agg(x.r order by x.r desc, x.fact_id)
       into v_candidates, v_ids, v_scores
-      from (select f.fact_id, ts_rank_cd(f.content_tsv, v_tsq, 1)::float8 as r
-              from c
-              join memory.facts_at(p_project, p_at, p_known_at) f
-                on f.org_id = v_org and f.fact_id = c.fact_id
+      from (select x.fact_id, r.r
+              from nl x join ranks r on r.n = x.n and r.len = x.len
              order by 2 desc, 1
              limit p_n) x;
     -- Grow only when versions that do not hold ate a list the candidates
@@ -128,6 +189,7 @@ begin
     exit when coalesce(cardinality(v_ids), 0) >= p_n or v_candidates < p_n
               or cardinality(v_picked) = v_present;
     v_budget := v_budget * 4;
+    v_cap := v_budget;
   end loop;
   return query select u.id, u.score from unnest(v_ids, v_scores) with ordinality u(id, score, ord) order by u.ord;
 end

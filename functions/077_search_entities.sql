@@ -219,7 +219,10 @@ as $$
          max(word_similarity(m.name, p_qnorm)) as score
     from names m, q
    where m.created_at <= p_known_at
-     and (m.name <% p_qnorm or memory_internal.name_tokens(m.name) && q.content_words)
+     -- The shared word first: it costs no trigrams, and most candidates
+     -- pass by it (the words of a name: name_tokens without its distinct,
+     -- a function call per name that cost more than the test).
+     and (string_to_array(m.name, ' ') && q.content_words or m.name <% p_qnorm)
    group by m.entity_id
    order by 2 desc, 3 desc, 1
    limit p_n

@@ -6,7 +6,10 @@
 -- rare word's postings belong to versions that do not hold (the budget
 -- grows) and when a common word is in more facts than the budget; when the
 -- rare words have fewer candidates than places, it returns the reference's
--- facts that share them, in its order.
+-- facts that share them, in its order.  The postings carry each lexeme's
+-- positions (tf) and the vector's length (doc_len), from which the leg
+-- ranks: its scores equal ts_rank_cd's on facts that repeat a word, differ
+-- in length and tie.
 -- Runs as chronomem_app.
 --
 -- Projects p, q (org A) and r (org B) hold the same facts, word for word:
@@ -15,8 +18,11 @@
 --   marm    Quentin likes marmalade [2020, )     "Quentin enjoys marmalade" (retracted in p)
 --   chat    Quentin knows Ursula   [2020, )      "Quentin met Ursula at the fjord" (from session s1)
 --   w1..w1200  Fan N likes widget M [2020, )     "Fan N likes widgets of kind M" (a word past the budget)
+--   b1..b1300 (p only) Banjo club notes meeting N  "Banjo club meeting N" (a word in more facts than "widget")
+--   k1..k7  Kim notes ...  [2020, )   texts with "quokka" once to 300 times, short and long, two of
+--                                     the same shape (a tie), one with "koala" too
 BEGIN;
-select plan(28);
+select plan(36);
 
 create temp table ids (k text primary key, id uuid not null);
 grant all on ids to public;
@@ -49,6 +55,17 @@ begin
     'object_type', 'entity', 'content', 'Quentin met Ursula at the fjord', 'valid_from', '2020-01-01T00:00:00Z',
     'source_episode_id', ep));
   perform memory.assert_facts(pid, (
+    select jsonb_agg(jsonb_build_object('subject', 'Kim', 'predicate', 'notes', 'object', 'note ' || k,
+                                        'content', c, 'valid_from', '2020-01-01T00:00:00Z'))
+      from (values (1, 'Quokka quokka quokka'),
+                   (2, 'A quokka saw another quokka by the river bank today'),
+                   (3, 'The quokka, a small marsupial of Rottnest Island, was seen near the old lighthouse '
+                       'early in the morning by several walkers and two rangers'),
+                   (4, 'Quokka eats leaves'),
+                   (5, 'Quokka eats grass'),
+                   (6, repeat('quokka ', 300) || 'river'),
+                   (7, 'A koala and a quokka met by the river')) x(k, c)));
+  perform memory.assert_facts(pid, (
     select jsonb_agg(jsonb_build_object('subject', 'Fan ' || i % 10, 'predicate', 'likes', 'object', 'widget ' || i,
                                         'content', 'Fan ' || i % 10 || ' likes widgets of kind ' || i,
                                         'valid_from', '2020-01-01T00:00:00Z'))
@@ -73,6 +90,15 @@ create function pg_temp.leg(p_project text, p_query text, p_at timestamptz, p_n 
   select coalesce(array_agg(x.fact_id order by x.o), '{}')
     from memory_internal.search_fact_fulltext(pg_temp.id(p_project), p_query, p_at, now(), p_n)
          with ordinality x(fact_id, score, o) $$;
+create function pg_temp.leg_scored(p_project text, p_query text, p_at timestamptz, p_n integer default 30)
+  returns text[] language sql stable as $$
+  select coalesce(array_agg(x.fact_id || ' ' || x.score order by x.o), '{}')
+    from memory_internal.search_fact_fulltext(pg_temp.id(p_project), p_query, p_at, now(), p_n)
+         with ordinality x(fact_id, score, o) $$;
+create function pg_temp.ref_scored(p_project text, p_query text, p_at timestamptz, p_n integer default 30)
+  returns text[] language sql stable as $$
+  select coalesce(array_agg(x.fact_id || ' ' || x.score order by x.o), '{}')
+    from pg_temp.old_ft(pg_temp.id(p_project), p_query, p_at, now(), p_n) with ordinality x(fact_id, score, o) $$;
 create function pg_temp.ref(p_project text, p_query text, p_at timestamptz, p_n integer default 30)
   returns uuid[] language sql stable as $$
   select coalesce(array_agg(x.fact_id order by x.o), '{}')
@@ -109,6 +135,33 @@ select is((select count(*) from memory_internal.fact_terms t
               and not exists (select from memory_internal.fact_versions(pg_temp.id('p')) v where v.fact_id = t.fact_id)),
           0::bigint, 'every posting of p is of a fact of p');
 
+-- Each posting's tf and doc_len are its lexeme's positions and its vector's length.
+select is((select count(*) from memory_internal.fact_terms t
+            join memory_internal.fact_versions(pg_temp.id('p')) v on v.fact_id = t.fact_id
+            cross join lateral (select sum(coalesce(cardinality(u.positions), 1)) as len,
+                                       max(coalesce(cardinality(u.positions), 1)) filter (where u.lexeme = t.lexeme) as tf
+                                  from unnest(v.content_tsv) u) e
+           where t.project_id = pg_temp.id('p') and (t.tf, t.doc_len) is distinct from (e.tf::integer, e.len::integer)),
+          0::bigint, 'every posting of p holds its lexeme''s positions (tf) and its vector''s length (doc_len)');
+select is((select array_agg(t.tf || '/' || t.doc_len order by t.fact_id) from memory_internal.fact_terms t
+            where t.project_id = pg_temp.id('p') and t.lexeme = 'quokka'
+              and t.fact_id in (select v.fact_id from memory_internal.fact_versions(pg_temp.id('p')) v
+                                 where v.content in ('Quokka quokka quokka', 'Quokka eats leaves'))),
+          (select array_agg(x order by v.fact_id) from memory_internal.fact_versions(pg_temp.id('p')) v
+             cross join lateral (select case v.content when 'Quokka quokka quokka' then '3/3' else '1/3' end) y(x)
+            where v.content in ('Quokka quokka quokka', 'Quokka eats leaves')),
+          'control: a word said three times has tf 3 (and once, 1)');
+
+-- The rank from the postings is ts_rank_cd's: ids and scores as the full scan's.
+select is(pg_temp.leg_scored('p', 'quokka', '2023-01-01'), pg_temp.ref_scored('p', 'quokka', '2023-01-01'),
+          'scores = reference: one word, said 1 to 300 times, in texts of 3 to 301 words, with a tie');
+select is(pg_temp.leg_scored('p', 'Where did the quokka and the koala meet, by the river?', '2023-01-01'),
+          pg_temp.ref_scored('p', 'Where did the quokka and the koala meet, by the river?', '2023-01-01'),
+          'scores = reference: several words, the rarest (koala) picked, every word ranked');
+select cmp_ok(cardinality(array(select distinct split_part(x, ' ', 2)
+                                  from unnest(pg_temp.ref_scored('p', 'quokka river', '2023-01-01')) x)), '>=', 5,
+              'control: the reference ranks these texts apart (at least 5 distinct scores)');
+
 -- The leg returns what the full scan returns, at instants before and after the supersession.
 select is(pg_temp.leg('p', 'Where does Zoltan live?', '2023-01-01'), pg_temp.ref('p', 'Where does Zoltan live?', '2023-01-01'),
           'leg = reference: a rare word held by a superseded and a current version (2023)');
@@ -131,6 +184,29 @@ select is(cardinality(pg_temp.leg('p', 'widgets', '2023-01-01', 200)), 200, 'a w
 select is(pg_temp.leg('p', 'widgets', '2019-01-01'), '{}'::uuid[], 'control: nothing holds before 2020');
 select ok(pg_temp.id('p.marm') = any (pg_temp.leg('p', 'marmalade and widgets', '2023-01-01', 5)),
           'the rare word''s fact is found beside a word in 1200 facts');
+
+-- Every word past the budget: the rarest is picked, not the first by
+-- spelling ("banjo", in 1300 facts, before "widget", in 1200).
+do $$
+begin
+  perform memory.use_org(pg_temp.id('org_a'));
+  perform memory.assert_facts(pg_temp.id('p'), (
+    select jsonb_agg(jsonb_build_object('subject', 'Banjo club', 'predicate', 'notes', 'object', 'meeting ' || i,
+                                        'content', 'Banjo club meeting ' || i, 'valid_from', '2020-01-01T00:00:00Z'))
+      from generate_series(b, b + 649) i))
+    from (values (1), (651)) x(b);
+end $$;
+select is(pg_temp.leg('p', 'banjo widgets', '2023-01-01'),
+          array(select r.id from unnest(pg_temp.ref('p', 'banjo widgets', '2023-01-01', 5000)) with ordinality r(id, o)
+                 where r.id in (select t.fact_id from memory_internal.fact_terms t
+                                 where t.project_id = pg_temp.id('p') and t.lexeme = 'widget')
+                 order by r.o limit 30),
+          'every word past the budget: the candidates are the rarer word''s (widget), in the reference''s order');
+select ok(exists (select from unnest(pg_temp.ref('p', 'banjo widgets', '2023-01-01')) r(id)
+                   where r.id not in (select t.fact_id from memory_internal.fact_terms t
+                                       where t.project_id = pg_temp.id('p') and t.lexeme = 'widget')),
+          'control: the full scan ranks the commoner word''s (shorter) facts first, as the first word by spelling picked them');
+select is(cardinality(pg_temp.leg('p', 'banjo widgets', '2023-01-01')), 30, 'control: the list is full');
 
 -- Identical content: the superseded version only before the supersession.
 select ok(not pg_temp.id('p.oslo') = any (pg_temp.leg('p', 'Zoltan fjord', '2023-01-01')),
