@@ -366,6 +366,7 @@ declare
   v_n integer;
   v_items memory_internal.fact_input[];
   v_round memory_internal.fact_input[];
+  v_round_subjects uuid[];
   -- Each fact's result, in no particular order (sorted by index at the end).
   v_out jsonb[];
   v_rounds integer;
@@ -502,6 +503,7 @@ begin
   select coalesce(max(i.round), 0) into v_rounds from unnest(v_items) i;
   for v_r in 1 .. v_rounds loop
     v_round := array(select i from unnest(v_items) i where i.round = v_r);
+    v_round_subjects := array(select distinct i.subject_id from unnest(v_round) i);
     -- Each fact's outcome, in one statement: refused (a retracted claim,
     -- unless the caller overrides), skipped (a retry) or inserted.
     select coalesce(array_agg(l.existing_id) filter (where l.outcome = 'skipped'), '{}'),
@@ -510,7 +512,16 @@ begin
            coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
            v_refused + count(*) filter (where l.outcome = 'refused'),
            v_skipped + count(*) filter (where l.outcome = 'skipped'),
-           max(l.stamp),
+           -- The record-time floor: the identities' versions (above) and,
+           -- in round 1, their edges, read in one scan of the subjects'
+           -- edges as identities_floor reads them.
+           greatest(max(l.stamp),
+                    (select max(greatest(y.recorded_at, y.expired_at))
+                       from memory.edges y
+                       join (select distinct i.subject_id, i.predicate from unnest(v_round) i) k
+                         on y.source_id = k.subject_id and y.relation = k.predicate
+                      where v_r = 1 and y.org_id = v_org and y.project_id = p_project
+                        and y.source_id = any (v_round_subjects))),
            v_out || coalesce(array_agg(
              case l.outcome
                when 'refused' then jsonb_build_object(
@@ -525,15 +536,19 @@ begin
                     else 'inserted' end as outcome
           from (
             select i.idx, i.fact_id, t.fact_id as tomb_id, x.fact_id as existing_id,
-                   greatest(x.stamp, e.stamp) as stamp
+                   x.stamp
               from unnest(v_round) i
               -- A retracted claim stays refused unless the caller overrides.
-              left join lateral (
-                select tb.fact_id from memory.tombstones tb
-                 where tb.org_id = v_org and tb.project_id = p_project and tb.subject_id = i.subject_id
-                   and tb.predicate = i.predicate and tb.object_key = i.object_key
-                   and tb.lifted_at is null
-                 limit 1) t on true
+              -- One scan of the round's subjects' live tombstones (usually
+              -- none) instead of a probe per fact; the claim index is unique
+              -- on the joined key, so a fact meets at most one.
+              left join (
+                select tb.subject_id, tb.predicate, tb.object_key, tb.fact_id
+                  from memory.tombstones tb
+                 where tb.org_id = v_org and tb.project_id = p_project
+                   and tb.subject_id = any (v_round_subjects) and tb.lifted_at is null) t
+                on t.subject_id = i.subject_id and t.predicate = i.predicate
+               and t.object_key = i.object_key
               -- The same claim from the same instant is already stored: a retry.
               -- It only counts as support.  (A restatement from a later instant
               -- is a new fact: skipping it would lose its start if a fact
@@ -543,8 +558,8 @@ begin
               -- (The identity btree finds the versions, invalid_at is tested
               -- after it: see restitch.)  The same pass over the identity's
               -- versions yields their latest record-time stamp for the floor,
-              -- as identities_floor reads it (that function's edges half is the
-              -- lateral after this one).
+              -- as identities_floor reads it (that function's edges half is
+              -- read above, once per round).
               left join lateral (
                 select (array_agg(v.fact_id) filter (
                           where v.invalid_at is null and v.valid_from = i.valid_from
@@ -557,12 +572,7 @@ begin
                     from memory_internal.fact_versions(p_project) y
                    where y.org_id = v_org and y.subject_id = i.subject_id
                      and y.predicate = i.predicate and y.identity_object = i.identity_object
-                  offset 0) v) x on true
-              left join lateral (
-                select max(greatest(y.recorded_at, y.expired_at)) as stamp
-                  from memory.edges y
-                 where v_r = 1 and y.org_id = v_org and y.project_id = p_project
-                   and y.source_id = i.subject_id and y.relation = i.predicate) e on true) q) l;
+                  offset 0) v) x on true) q) l;
 
     if v_r = 1 then
       perform memory_internal.begin_write(v_floor);
