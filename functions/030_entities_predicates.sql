@@ -4,34 +4,33 @@
 -- The entities names resolve to in a project: for each distinct name, its
 -- entity by own normalized name first, then by alias, with the entity's
 -- canonical (normalized) name.  Names that resolve to nothing are left
--- out.  One index scan for all the names (= ANY on the unique name key,
--- a leakproof index condition) and one over the aliases, never a scan of
--- the project's entities, however the statistics look: offset 0 keeps
--- each a single scan instead of a probe per name (a batch names a hundred
--- or more, most of them literals that are no entity: two probes each).
--- Both keys are unique, so a name meets at most one entity and one alias.
--- enable_seqscan = off: a plan made while the project is small would
--- otherwise read all its entities, filtering each against every name,
--- until autovacuum re-analyzes the table.  (The SET keeps the function
--- from being inlined: it runs once per calling statement.)
+-- out.  One index scan for all the names (= ANY on the unique name key, a
+-- leakproof index condition) and one over the aliases, never a probe per
+-- name (a batch names a hundred or more, most of them literals that are
+-- no entity) nor a scan of the project's entities.  Both keys are unique,
+-- so each name comes out at most once.  enable_seqscan = off: a plan made
+-- while the project is small would otherwise read all its entities,
+-- filtering each against every name, until autovacuum re-analyzes the
+-- table.  (The SET keeps the function from being inlined: it runs once
+-- per calling statement.)
 create or replace function memory_internal.find_entities(
   p_org uuid, p_project uuid, p_normalized text[])
   returns table (normalized text, entity_id uuid, canonical text)
   language sql stable
   set enable_seqscan = off
   as $$
-    select n.norm, coalesce(e.entity_id, a.entity_id), coalesce(e.normalized_name, a.normalized_name)
-      from (select distinct u.norm from unnest(p_normalized) u(norm) where u.norm is not null) n
-      left join (
-        select x.entity_id, x.normalized_name from memory.entities x
-         where x.org_id = p_org and x.project_id = p_project and x.normalized_name = any (p_normalized)
-        offset 0) e on e.normalized_name = n.norm
-      left join (
-        select y.normalized_alias, x.entity_id, x.normalized_name from memory.entity_aliases y
-          join memory.entities x on x.org_id = y.org_id and x.entity_id = y.entity_id
-         where y.org_id = p_org and y.project_id = p_project and y.normalized_alias = any (p_normalized)
-        offset 0) a on e.entity_id is null and a.normalized_alias = n.norm
-     where e.entity_id is not null or a.entity_id is not null
+    select x.normalized_name, x.entity_id, x.normalized_name
+      from memory.entities x
+     where x.org_id = p_org and x.project_id = p_project and x.normalized_name = any (p_normalized)
+    union all
+    select y.normalized_alias, x.entity_id, x.normalized_name
+      from memory.entity_aliases y
+      join memory.entities x on x.org_id = y.org_id and x.entity_id = y.entity_id
+     where y.org_id = p_org and y.project_id = p_project and y.normalized_alias = any (p_normalized)
+       -- An entity's own name wins over another entity's alias.
+       and not exists (select from memory.entities z
+                        where z.org_id = p_org and z.project_id = p_project
+                          and z.normalized_name = y.normalized_alias)
   $$;
 
 -- The entity one name resolves to (see find_entities).  NULL when there is
