@@ -8,16 +8,19 @@
 -- leakproof index condition) and one over the aliases, never a probe per
 -- name (a batch names a hundred or more, most of them literals that are
 -- no entity) nor a scan of the project's entities.  Both keys are unique,
--- so each name comes out at most once.  enable_seqscan = off: a plan made
--- while the project is small would otherwise read all its entities,
--- filtering each against every name, until autovacuum re-analyzes the
--- table.  (The SET keeps the function from being inlined: it runs once
--- per calling statement.)
+-- so each name comes out at most once.  Plain index scans: a plan made
+-- while the project is small would otherwise read all its entities
+-- (seqscan), and a bitmap scan compares each row found with every name
+-- again.  (The SETs keep the function from being inlined: it runs once
+-- per calling statement.)  force_generic_plan: planned once per session;
+-- a custom plan per call cost more than running it.
 create or replace function memory_internal.find_entities(
   p_org uuid, p_project uuid, p_normalized text[])
   returns table (normalized text, entity_id uuid, canonical text)
   language sql stable
   set enable_seqscan = off
+  set enable_bitmapscan = off
+  set plan_cache_mode = force_generic_plan
   as $$
     select x.normalized_name, x.entity_id, x.normalized_name
       from memory.entities x
