@@ -34,6 +34,7 @@ as $$
 declare
   v_ids uuid[]; v_subjects uuid[]; v_predicates text[]; v_objects uuid[];
   v_old tstzrange[]; v_new tstzrange[]; v_closers uuid[]; v_grew boolean[]; v_is_new boolean[];
+  v_shrinks integer; v_grows integer;
 begin
   -- The layout is a function of the identities' facts (valid_from,
   -- asserted_until, order), which the writes below do not change: compute
@@ -41,8 +42,11 @@ begin
   select array_agg(d.fact_id), array_agg(d.subject_id), array_agg(d.predicate),
          array_agg(d.object_entity_id), array_agg(d.valid_range), array_agg(d.want),
          array_agg(case when isempty(d.want) or upper(d.want) = d.next_from then d.next_id end),
-         array_agg(not d.is_new and not d.valid_range @> d.want), array_agg(d.is_new)
-    into v_ids, v_subjects, v_predicates, v_objects, v_old, v_new, v_closers, v_grew, v_is_new
+         array_agg(not d.is_new and not d.valid_range @> d.want), array_agg(d.is_new),
+         count(*) filter (where not d.is_new and d.valid_range @> d.want),
+         count(*) filter (where not d.is_new and not d.valid_range @> d.want)
+    into v_ids, v_subjects, v_predicates, v_objects, v_old, v_new, v_closers, v_grew, v_is_new,
+         v_shrinks, v_grows
     from (
       select o.*,
              tstzrange(o.valid_from,
@@ -81,9 +85,13 @@ begin
     return;
   end if;
 
-  update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
-    from unnest(v_ids, v_new, v_grew, v_is_new) c(id, want, grew, is_new)
-   where f.org_id = p_org and f.fact_id = c.id and not c.grew and not c.is_new;
+  -- (Each write only when it has rows: a statement costs its start-up
+  -- even then.)
+  if v_shrinks > 0 then
+    update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
+      from unnest(v_ids, v_new, v_grew, v_is_new) c(id, want, grew, is_new)
+     where f.org_id = p_org and f.fact_id = c.id and not c.grew and not c.is_new;
+  end if;
 
   insert into memory.facts (
     org_id, project_id, fact_id, subject_id, predicate, predicate_label, object_entity_id,
@@ -97,9 +105,11 @@ begin
     join unnest(v_ids, v_new) c(id, want) on c.id = n.fact_id
    order by n.idx;
 
-  update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
-    from unnest(v_ids, v_new, v_grew) c(id, want, grew)
-   where f.org_id = p_org and f.fact_id = c.id and c.grew;
+  if v_grows > 0 then
+    update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
+      from unnest(v_ids, v_new, v_grew) c(id, want, grew)
+     where f.org_id = p_org and f.fact_id = c.id and c.grew;
+  end if;
 
   insert into memory.fact_events
     (org_id, project_id, fact_id, event_type, old_fact_id, new_fact_id, old_range, new_range,
@@ -585,9 +595,11 @@ begin
     -- The round's new claims, picked out once for everything below.
     v_fresh := array(select i from unnest(v_round) i where i.fact_id = any (v_new));
 
-    update memory.tombstones t set lifted_at = memory_internal.txn_instant(), lifted_by = l.by
-      from unnest(v_lift_tomb, v_lift_by) l(tomb, by)
-     where t.org_id = v_org and t.fact_id = l.tomb;
+    if cardinality(v_lift_tomb) > 0 then
+      update memory.tombstones t set lifted_at = memory_internal.txn_instant(), lifted_by = l.by
+        from unnest(v_lift_tomb, v_lift_by) l(tomb, by)
+       where t.org_id = v_org and t.fact_id = l.tomb;
+    end if;
 
     -- restitch inserts the new claims into their place in world time and
     -- closes whatever they follow: count them, pair them with their
