@@ -250,3 +250,84 @@ create or replace trigger "10_fact_events_append_only"
 create or replace trigger "10_audit_log_append_only"
   before update or delete on memory.audit_log
   for each row execute function memory_internal.tg_audit_log__append_only();
+
+-- fact_events -> projects, checked once per statement (sql/0017 dropped
+-- the per-row foreign key: one referential query per event, all locking
+-- the same project row).  Same rule, same lock, same error: every project
+-- the new rows name exists, and is locked FOR KEY SHARE until commit (a
+-- concurrent delete waits, then cascades); else foreign_key_violation.
+-- Events are never updated (append-only, even for a superuser), so an
+-- insert is the only way a row comes to name a project.  Invoker's rights:
+-- the inserting role sees the project under row-level security exactly
+-- when its rows pass fact_events' own policy (same org).
+create or replace function memory_internal.tg_fact_events__project_exists() returns trigger
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_missing record;
+begin
+  if (select count(*) from (select distinct n.org_id, n.project_id from new_rows n) d)
+     = (select count(*) from (
+          select from (select distinct n.org_id, n.project_id from new_rows n) d
+            join memory.projects p on p.org_id = d.org_id and p.project_id = d.project_id
+             for key share of p) l) then
+    return null;
+  end if;
+  select d.org_id, d.project_id into v_missing
+    from (select distinct n.org_id, n.project_id from new_rows n) d
+   where not exists (select from memory.projects p
+                      where p.org_id = d.org_id and p.project_id = d.project_id)
+   limit 1;
+  raise exception 'insert or update on table "fact_events" violates foreign key constraint "fact_events_project_exists"'
+    using errcode = 'foreign_key_violation',
+          detail = format('Key (org_id, project_id)=(%s, %s) is not present in table "projects".',
+                          v_missing.org_id, v_missing.project_id);
+end
+$$;
+comment on function memory_internal.tg_fact_events__project_exists() is
+  'fact_events -> projects, per statement: every project the new events name exists (locked FOR KEY SHARE), else foreign_key_violation.';
+
+-- The parent's side of that reference, as the key's ON DELETE CASCADE and
+-- NO ACTION on update had it: deleting projects deletes their events
+-- (which the append-only guard refuses outside memory.wipe, as it refused
+-- the cascade), a project's key cannot change while events name it, and a
+-- TRUNCATE of projects (which succeeds only with every table that
+-- references them) takes the events with it.
+create or replace function memory_internal.tg_projects__fact_events() returns trigger
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  if tg_op = 'DELETE' then
+    delete from memory.fact_events e
+     using old_rows o
+     where e.org_id = o.org_id and e.project_id = o.project_id;
+  elsif tg_op = 'UPDATE' then
+    if exists (select from memory.fact_events e
+                where e.org_id = old.org_id and e.project_id = old.project_id) then
+      raise exception 'update or delete on table "projects" violates foreign key constraint "fact_events_project_exists" on table "fact_events"'
+        using errcode = 'foreign_key_violation',
+              detail = format('Key (org_id, project_id)=(%s, %s) is still referenced from table "fact_events".',
+                              old.org_id, old.project_id);
+    end if;
+  else
+    truncate memory.fact_events;
+  end if;
+  return null;
+end
+$$;
+comment on function memory_internal.tg_projects__fact_events() is
+  'The projects side of fact_events -> projects: delete cascades, a referenced key cannot change, truncate takes the events along.';
+
+create or replace trigger "05_project_exists" after insert on memory.fact_events
+  referencing new table as new_rows
+  for each statement execute function memory_internal.tg_fact_events__project_exists();
+create or replace trigger "05_fact_events_cascade" after delete on memory.projects
+  referencing old table as old_rows
+  for each statement execute function memory_internal.tg_projects__fact_events();
+create or replace trigger "05_fact_events_key" after update of org_id, project_id on memory.projects
+  for each row when (old.org_id is distinct from new.org_id or old.project_id is distinct from new.project_id)
+  execute function memory_internal.tg_projects__fact_events();
+create or replace trigger "05_fact_events_truncate" after truncate on memory.projects
+  for each statement execute function memory_internal.tg_projects__fact_events();

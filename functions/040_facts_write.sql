@@ -34,6 +34,7 @@ as $$
 declare
   v_ids uuid[]; v_subjects uuid[]; v_predicates text[]; v_objects uuid[];
   v_old tstzrange[]; v_new tstzrange[]; v_closers uuid[]; v_grew boolean[]; v_is_new boolean[];
+  v_shrinks integer; v_grows integer;
 begin
   -- The layout is a function of the identities' facts (valid_from,
   -- asserted_until, order), which the writes below do not change: compute
@@ -41,8 +42,11 @@ begin
   select array_agg(d.fact_id), array_agg(d.subject_id), array_agg(d.predicate),
          array_agg(d.object_entity_id), array_agg(d.valid_range), array_agg(d.want),
          array_agg(case when isempty(d.want) or upper(d.want) = d.next_from then d.next_id end),
-         array_agg(not d.is_new and not d.valid_range @> d.want), array_agg(d.is_new)
-    into v_ids, v_subjects, v_predicates, v_objects, v_old, v_new, v_closers, v_grew, v_is_new
+         array_agg(not d.is_new and not d.valid_range @> d.want), array_agg(d.is_new),
+         count(*) filter (where not d.is_new and d.valid_range @> d.want),
+         count(*) filter (where not d.is_new and not d.valid_range @> d.want)
+    into v_ids, v_subjects, v_predicates, v_objects, v_old, v_new, v_closers, v_grew, v_is_new,
+         v_shrinks, v_grows
     from (
       select o.*,
              tstzrange(o.valid_from,
@@ -81,9 +85,13 @@ begin
     return;
   end if;
 
-  update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
-    from unnest(v_ids, v_new, v_grew, v_is_new) c(id, want, grew, is_new)
-   where f.org_id = p_org and f.fact_id = c.id and not c.grew and not c.is_new;
+  -- (Each write only when it has rows: a statement costs its start-up
+  -- even then.)
+  if v_shrinks > 0 then
+    update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
+      from unnest(v_ids, v_new, v_grew, v_is_new) c(id, want, grew, is_new)
+     where f.org_id = p_org and f.fact_id = c.id and not c.grew and not c.is_new;
+  end if;
 
   insert into memory.facts (
     org_id, project_id, fact_id, subject_id, predicate, predicate_label, object_entity_id,
@@ -97,9 +105,11 @@ begin
     join unnest(v_ids, v_new) c(id, want) on c.id = n.fact_id
    order by n.idx;
 
-  update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
-    from unnest(v_ids, v_new, v_grew) c(id, want, grew)
-   where f.org_id = p_org and f.fact_id = c.id and c.grew;
+  if v_grows > 0 then
+    update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
+      from unnest(v_ids, v_new, v_grew) c(id, want, grew)
+     where f.org_id = p_org and f.fact_id = c.id and c.grew;
+  end if;
 
   insert into memory.fact_events
     (org_id, project_id, fact_id, event_type, old_fact_id, new_fact_id, old_range, new_range,
@@ -366,6 +376,7 @@ declare
   v_n integer;
   v_items memory_internal.fact_input[];
   v_round memory_internal.fact_input[];
+  v_round_subjects uuid[];
   -- Each fact's result, in no particular order (sorted by index at the end).
   v_out jsonb[];
   v_rounds integer;
@@ -502,6 +513,7 @@ begin
   select coalesce(max(i.round), 0) into v_rounds from unnest(v_items) i;
   for v_r in 1 .. v_rounds loop
     v_round := array(select i from unnest(v_items) i where i.round = v_r);
+    v_round_subjects := array(select distinct i.subject_id from unnest(v_round) i);
     -- Each fact's outcome, in one statement: refused (a retracted claim,
     -- unless the caller overrides), skipped (a retry) or inserted.
     select coalesce(array_agg(l.existing_id) filter (where l.outcome = 'skipped'), '{}'),
@@ -510,7 +522,16 @@ begin
            coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
            v_refused + count(*) filter (where l.outcome = 'refused'),
            v_skipped + count(*) filter (where l.outcome = 'skipped'),
-           max(l.stamp),
+           -- The record-time floor: the identities' versions (above) and,
+           -- in round 1, their edges, read in one scan of the subjects'
+           -- edges as identities_floor reads them.
+           greatest(max(l.stamp),
+                    (select max(greatest(y.recorded_at, y.expired_at))
+                       from memory.edges y
+                       join (select distinct i.subject_id, i.predicate from unnest(v_round) i) k
+                         on y.source_id = k.subject_id and y.relation = k.predicate
+                      where v_r = 1 and y.org_id = v_org and y.project_id = p_project
+                        and y.source_id = any (v_round_subjects))),
            v_out || coalesce(array_agg(
              case l.outcome
                when 'refused' then jsonb_build_object(
@@ -525,15 +546,19 @@ begin
                     else 'inserted' end as outcome
           from (
             select i.idx, i.fact_id, t.fact_id as tomb_id, x.fact_id as existing_id,
-                   greatest(x.stamp, e.stamp) as stamp
+                   x.stamp
               from unnest(v_round) i
               -- A retracted claim stays refused unless the caller overrides.
-              left join lateral (
-                select tb.fact_id from memory.tombstones tb
-                 where tb.org_id = v_org and tb.project_id = p_project and tb.subject_id = i.subject_id
-                   and tb.predicate = i.predicate and tb.object_key = i.object_key
-                   and tb.lifted_at is null
-                 limit 1) t on true
+              -- One scan of the round's subjects' live tombstones (usually
+              -- none) instead of a probe per fact; the claim index is unique
+              -- on the joined key, so a fact meets at most one.
+              left join (
+                select tb.subject_id, tb.predicate, tb.object_key, tb.fact_id
+                  from memory.tombstones tb
+                 where tb.org_id = v_org and tb.project_id = p_project
+                   and tb.subject_id = any (v_round_subjects) and tb.lifted_at is null) t
+                on t.subject_id = i.subject_id and t.predicate = i.predicate
+               and t.object_key = i.object_key
               -- The same claim from the same instant is already stored: a retry.
               -- It only counts as support.  (A restatement from a later instant
               -- is a new fact: skipping it would lose its start if a fact
@@ -543,8 +568,8 @@ begin
               -- (The identity btree finds the versions, invalid_at is tested
               -- after it: see restitch.)  The same pass over the identity's
               -- versions yields their latest record-time stamp for the floor,
-              -- as identities_floor reads it (that function's edges half is the
-              -- lateral after this one).
+              -- as identities_floor reads it (that function's edges half is
+              -- read above, once per round).
               left join lateral (
                 select (array_agg(v.fact_id) filter (
                           where v.invalid_at is null and v.valid_from = i.valid_from
@@ -557,12 +582,7 @@ begin
                     from memory_internal.fact_versions(p_project) y
                    where y.org_id = v_org and y.subject_id = i.subject_id
                      and y.predicate = i.predicate and y.identity_object = i.identity_object
-                  offset 0) v) x on true
-              left join lateral (
-                select max(greatest(y.recorded_at, y.expired_at)) as stamp
-                  from memory.edges y
-                 where v_r = 1 and y.org_id = v_org and y.project_id = p_project
-                   and y.source_id = i.subject_id and y.relation = i.predicate) e on true) q) l;
+                  offset 0) v) x on true) q) l;
 
     if v_r = 1 then
       perform memory_internal.begin_write(v_floor);
@@ -575,9 +595,11 @@ begin
     -- The round's new claims, picked out once for everything below.
     v_fresh := array(select i from unnest(v_round) i where i.fact_id = any (v_new));
 
-    update memory.tombstones t set lifted_at = memory_internal.txn_instant(), lifted_by = l.by
-      from unnest(v_lift_tomb, v_lift_by) l(tomb, by)
-     where t.org_id = v_org and t.fact_id = l.tomb;
+    if cardinality(v_lift_tomb) > 0 then
+      update memory.tombstones t set lifted_at = memory_internal.txn_instant(), lifted_by = l.by
+        from unnest(v_lift_tomb, v_lift_by) l(tomb, by)
+       where t.org_id = v_org and t.fact_id = l.tomb;
+    end if;
 
     -- restitch inserts the new claims into their place in world time and
     -- closes whatever they follow: count them, pair them with their

@@ -1,0 +1,26 @@
+-- 0017_fact_events_project_check: the event log's reference to its project
+-- checked once per statement instead of once per row.
+--
+-- memory.fact_events had a foreign key (org_id, project_id) -> projects.
+-- Every event row paid a referential check: a query that locks the
+-- project's row (FOR KEY SHARE), the same row for every event of a batch
+-- (assert_facts writes ~110 per 100 facts) and of every concurrent writer
+-- of the project.  The triggers in functions/010_tenancy_util.sql enforce
+-- the same rule set-based:
+--
+-- * AFTER INSERT, per statement (transition table): every distinct
+--   (org_id, project_id) of the new rows must name a project, which is
+--   locked FOR KEY SHARE for the rest of the transaction, as the key's
+--   check locked it (a concurrent delete of the project waits, then
+--   cascades).  A missing project raises foreign_key_violation (23503),
+--   the error the key raised.  Rows are never updated (the append-only
+--   trigger refuses it, even for a superuser), so an insert is the only
+--   way a row can come to name a project.
+-- * ON DELETE CASCADE: deleting projects deletes their events (AFTER
+--   DELETE on memory.projects, per statement), which the append-only
+--   trigger refuses outside memory.wipe, as it refused the cascade.
+-- * NO ACTION on update: changing a project's key while events name it is
+--   refused (AFTER UPDATE OF org_id, project_id on memory.projects).
+-- * TRUNCATE memory.projects was refused while the key existed unless
+--   fact_events was truncated with it; the TRUNCATE trigger keeps that.
+alter table memory.fact_events drop constraint fact_events_org_id_project_id_fkey;
