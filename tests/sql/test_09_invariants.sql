@@ -3,7 +3,7 @@
 -- writing directly (each with a positive control beside it: the same row is
 -- accepted where the invariant allows it), and the logs are append-only.
 BEGIN;
-select plan(38);
+select plan(29);
 
 create temp table ids (k text primary key, id uuid not null);
 grant all on ids to public;
@@ -129,49 +129,6 @@ select is((select invalid_at from memory_internal.fact_versions(pg_temp.id('p'))
           now(), 'the retracted fact is still stored, with its record time closed');
 select is((select array_agg(event_type order by event_id) from memory.fact_events where fact_id = pg_temp.id('tea')),
           array['asserted', 'retracted'], 'and its events are all there');
-
--- Every event names an existing project of its org (fact_events ->
--- projects, checked per statement since migration 0017), whoever writes:
--- the owner's direct insert naming no project is refused; the same row
--- naming its project is accepted; one bad row fails the whole statement.
-reset role;
-set local role chronomem_owner;
-select throws_ok($$ insert into memory.fact_events (org_id, project_id, fact_id, event_type)
-                    select org_id, gen_random_uuid(), fact_id, 'asserted' from memory.fact_events
-                     where fact_id = pg_temp.id('tea') limit 1 $$,
-                 '23503', null, 'an event naming no project is rejected');
-select lives_ok($$ insert into memory.fact_events (org_id, project_id, fact_id, event_type)
-                   select org_id, project_id, fact_id, 'asserted' from memory.fact_events
-                    where fact_id = pg_temp.id('tea') limit 1 $$,
-                'positive control: the same event naming its project is accepted');
-select throws_ok($$ insert into memory.fact_events (org_id, project_id, fact_id, event_type)
-                    select e.org_id, v.p, e.fact_id, 'asserted'
-                      from (select * from memory.fact_events where fact_id = pg_temp.id('tea') limit 1) e
-                     cross join lateral (values (e.project_id), (gen_random_uuid())) v(p) $$,
-                 '23503', null, 'a statement with one event naming no project is rejected whole');
--- The project's side: its key cannot change while events name it, and
--- deleting it deletes its events, which only a wipe may do.
-select throws_ok($$ update memory.projects set project_id = gen_random_uuid() where project_id = pg_temp.id('p') $$,
-                 '23503', null, 'a project''s key cannot change while events name it');
--- (A project of its own, whose facts name no entity as object: the
--- deletion then meets no other key that refuses it.)
-set local role chronomem_app;
-insert into ids select 'p_del', memory.create_project(memory_internal.current_org(), 'project to delete');
-select is((memory.assert_facts(pg_temp.id('p_del'), '[{"subject": "bo", "predicate": "likes", "object": "jam",
-                                                   "object_type": "literal"}]') ->> 'inserted')::int,
-          1, 'a fact (and its event) in the project to delete');
-reset role;
-set local role chronomem_owner;
-call pg_temp.exec($$ select set_config('chronomem.wiping', 'off', true) $$);
-select throws_ok($$ delete from memory.projects where project_id = pg_temp.id('p_del') $$,
-                 '42501', null, 'deleting a project would delete its events: refused outside a wipe');
-call pg_temp.exec($$ select set_config('chronomem.wiping', 'on', true) $$);
-select cmp_ok((select count(*)::int from memory.fact_events where project_id = pg_temp.id('p_del')), '>', 0,
-              'the project has events (control)');
-select lives_ok($$ delete from memory.projects where project_id = pg_temp.id('p_del') $$,
-                'with chronomem.wiping on, the project can be deleted');
-select is((select count(*)::int from memory.fact_events where project_id = pg_temp.id('p_del')), 0,
-          'and its events went with it');
 
 select * from finish();
 ROLLBACK;
