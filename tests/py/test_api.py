@@ -555,33 +555,40 @@ def test_timestamps_in_answers_are_utc(base: str, tenant: Tenant, project: uuid.
     assert datetime.fromisoformat(raw["known_at"]) - datetime.now(UTC) < timedelta(minutes=1)
 
 
+def _query_embedder_env(llm: ScriptedOpenAI) -> dict[str, str]:
+    """API settings that embed queries with the scripted server's embeddings."""
+    return {
+        "CHRONOMEM_API_QUERY_EMBEDDINGS": "auto",
+        "CHRONOMEM_EMBEDDING_BASE_URL": llm.base_url,
+        "CHRONOMEM_EMBEDDING_MODEL": "scripted-embed",
+    }
+
+
 def test_search_embeds_the_question_without_the_participants_names(
     app_dsn: str, tenant: Tenant
 ) -> None:
     """The API embeds memory.vector_query_text's text for the vector legs: the question
     without the names of the participants it names (a speaker of the project's turns);
     a name nobody speaks under stays (control), as does a question naming no one."""
-    with ScriptedOpenAI(dim=384).running() as llm:
-        env = {
-            "CHRONOMEM_API_QUERY_EMBEDDINGS": "auto",
-            "CHRONOMEM_EMBEDDING_BASE_URL": llm.base_url,
-            "CHRONOMEM_EMBEDDING_MODEL": "scripted-embed",
-        }
-        with api_server(tenant.app_dsn, **env) as url, tenant.client(url) as client:
-            project = client.create_project(f"p-{uuid.uuid4().hex[:8]}").project_id
-            turns = [
-                {"role": "user", "content": "Zanzibar was lovely", "metadata": {"speaker": "Ann"}},
-                {"role": "assistant", "content": "Zanzibar is far", "metadata": {"speaker": "Bob"}},
-            ]
-            client.ingest(project, "trip", turns)
-            for query in (
-                "What did Ann think of zanzibar?",
-                "What did Carol think of zanzibar?",
-                "What was zanzibar like?",
-            ):
-                legs = client.search(project, query).legs
-                assert "episode_vector" in legs, legs
-            client.context(project, "What did Bob say about zanzibar?")
+    with (
+        ScriptedOpenAI(dim=384).running() as llm,
+        api_server(tenant.app_dsn, **_query_embedder_env(llm)) as url,
+        tenant.client(url) as client,
+    ):
+        project = client.create_project(f"p-{uuid.uuid4().hex[:8]}").project_id
+        turns = [
+            {"role": "user", "content": "Zanzibar was lovely", "metadata": {"speaker": "Ann"}},
+            {"role": "assistant", "content": "Zanzibar is far", "metadata": {"speaker": "Bob"}},
+        ]
+        client.ingest(project, "trip", turns)
+        for query in (
+            "What did Ann think of zanzibar?",
+            "What did Carol think of zanzibar?",
+            "What was zanzibar like?",
+        ):
+            legs = client.search(project, query).legs
+            assert "episode_vector" in legs, legs
+        client.context(project, "What did Bob say about zanzibar?")
     asked = [t for t in llm.embedding_inputs if "zanzibar" in t]
     assert asked == [
         "What did think of zanzibar?",
@@ -600,30 +607,28 @@ def test_search_survives_a_failing_vector_query_text(
     same question is embedded without the participant's name."""
     signature = "memory.vector_query_text(uuid, text, timestamptz, timestamptz)"
     query = "What did Ann think of zanzibar?"
-    with ScriptedOpenAI(dim=384).running() as llm:
-        env = {
-            "CHRONOMEM_API_QUERY_EMBEDDINGS": "auto",
-            "CHRONOMEM_EMBEDDING_BASE_URL": llm.base_url,
-            "CHRONOMEM_EMBEDDING_MODEL": "scripted-embed",
+    with (
+        ScriptedOpenAI(dim=384).running() as llm,
+        api_server(tenant.app_dsn, **_query_embedder_env(llm)) as url,
+        tenant.client(url) as client,
+    ):
+        project = client.create_project(f"p-{uuid.uuid4().hex[:8]}").project_id
+        turn = {
+            "role": "user",
+            "content": "Zanzibar was lovely",
+            "metadata": {"speaker": "Ann"},
         }
-        with api_server(tenant.app_dsn, **env) as url, tenant.client(url) as client:
-            project = client.create_project(f"p-{uuid.uuid4().hex[:8]}").project_id
-            turn = {
-                "role": "user",
-                "content": "Zanzibar was lovely",
-                "metadata": {"speaker": "Ann"},
-            }
-            client.ingest(project, "trip", [turn])
-            assert "episode_vector" in client.search(project, query).legs
+        client.ingest(project, "trip", [turn])
+        assert "episode_vector" in client.search(project, query).legs
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute(f"revoke execute on function {signature} from chronomem_app")
+        try:
+            result = client.search(project, query)
+            assert "episode_vector" in result.legs, result.legs
+            assert any(h.kind == "episode" for h in result.results)
+            client.context(project, query)
+        finally:
             with psycopg.connect(admin_dsn, autocommit=True) as admin:
-                admin.execute(f"revoke execute on function {signature} from chronomem_app")
-            try:
-                result = client.search(project, query)
-                assert "episode_vector" in result.legs, result.legs
-                assert any(h.kind == "episode" for h in result.results)
-                client.context(project, query)
-            finally:
-                with psycopg.connect(admin_dsn, autocommit=True) as admin:
-                    admin.execute(f"grant execute on function {signature} to chronomem_app")
+                admin.execute(f"grant execute on function {signature} to chronomem_app")
     asked = [t for t in llm.embedding_inputs if "zanzibar" in t]
     assert asked == ["What did think of zanzibar?", query, query]
