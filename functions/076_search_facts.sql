@@ -148,40 +148,50 @@ begin
     -- fact's rank is a function of (n, len) alone (see the comment above),
     -- so it is computed with ts_rank_cd itself on one holding candidate of
     -- each (n, len) class (a few wide heap rows, not one per candidate:
-    -- about a thousand, hundreds of them outside shared buffers), and the
-    -- candidates' filter is index-only (facts_text_cover_idx).
+    -- about a thousand, hundreds of them outside shared buffers).  Which
+    -- candidates hold at p_at is asked last, best first, until p_n hold
+    -- (index-only probes of facts_text_cover_idx, about p_n of them at the
+    -- present instead of one per candidate): whether a version holds does
+    -- not change its rank, so the answer is the same.
     with c as materialized (
       select distinct t.fact_id from memory_internal.fact_terms t
        where t.org_id = v_org and t.project_id = p_project and t.lexeme = any (v_picked)
-    ), held as materialized (
-      select f.fact_id
-        from memory.facts_at(p_project, p_at, p_known_at) f
-       where f.org_id = v_org and f.fact_id = any (array(select c.fact_id from c))
     ), nl as materialized (
-      -- Each holding candidate's n (its positions of the question's words)
-      -- and len: one primary-key scan with the words and the candidates as
+      -- Each candidate's n (its positions of the question's words) and
+      -- len: one primary-key scan with the words and the candidates as
       -- array keys (the postings' heap is narrow).
       select t.fact_id, sum(t.tf) as n, min(t.doc_len) as len
         from memory_internal.fact_terms t
        where t.org_id = v_org and t.project_id = p_project and t.lexeme = any (v_lexemes)
-         and t.fact_id = any (array(select h.fact_id from held h))
+         and t.fact_id = any (array(select c.fact_id from c))
        group by t.fact_id
-    ), classes as (
-      select distinct on (x.n, x.len) x.n, x.len, x.fact_id
-        from nl x order by x.n, x.len, x.fact_id
     ), ranks as materialized (
-      -- Materialized: inlined, ts_rank_cd ran once per joined candidate.
-      select k.n, k.len, ts_rank_cd(f.content_tsv, v_tsq, 1)::float8 as r
-        from classes k
-        join memory.facts_at(p_project, p_at, p_known_at) f
-          on f.org_id = v_org and f.fact_id = k.fact_id
+      -- A class's rank from its first holding candidate by id; a class
+      -- none of whose candidates holds has no rank (and nothing to rank).
+      select k.n, k.len, r.r
+        from (select x.n, x.len, array_agg(x.fact_id order by x.fact_id) as ids
+                from nl x group by x.n, x.len) k
+       cross join lateral (
+         select ts_rank_cd(f.content_tsv, v_tsq, 1)::float8 as r
+           from unnest(k.ids) with ordinality u(fact_id, o)
+           cross join lateral (
+             select f.content_tsv from memory.facts_at(p_project, p_at, p_known_at) f
+              where f.org_id = v_org and f.fact_id = u.fact_id) f
+          order by u.o
+          limit 1) r
     )
     select (select count(*) from c),
            array_agg(x.fact_id order by x.r desc, x.fact_id), array_agg(x.r order by x.r desc, x.fact_id)
       into v_candidates, v_ids, v_scores
-      from (select x.fact_id, r.r
-              from nl x join ranks r on r.n = x.n and r.len = x.len
-             order by 2 desc, 1
+      from (select s.fact_id, s.r
+              -- Sorted first, so the probes below stop at the p_n-th
+              -- holding candidate.
+              from (select x.fact_id, r.r
+                      from nl x join ranks r on r.n = x.n and r.len = x.len
+                     order by r.r desc, x.fact_id) s
+             where exists (select from memory.facts_at(p_project, p_at, p_known_at) f
+                            where f.org_id = v_org and f.fact_id = s.fact_id)
+             order by s.r desc, s.fact_id
              limit p_n) x;
     -- Grow only when versions that do not hold ate a list the candidates
     -- would have filled; fewer candidates than p_n means the question's
