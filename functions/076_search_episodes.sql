@@ -433,6 +433,10 @@ create or replace function memory_internal.search_episode_fulltext(
   p_project uuid, p_query text, p_at timestamptz, p_known_at timestamptz, p_n integer)
   returns table (episode_id uuid, score double precision)
   language sql stable
+  -- Its plan is index lookups whatever the arguments; the default custom
+  -- plan cost a planning per call (0.5 ms of 4.7 per call on the 100k
+  -- benchmark load, 1.9 of 5.4 on a small project).
+  set plan_cache_mode = force_generic_plan
   as $$
     with q as materialized (
       select memory_internal.project_org(p_project) as org_id,

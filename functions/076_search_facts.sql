@@ -98,6 +98,10 @@ create or replace function memory_internal.search_fact_fulltext(
   returns table (fact_id uuid, score double precision)
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
+  -- Its statements' plans are index lookups whatever the arguments; the
+  -- default custom plans cost a planning per call (1.1 ms of 4.9 per call
+  -- on the 100k benchmark load, 1.0 of 2.1 on a small project).
+  set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
