@@ -386,22 +386,25 @@ begin
        and e2.occurred_at <= p_at and e2.created_at <= p_known_at
      group by e2.episode_id
   ), scored as (
-    select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at,
-           coalesce(jsonb_agg(u.ranks) filter (where u.ranks is not null) -> 0, '{}') as ranks
-      from (select f.kind, f.id, f.score, f.ranks, h.speaker, h.occurred_at
+    -- The legs' ranks are joined afterwards (preferred), not aggregated
+    -- here: a jsonb_agg per group made this hash aggregate spill to disk
+    -- (its planned size per group), 500 groups of an all-legs search.
+    select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at
+      from (select f.kind, f.id, f.score, h.speaker, h.occurred_at
               from fused f left join hit_episodes h on f.kind = 'episode' and h.id = f.id
             union all
-            select 'episode', s.id, s.score, null, s.speaker, s.occurred_at from shared s) u
+            select 'episode', s.id, s.score, s.speaker, s.occurred_at from shared s) u
      group by u.kind, u.id
   ), named as (
     select case when count(distinct s.speaker) = 1 then min(s.speaker) end as speaker
       from scored s
      where s.speaker = any (v_ngrams)
   ), preferred as (
-    select s.kind, s.id, s.ranks,
+    select s.kind, s.id, coalesce(f.ranks, '{}') as ranks,
            s.score * case when s.speaker <> n.speaker then 0.5 else 1 end
                    * case when not v_period @> s.occurred_at then 0.5 else 1 end as score
       from scored s cross join named n
+      left join fused f on f.kind = s.kind and f.id = s.id
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
       from (select s.*, row_number() over (order by s.score desc, s.kind, s.id) as position
