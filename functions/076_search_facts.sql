@@ -113,6 +113,9 @@ declare
   v_budget bigint := 1000;
   v_cap bigint := 1000;
   v_least bigint;
+  v_counts bigint[];
+  v_lexeme text;
+  v_count bigint;
   v_candidates bigint;
   v_ids uuid[];
   v_scores double precision[];
@@ -123,19 +126,41 @@ begin
   v_lexemes := array(select distinct l from unnest(tsvector_to_array(
                        to_tsvector('english'::regconfig, p_query))) l);
   loop
+    if v_cap = v_budget then
+      -- A lateral aggregate, counted once per word (as a scalar subquery
+      -- the planner copied it into the filter, the sort and the window,
+      -- and counted three times).
+      v_counts := array(select k.n
+                          from unnest(v_lexemes) with ordinality l(lexeme, o)
+                         cross join lateral (
+                           select count(*) as n from (select from memory_internal.fact_terms t
+                                                       where t.org_id = v_org and t.project_id = p_project
+                                                         and t.lexeme = l.lexeme
+                                                       limit v_cap + 1) x) k
+                         order by l.o);
+    else
+      -- The recount (below), where only the rarest word is picked: each
+      -- word is counted only up to one past the fewest counted so far, so
+      -- a commoner word stops there (still more than the rarest: the
+      -- same pick, the same ties by spelling) instead of reading up to
+      -- 16 times the budget (0.5-1 ms on the 100k benchmark load).
+      v_counts := '{}';
+      v_least := v_cap;
+      foreach v_lexeme in array v_lexemes loop
+        select count(*) into v_count
+          from (select from memory_internal.fact_terms t
+                 where t.org_id = v_org and t.project_id = p_project and t.lexeme = v_lexeme
+                 limit v_least + 1) x;
+        v_counts := v_counts || v_count;
+        if v_count > 0 then
+          v_least := least(v_least, v_count);
+        end if;
+      end loop;
+    end if;
     select array_agg(r.lexeme) filter (where r.rn = 1 or r.cum <= v_budget), count(*), min(r.n)
       into v_picked, v_present, v_least
       from (select c.lexeme, c.n, sum(c.n) over by_n as cum, row_number() over by_n as rn
-              -- A lateral aggregate, counted once per word (as a scalar
-              -- subquery the planner copied it into the filter, the sort
-              -- and the window, and counted three times).
-              from (select l.lexeme, k.n
-                      from unnest(v_lexemes) l(lexeme)
-                     cross join lateral (
-                       select count(*) as n from (select from memory_internal.fact_terms t
-                                                   where t.org_id = v_org and t.project_id = p_project
-                                                     and t.lexeme = l.lexeme
-                                                   limit v_cap + 1) x) k) c
+              from unnest(v_lexemes, v_counts) c(lexeme, n)
              where c.n > 0
             window by_n as (order by c.n, c.lexeme)) r;
     if v_picked is null then
