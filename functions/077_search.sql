@@ -158,8 +158,15 @@ declare
   v_leg text;
   v_ids uuid[];
   v_scores double precision[];
+  v_n_hits integer;
   v_kind text;
-  v_hits jsonb := '[]';
+  -- Every leg's hits, one entry per hit in these parallel arrays (kind,
+  -- id, leg, rank from 1, score or NULL): unnested by the fusion.
+  v_hit_kinds text[] := '{}';
+  v_hit_ids uuid[] := '{}';
+  v_hit_legs text[] := '{}';
+  v_hit_ranks integer[] := '{}';
+  v_hit_scores double precision[] := '{}';
   v_ran text[] := '{}';
   v_failed jsonb := '[]';
   v_seeds uuid[] := '{}';
@@ -317,10 +324,12 @@ begin
         v_ids := v_ids[1:v_n];
       end case;
       v_ran := v_ran || v_leg;
-      v_hits := v_hits || coalesce(
-        (select jsonb_agg(jsonb_build_object('kind', v_kind, 'id', u.id, 'leg', v_leg, 'rank', u.ord)
-                          || jsonb_strip_nulls(jsonb_build_object('score', v_scores[u.ord])))
-           from unnest(v_ids) with ordinality u(id, ord)), '[]');
+      v_n_hits := coalesce(cardinality(v_ids), 0);
+      v_hit_kinds := v_hit_kinds || array_fill(v_kind, array[v_n_hits]);
+      v_hit_ids := v_hit_ids || coalesce(v_ids, '{}');
+      v_hit_legs := v_hit_legs || array_fill(v_leg, array[v_n_hits]);
+      v_hit_ranks := v_hit_ranks || array(select generate_series(1, v_n_hits));
+      v_hit_scores := v_hit_scores || coalesce(v_scores, array_fill(null::double precision, array[v_n_hits]));
     exception when others then
       -- A failing leg is reported; the others still answer.
       v_failed := v_failed || jsonb_build_object('leg', v_leg, 'error', sqlerrm, 'sqlstate', sqlstate);
@@ -355,9 +364,8 @@ begin
   -- (question_period), a turn that occurred outside it.  Both read from
   -- the rows the context step already joins, so they cost no extra lookup.
   with hits as (
-    select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank,
-           coalesce((h ->> 'score')::float8, memory_internal.rrf((h ->> 'rank')::integer)) as raw
-      from jsonb_array_elements(v_hits) h
+    select h.kind, h.id, h.leg, h.rank, coalesce(h.score, memory_internal.rrf(h.rank)) as raw
+      from unnest(v_hit_kinds, v_hit_ids, v_hit_legs, v_hit_ranks, v_hit_scores) h(kind, id, leg, rank, score)
   ), normed as (
     select h.kind, h.id, h.leg, h.rank,
            coalesce((h.raw - min(h.raw) over w) / nullif(stddev_pop(h.raw) over w, 0), 1) as score
