@@ -158,8 +158,15 @@ declare
   v_leg text;
   v_ids uuid[];
   v_scores double precision[];
+  v_n_hits integer;
   v_kind text;
-  v_hits jsonb := '[]';
+  -- Every leg's hits, one entry per hit in these parallel arrays (kind,
+  -- id, leg, rank from 1, score or NULL): unnested by the fusion.
+  v_hit_kinds text[] := '{}';
+  v_hit_ids uuid[] := '{}';
+  v_hit_legs text[] := '{}';
+  v_hit_ranks integer[] := '{}';
+  v_hit_scores double precision[] := '{}';
   v_ran text[] := '{}';
   v_failed jsonb := '[]';
   v_seeds uuid[] := '{}';
@@ -317,10 +324,12 @@ begin
         v_ids := v_ids[1:v_n];
       end case;
       v_ran := v_ran || v_leg;
-      v_hits := v_hits || coalesce(
-        (select jsonb_agg(jsonb_build_object('kind', v_kind, 'id', u.id, 'leg', v_leg, 'rank', u.ord)
-                          || jsonb_strip_nulls(jsonb_build_object('score', v_scores[u.ord])))
-           from unnest(v_ids) with ordinality u(id, ord)), '[]');
+      v_n_hits := coalesce(cardinality(v_ids), 0);
+      v_hit_kinds := v_hit_kinds || array_fill(v_kind, array[v_n_hits]);
+      v_hit_ids := v_hit_ids || coalesce(v_ids, '{}');
+      v_hit_legs := v_hit_legs || array_fill(v_leg, array[v_n_hits]);
+      v_hit_ranks := v_hit_ranks || array(select generate_series(1, v_n_hits));
+      v_hit_scores := v_hit_scores || coalesce(v_scores, array_fill(null::double precision, array[v_n_hits]));
     exception when others then
       -- A failing leg is reported; the others still answer.
       v_failed := v_failed || jsonb_build_object('leg', v_leg, 'error', sqlerrm, 'sqlstate', sqlstate);
@@ -355,9 +364,8 @@ begin
   -- (question_period), a turn that occurred outside it.  Both read from
   -- the rows the context step already joins, so they cost no extra lookup.
   with hits as (
-    select h ->> 'kind' as kind, (h ->> 'id')::uuid as id, h ->> 'leg' as leg, (h ->> 'rank')::integer as rank,
-           coalesce((h ->> 'score')::float8, memory_internal.rrf((h ->> 'rank')::integer)) as raw
-      from jsonb_array_elements(v_hits) h
+    select h.kind, h.id, h.leg, h.rank, coalesce(h.score, memory_internal.rrf(h.rank)) as raw
+      from unnest(v_hit_kinds, v_hit_ids, v_hit_legs, v_hit_ranks, v_hit_scores) h(kind, id, leg, rank, score)
   ), normed as (
     select h.kind, h.id, h.leg, h.rank,
            coalesce((h.raw - min(h.raw) over w) / nullif(stddev_pop(h.raw) over w, 0), 1) as score
@@ -386,22 +394,25 @@ begin
        and e2.occurred_at <= p_at and e2.created_at <= p_known_at
      group by e2.episode_id
   ), scored as (
-    select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at,
-           coalesce(jsonb_agg(u.ranks) filter (where u.ranks is not null) -> 0, '{}') as ranks
-      from (select f.kind, f.id, f.score, f.ranks, h.speaker, h.occurred_at
+    -- The legs' ranks are joined afterwards (preferred), not aggregated
+    -- here: a jsonb_agg per group made this hash aggregate spill to disk
+    -- (its planned size per group), 500 groups of an all-legs search.
+    select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at
+      from (select f.kind, f.id, f.score, h.speaker, h.occurred_at
               from fused f left join hit_episodes h on f.kind = 'episode' and h.id = f.id
             union all
-            select 'episode', s.id, s.score, null, s.speaker, s.occurred_at from shared s) u
+            select 'episode', s.id, s.score, s.speaker, s.occurred_at from shared s) u
      group by u.kind, u.id
   ), named as (
     select case when count(distinct s.speaker) = 1 then min(s.speaker) end as speaker
       from scored s
      where s.speaker = any (v_ngrams)
   ), preferred as (
-    select s.kind, s.id, s.ranks,
+    select s.kind, s.id, coalesce(f.ranks, '{}') as ranks,
            s.score * case when s.speaker <> n.speaker then 0.5 else 1 end
                    * case when not v_period @> s.occurred_at then 0.5 else 1 end as score
       from scored s cross join named n
+      left join fused f on f.kind = s.kind and f.id = s.id
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
       from (select s.*, row_number() over (order by s.score desc, s.kind, s.id) as position

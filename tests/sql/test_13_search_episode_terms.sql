@@ -5,7 +5,7 @@
 -- the candidate bound does not bind, and still finds the rare word when a
 -- common one is in thousands of episodes.  Runs as chronomem_app.
 BEGIN;
-select plan(38);
+select plan(45);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -90,6 +90,23 @@ create function pg_temp.ranked_ref(p_project text, p_query text) returns jsonb l
   select coalesce(jsonb_agg(jsonb_build_array(x.episode_id, round(x.score::numeric, 9)) order by x.ord), '[]')
     from pg_temp.old_ft(pg_temp.id(p_project), p_query, now(), now(), 5000)
          with ordinality x(episode_id, score, ord) $$;
+-- The leg at an instant, with a list length of the caller's; and what it
+-- must be while the bound does not bind: the episodes visible then, in
+-- the order and with the scores of the whole list at the present (the
+-- statistics are the project's, at every instant), the first p_n.
+create function pg_temp.ranked_at(p_project text, p_query text, p_at timestamptz, p_known_at timestamptz,
+                                  p_n integer) returns jsonb language sql stable as $$
+  select coalesce(jsonb_agg(jsonb_build_array(x.episode_id, round(x.score::numeric, 9)) order by x.ord), '[]')
+    from memory_internal.search_episode_fulltext(pg_temp.id(p_project), p_query, p_at, p_known_at, p_n)
+         with ordinality x(episode_id, score, ord) $$;
+create function pg_temp.visible_of_present(p_project text, p_query text, p_at timestamptz, p_known_at timestamptz,
+                                           p_n integer) returns jsonb language sql stable as $$
+  select coalesce(jsonb_agg(y.x order by y.i), '[]')
+    from (select a.x, a.i
+            from jsonb_array_elements(pg_temp.ranked(p_project, p_query)) with ordinality a(x, i)
+            join memory.episodes e on e.episode_id = (a.x ->> 0)::uuid
+           where e.occurred_at <= p_at and e.created_at <= p_known_at
+           order by a.i limit p_n) y $$;
 -- The project's postings as (episode key, lexeme, tf), and what its
 -- episodes' full-text vectors say they should be.
 create function pg_temp.postings(p_project text) returns jsonb language sql stable as $$
@@ -185,6 +202,29 @@ select is(pg_temp.ranked('p', q), pg_temp.ranked_ref('p', q), 'same ranking and 
                     'Who talked to the manager about deadlines at work?',
                     'When did they paint at the lake near the park?',
                     'volunteer rescue greyhound Caroline Melanie park lake']) q;
+-- The leg checks which candidates are visible at p_at / p_known_at last,
+-- best first, until it has p_n (the filter does not change a score): at
+-- an earlier instant, and with a short list whose best candidate at the
+-- present is not visible yet, it answers with the visible candidates of
+-- the present's list, in order.
+select is(pg_temp.ranked_at('p', q, '2021-01-01T00:04:00Z', now(), n),
+          pg_temp.visible_of_present('p', q, '2021-01-01T00:04:00Z', now(), n),
+          format('at an earlier instant, %s best: the present''s ranking of the turns visible then: %s', n, q))
+  from unnest(array['When did they paint at the lake?',
+                    'volunteer rescue greyhound Caroline Melanie park lake']) q,
+       unnest(array[1, 5000]) n;
+select ok((select jsonb_array_length(y.a) = 1 and y.a -> 0 ->> 0 <> y.b -> 0 ->> 0
+                  and y.a -> 0 ->> 0 = pg_temp.id('p.s.3')::text
+             from (select pg_temp.ranked_at('p', 'When did they paint at the lake?', '2021-01-01T00:04:00Z', now(), 1) as a,
+                          pg_temp.ranked_at('p', 'When did they paint at the lake?', now(), now(), 1) as b) y),
+          'control: the present''s best (a painting turn) is not visible at the earlier instant, where the lake turn is best');
+select ok(jsonb_array_length(pg_temp.ranked_at('p', 'volunteer rescue greyhound Caroline Melanie park lake',
+                                               '2021-01-01T00:04:00Z', now(), 5000))
+          between 3 and jsonb_array_length(pg_temp.ranked('p', 'volunteer rescue greyhound Caroline Melanie park lake')) - 3,
+          'control: the earlier instant leaves out later turns that match, and keeps several that do');
+select is(pg_temp.ranked_at('p', 'volunteer rescue greyhound Caroline Melanie park lake', now(),
+                            now() - interval '1 second', 5000), '[]'::jsonb,
+          'known_at before the episodes were recorded: nothing, though every candidate scores at the present');
 select is(jsonb_array_length(pg_temp.ranked('p', 'Did Caroline adopt a greyhound?')) > 5, true,
           'control: the comparison is over many ranked episodes (every one with Caroline or greyhound)');
 select is(pg_temp.ranked('p', 'the and of'), '[]'::jsonb, 'a question of stop words only finds nothing');

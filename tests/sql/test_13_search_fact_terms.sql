@@ -22,7 +22,7 @@
 --   k1..k7  Kim notes ...  [2020, )   texts with "quokka" once to 300 times, short and long, two of
 --                                     the same shape (a tie), one with "koala" too
 BEGIN;
-select plan(36);
+select plan(41);
 
 create temp table ids (k text primary key, id uuid not null);
 grant all on ids to public;
@@ -215,6 +215,21 @@ select ok(pg_temp.id('p.bergen') = any (pg_temp.leg('p', 'Zoltan fjord', '2023-0
 select ok(pg_temp.id('p.oslo') = any (pg_temp.leg('p', 'Zoltan fjord', '2021-01-01')), 'control: oslo is found in 2021');
 select ok(not pg_temp.id('p.bergen') = any (pg_temp.leg('p', 'Zoltan fjord', '2021-01-01')), 'bergen is not found in 2021');
 
+-- The leg asks which candidates hold last, best first, until it has p_n;
+-- a class of equal rank takes its score from its first holding member.
+-- oslo and bergen are one class (same text), and whichever has the
+-- smaller id does not hold at one of the two instants.
+select is(pg_temp.leg_scored('p', 'Zoltan fjord', t), pg_temp.ref_scored('p', 'Zoltan fjord', t),
+          'scores = reference for a class whose first member by id may not hold: ' || t::date)
+  from unnest(array['2021-01-01', '2023-01-01']::timestamptz[]) t;
+select is(pg_temp.leg('p', 'Where does Zoltan live?', t, 1), pg_temp.ref('p', 'Where does Zoltan live?', t, 1),
+          'one place: the best holding candidate, skipping a tied one that does not hold: ' || t::date)
+  from unnest(array['2021-01-01', '2023-01-01']::timestamptz[]) t;
+select ok((select f.content_tsv from memory_internal.fact_versions(pg_temp.id('p')) f where f.fact_id = pg_temp.id('p.oslo'))
+          = (select f.content_tsv from memory_internal.fact_versions(pg_temp.id('p')) f where f.fact_id = pg_temp.id('p.bergen'))
+          and pg_temp.leg('p', 'Where does Zoltan live?', '2021-01-01', 1)
+              <> pg_temp.leg('p', 'Where does Zoltan live?', '2023-01-01', 1),
+          'control: oslo and bergen have one text (one class), and each instant''s best is the other one');
 -- Another project of the org and another org hold the same texts: never found in p.
 select is((select count(*) from unnest(pg_temp.leg('p', 'Zoltan fjord marmalade Ursula widgets', '2023-01-01', 200)) u
             where u not in (select v.fact_id from memory_internal.fact_versions(pg_temp.id('p')) v)),
