@@ -263,6 +263,7 @@ class Calls:
         known_at: When = None,
         k: int | None = None,
         legs: Sequence[str] | None = None,
+        fusion: str | None = None,
     ) -> Call[SearchResult]:
         return Call(
             "POST",
@@ -275,6 +276,7 @@ class Calls:
                 known_at=known_at,
                 k=k,
                 legs=None if legs is None else list(legs),
+                fusion=fusion,
             ),
         )
 

@@ -707,10 +707,12 @@ begin
 end
 $$;
 
+drop function if exists memory.api_search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[]);
 create or replace function memory.api_search(
   p_project uuid, p_query text, p_client_embedding vector default null,
   p_computed_embedding vector default null, p_at timestamptz default null,
-  p_known_at timestamptz default null, p_k integer default 10, p_legs text[] default null)
+  p_known_at timestamptz default null, p_k integer default 10, p_legs text[] default null,
+  p_fusion text default 'scores')
   returns jsonb
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -721,10 +723,10 @@ begin
   return memory.search(p_project, p_query,
                        memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
                        coalesce(p_at, now()), coalesce(p_known_at, memory_internal.txn_instant()),
-                       p_k, p_legs);
+                       p_k, p_legs, p_fusion);
 end
 $$;
-comment on function memory.api_search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[]) is
+comment on function memory.api_search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text) is
   'memory.search for the API: NULL instants mean now; a client embedding of the wrong dimension is an error, a server-computed one is dropped.';
 
 create or replace function memory.api_context(
@@ -922,7 +924,7 @@ grant execute on function
   memory.api_fact_history(uuid, uuid),
   memory.api_timeline(uuid, text, text),
   memory.session_messages(uuid, text, integer, integer),
-  memory.api_search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[]),
+  memory.api_search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text),
   memory.api_context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer),
   memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
   memory.list_entities(uuid, text, integer),

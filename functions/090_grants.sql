@@ -27,8 +27,8 @@ grant execute on function
   memory.predicates_of(uuid),
   memory.counters(uuid),
   memory.embedding_dim(),
-  memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]),
-  memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[]),
+  memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[], text),
+  memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[], text),
   memory.vector_query_text(uuid, text, timestamptz, timestamptz),
   memory.context(uuid, text, vector, timestamptz, timestamptz, integer, integer)
   to chronomem_app, chronomem_analyst;

@@ -365,6 +365,13 @@ class SearchRequest(Model):
     known_at: Instant | None = None
     k: Int32 = Field(10, description="Results, 1-200.")
     legs: list[SearchLeg] | None = None
+    fusion: Literal["scores", "rrf"] = Field(
+        "scores",
+        description="How the legs' lists are merged: `scores` (default) sums each leg's "
+        "normalised scores, shares episode scores with neighbouring turns and prefers the "
+        "participant and period the question names; `rrf` is plain reciprocal rank fusion, "
+        "the sum of 1/(60 + rank) over the legs.",
+    )
 
 
 class ContextRequest(Model):

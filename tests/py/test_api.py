@@ -274,6 +274,16 @@ def test_search_and_context_at_an_instant(api: Client, project: uuid.UUID) -> No
     assert "episode_vector" not in now.legs  # no embedder configured, none sent
     objects = [r.object for r in now.results if r.kind == "fact"]
     assert objects == ["enterprise"]
+    # Plain reciprocal rank fusion: each result scores the sum of 1/(60 + rank) over
+    # the legs that found it.
+    rrf = api.search(project, "what plan does user 42 have", k=5, fusion="rrf")
+    assert [r.object for r in rrf.results if r.kind == "fact"] == ["enterprise"]
+    assert all(
+        abs(r.score - sum(1 / (60 + rank) for rank in r.ranks.values())) < 1e-6 for r in rrf.results
+    )
+    assert any(
+        abs(r.score - sum(1 / (60 + q) for q in r.ranks.values())) > 1e-6 for r in now.results
+    )
     then = api.search(project, "what plan does user 42 have", as_of=T_FEB)
     assert [r.object for r in then.results if r.kind == "fact"] == ["pro"]
     assert then.at == datetime(2024, 2, 1, tzinfo=UTC)

@@ -255,6 +255,14 @@ CASES: list[tuple[str, str, dict[str, Any], int, str, str | None]] = [
     (
         "POST",
         P + "/search",
+        {"json": {"query": "x", "fusion": "borda"}},
+        422,
+        "invalid_request",
+        "fusion",
+    ),
+    (
+        "POST",
+        P + "/search",
         {"json": {"query": "x", "legs": ["psychic"]}},
         422,
         "invalid_request",
@@ -391,7 +399,12 @@ ROUTES: list[tuple[str, str, list[str], list[str]]] = [
     ("GET", P + "/facts", [], ["as_of", "known_at", "subject", "predicate", "cursor", "limit"]),
     ("GET", P + "/timeline", [], ["subject", "predicate"]),
     ("PUT", P + "/predicates/likes", ["cardinality"], []),
-    ("POST", P + "/search", ["query", "query_embedding", "as_of", "known_at", "k", "legs"], []),
+    (
+        "POST",
+        P + "/search",
+        ["query", "query_embedding", "as_of", "known_at", "k", "legs", "fusion"],
+        [],
+    ),
     (
         "POST",
         P + "/context",

@@ -347,14 +347,14 @@ CASES: dict[str, Case] = {
         mutates=True,
     ),
     # ---- search (functions/077) --------------------------------------------------
-    P + "search(uuid,text,vector,timestamptz,timestamptz,integer,text[])": (
+    P + "search(uuid,text,vector,timestamptz,timestamptz,integer,text[],text)": (
         Case(
             probes=("select memory.search(%(project)s, 'Alice Globex')",),
             control="select jsonb_array_length(memory.search(%(project)s, 'Alice Globex') "
             "-> 'results') > 0",
         )
     ),
-    P + "search_rows(uuid,text,vector,timestamptz,timestamptz,integer,text[])": (
+    P + "search_rows(uuid,text,vector,timestamptz,timestamptz,integer,text[],text)": (
         Case(
             probes=("select * from memory.search_rows(%(project)s, 'Alice Globex')",),
             control="select count(*) > 0 from memory.search_rows(%(project)s, 'Alice Globex')",
@@ -377,7 +377,7 @@ CASES: dict[str, Case] = {
             control="select memory.context(%(project)s, 'Alice Globex')::text ~ 'Globex'",
         )
     ),
-    P + "api_search(uuid,text,vector,vector,timestamptz,timestamptz,integer,text[])": (
+    P + "api_search(uuid,text,vector,vector,timestamptz,timestamptz,integer,text[],text)": (
         Case(
             probes=("select memory.api_search(%(project)s, 'Alice Globex')",),
             control="select jsonb_array_length(memory.api_search(%(project)s, 'Alice Globex') "

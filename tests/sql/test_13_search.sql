@@ -18,7 +18,7 @@
 -- hour back before the retraction, so known_at = now() - 30 min is "after
 -- everything was recorded, before the retraction".
 BEGIN;
-select plan(55);
+select plan(58);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -96,8 +96,9 @@ begin
 end $$;
 create function pg_temp.search(p_project text, p_query text, p_emb vector, p_at timestamptz,
                                p_known timestamptz default now(), p_k integer default 50,
-                               p_legs text[] default null) returns jsonb language sql stable as $$
-  select memory.search(pg_temp.id(p_project), p_query, p_emb, p_at, p_known, p_k, p_legs) $$;
+                               p_legs text[] default null, p_fusion text default 'scores')
+  returns jsonb language sql stable as $$
+  select memory.search(pg_temp.id(p_project), p_query, p_emb, p_at, p_known, p_k, p_legs, p_fusion) $$;
 create function pg_temp.hits(p_search jsonb) returns table (kind text, id uuid) language sql immutable as $$
   select x ->> 'kind', (x ->> 'id')::uuid from jsonb_array_elements(p_search -> 'results') x $$;
 create function pg_temp.subjects(p_search jsonb) returns text language sql immutable as $$
@@ -297,11 +298,20 @@ select is((select jsonb_agg(x - 'text' - 'subject' - 'predicate' - 'object' - 'v
             jsonb_build_object('position', 2, 'kind', 'episode', 'id', pg_temp.id('rrf.e'), 'score', 1.0,
                                'ranks', '{"episode_vector": 1}'::jsonb)),
           'fusion: found first by two legs (1 + 1) outranks found first by one (1)');
+select is((select jsonb_agg(jsonb_build_array(x ->> 'kind', x -> 'score', x -> 'ranks') order by (x ->> 'position')::int)
+             from jsonb_array_elements(pg_temp.search('rrf', 'zebra', pg_temp.vec(7), now(), p_fusion => 'rrf') -> 'results') x),
+          jsonb_build_array(jsonb_build_array('fact', round(2.0 / 61, 6), '{"fact_vector": 1, "fact_fulltext": 1}'::jsonb),
+                            jsonb_build_array('episode', round(1.0 / 61, 6), '{"episode_vector": 1}'::jsonb)),
+          'p_fusion rrf: each hit scores the sum of 1/(60 + rank) over the legs that found it');
 
 -- Arguments.
 select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_legs => array['graph', 'telepathy']) $$,
                  '22023', null, 'an unknown leg name is 22023');
 select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_k => 0) $$, '22023', null, 'k = 0 is 22023');
+select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_fusion => 'borda') $$,
+                 '22023', 'unknown fusion ''borda''; fusions are scores, rrf', 'an unknown fusion is 22023, named');
+select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_fusion => null) $$,
+                 '22023', null, 'fusion NULL is 22023');
 select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_k => 201) $$, '22023', null, 'k = 201 is 22023');
 select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_k => null) $$, '22023', null, 'k NULL is 22023');
 select is((select count(*)::int from pg_temp.hits(pg_temp.search('p', 'Alice works at the company', pg_temp.vec(1), now(), p_k => 1))),

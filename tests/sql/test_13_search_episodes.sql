@@ -7,7 +7,7 @@
 -- text the vector legs embed is the question without the participants it names.  Runs as
 -- chronomem_app.
 BEGIN;
-select plan(32);
+select plan(33);
 
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
@@ -43,10 +43,12 @@ create function pg_temp.ft_scores(p_project text, p_query text) returns jsonb la
   select jsonb_agg(jsonb_build_array(x.episode_id, round(x.score::numeric, 9)) order by x.episode_id)
     from memory_internal.search_episode_fulltext(pg_temp.id(p_project), p_query, now(), now(), 50) x $$;
 -- memory.search: {episode key: score} of the episodes it returns.
-create function pg_temp.found(p_project text, p_query text, p_at timestamptz default now())
+create function pg_temp.found(p_project text, p_query text, p_at timestamptz default now(),
+                              p_fusion text default 'scores')
   returns jsonb language sql stable as $$
   select coalesce(jsonb_object_agg(i.k, (x ->> 'score')::numeric), '{}')
-    from jsonb_array_elements(memory.search(pg_temp.id(p_project), p_query, null, p_at, now(), 50)
+    from jsonb_array_elements(memory.search(pg_temp.id(p_project), p_query, null, p_at, now(), 50,
+                                            p_fusion => p_fusion)
                               -> 'results') x
     join pg_temp.ids i on i.id = (x ->> 'id')::uuid $$;
 
@@ -133,6 +135,9 @@ select is(pg_temp.r('n'),
           'neighbours in the session get 1/2, 1/4, 1/8 of the hit''s score; nothing farther or elsewhere');
 select ok(not pg_temp.r('n') ?| array['n.t.2', 'n.t.3', 'n.t.4', 'n.s.7'],
           'turns of another session with the same seq numbers get no share');
+-- Plain reciprocal rank fusion shares nothing: the hit alone, 1/(60 + 1).
+select is(pg_temp.found('n', 'zanzibar', p_fusion => 'rrf'), '{"n.s.3": 0.016393}'::jsonb,
+          'p_fusion rrf: the hit scores 1/61 and its neighbours get no share');
 -- At an instant before turn 4 occurred, it is not shared with.
 select is(pg_temp.found('n', 'zanzibar', timestamptz '2021-01-01T00:02:30Z'),
           '{"n.s.3": 1.0, "n.s.2": 0.5, "n.s.1": 0.25}'::jsonb,

@@ -56,13 +56,14 @@ def search(
             body.known_at,
             body.k,
             body.legs,
+            body.fusion,
         )
 
     with metrics.search_latency.labels("search").time():
         return db.call(
             Access(token, READ, project_id),
             "select memory.api_search(%s::uuid, %s::text, %s::vector, %s::vector, "
-            "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[])",
+            "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text)",
             params,
         )
 
