@@ -217,7 +217,7 @@ def _positions(lc: LoadedConversation) -> dict[uuid.UUID, fusion.Position]:
     return dict(zip(lc.episode_ids, keys, strict=True))
 
 
-def experiment_phase(conn: Conn, items: list[Item]) -> Phase:
+def experiment_phase(conn: Conn, items: list[Item], k: int) -> Phase:
     """Fusion and context variants over the product's two episode legs (with scores)."""
     phase = Phase("experiments")
     positions = {
@@ -238,6 +238,12 @@ def experiment_phase(conn: Conn, items: list[Item]) -> Phase:
         phase.add(it, "fulltext_ts_rank_cd", old)
         for name, ranked in fusion.variants(got, position, at, facts[project], question).items():
             phase.add(it, name, ranked)
+        # The product's own plain RRF (p_fusion => 'rrf'), every leg: rrf_plain in SQL.
+        rrf = phase.timed(
+            "rrf_in_sql",
+            partial(search, conn, project, text, it.vector, k, None, "rrf"),
+        )
+        phase.add(it, "rrf_in_sql", hits(rrf))
         # The query vector before memory.vector_query_text: the question as asked.
         raw = fusion.legs(conn, project, text, it.raw_vector, LEG_N)
         phase.add(it, "vector_raw_question", [i for i, _ in raw["vector"]])
@@ -386,7 +392,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         result["before_recall@10"] = BEFORE
         if not args.no_experiments:
             print("  experiments: fusion variants, ts_rank_cd, context embeddings ...", flush=True)
-            experiments = experiment_phase(conn, items)
+            experiments = experiment_phase(conn, items, args.k)
             context_phase(conn, model, items, loaded, args.k, experiments)
             for lc, vectors in pairs:  # back to what the product stores
                 store_embeddings(conn, "episode", lc.episode_ids, vectors)
@@ -421,6 +427,8 @@ def _describe() -> dict[str, Any]:
     return {
         "systems": {
             **fusion.DESCRIPTIONS,
+            "rrf_in_sql": "memory.search(..., p_fusion => 'rrf'): the product's plain "
+            "reciprocal rank fusion of every leg (here the two episode legs), as rrf_plain",
             "vector_raw_question": "episode_vector leg with the question embedded as asked "
             "(the product before memory.vector_query_text left the participants' names out)",
             "fused_raw_question": "the product's fusion over that vector leg and the full-text "

@@ -20,14 +20,20 @@ Ranked = list[frozenset[str]]  # dia ids behind each hit, best hit first
 
 SEARCH_SQL = """
 select memory.search(p_project => %s, p_query => %s, p_query_embedding => %s::vector,
-                     p_k => %s, p_legs => %s::text[])
+                     p_k => %s, p_legs => %s::text[], p_fusion => %s)
 """
 
 
 def search(
-    conn: Conn, project: uuid.UUID, query: str, vector: str, k: int, legs: Sequence[str] | None
+    conn: Conn,
+    project: uuid.UUID,
+    query: str,
+    vector: str,
+    k: int,
+    legs: Sequence[str] | None,
+    fusion: str = "scores",
 ) -> dict[str, Any]:
-    row = conn.execute(SEARCH_SQL, (project, query, vector, k, legs)).fetchone()
+    row = conn.execute(SEARCH_SQL, (project, query, vector, k, legs, fusion)).fetchone()
     conn.commit()
     assert row is not None
     result: dict[str, Any] = row[0]
