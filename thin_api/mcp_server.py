@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, LiteralString
+from typing import Annotated, Any, Literal, LiteralString
 from uuid import UUID
 
 import anyio
@@ -175,6 +175,13 @@ def build_server(backend: Backend) -> MCPServer:
         as_of: AsOf = None,
         known_at: KnownAt = None,
         k: Annotated[int, Field(ge=1, le=200, description="Results.")] = 10,
+        fusion: Annotated[
+            Literal["scores", "rrf"],
+            Field(
+                description="scores (default): normalised leg scores summed, with "
+                "conversation context; rrf: plain reciprocal rank fusion, 1/(60 + rank)."
+            ),
+        ] = "scores",
     ) -> dict[str, Any]:
         """Hybrid search (vectors, full text, entities, graph) over facts and
         conversation excerpts as they held at `as_of`, as known at `known_at`."""
@@ -183,7 +190,7 @@ def build_server(backend: Backend) -> MCPServer:
             READ,
             project_id,
             "select memory.api_search(%s::uuid, %s::text, %s::vector, %s::vector, "
-            "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[])",
+            "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text)",
             lambda conn: (
                 project_id,
                 query,
@@ -193,6 +200,7 @@ def build_server(backend: Backend) -> MCPServer:
                 known_at,
                 k,
                 None,
+                fusion,
             ),
         )
 

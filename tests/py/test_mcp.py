@@ -168,6 +168,16 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
 
             found = ok(await mcp.call_tool("search_memory", {"project_id": p, "query": "plan"}))
             assert enterprise in [hit["id"] for hit in found["results"]]
+            rrf = ok(
+                await mcp.call_tool(
+                    "search_memory", {"project_id": p, "query": "plan", "fusion": "rrf"}
+                )
+            )
+            assert enterprise in [hit["id"] for hit in rrf["results"]]
+            assert all(
+                abs(hit["score"] - sum(1 / (60 + r) for r in hit["ranks"].values())) < 1e-6
+                for hit in rrf["results"]
+            )
 
             added = ok(
                 await mcp.call_tool(
