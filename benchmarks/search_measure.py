@@ -67,6 +67,11 @@ def workloads(
     out: list[Query] = []
     for i in range(n):
         out.append(Query("search_all_legs", SEARCH_SQL, _search(p, texts[i], vectors[i], k, None)))
+        # The same question scoped to a month ("... in March 2022?"): the episode vector
+        # leg then also ranks that month's turns on their own (question_period).
+        dated = f"{texts[i].rstrip('?')} in {instants[i]:%B %Y}?"
+        out.append(Query("search_all_legs_dated", SEARCH_SQL,
+                         _search(p, dated, vectors[i], k, None)))  # fmt: skip
         for leg in LEGS:
             out.append(Query(f"leg_{leg}", SEARCH_SQL,
                              _search(p, texts[i], vectors[i], k, [leg])))  # fmt: skip
