@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -51,10 +52,17 @@ def analyst_dsn(chronomem_db: TestDatabase) -> str:
     return chronomem_db.analyst
 
 
+PGTAP_FIXTURES = Path(__file__).parent / "sql" / "fixtures.sql"
+
+
 @pytest.fixture(scope="session")
 def pgtap_connection(admin_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    """Superuser connection, so pgTAP files can `set role` to the app/analyst roles."""
+    """Superuser connection, so pgTAP files can `set role` to the app/analyst roles,
+    with the files' shared fixtures (tests/sql/fixtures.sql: temp tables and pg_temp
+    functions) created once, committed; each file's rows in them roll back with it."""
     with psycopg.connect(admin_dsn) as conn:
+        conn.execute(PGTAP_FIXTURES.read_text())
+        conn.commit()
         yield conn
 
 

@@ -5,15 +5,6 @@
 BEGIN;
 select plan(34);
 
-create temp table ids (k text primary key, id uuid not null);
-grant all on ids to public;
-create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
-declare v uuid;
-begin
-  select i.id into v from pg_temp.ids i where i.k = p_k;
-  if v is null then raise exception 'test fixture % missing', p_k; end if;
-  return v;
-end $$;
 
 set local role chronomem_app;
 do $$

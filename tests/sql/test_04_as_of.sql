@@ -13,15 +13,6 @@
 BEGIN;
 select plan(29);
 
-create temp table ids (k text primary key, id uuid not null);
-grant all on ids to public;
-create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
-declare v uuid;
-begin
-  select i.id into v from pg_temp.ids i where i.k = p_k;
-  if v is null then raise exception 'test fixture % missing', p_k; end if;
-  return v;
-end $$;
 create procedure pg_temp.put(p_facts jsonb) language sql
   as $$ select memory.assert_facts(pg_temp.id('p'), p_facts) $$;
 create procedure pg_temp.exec(p_sql text) language plpgsql as $$ begin execute p_sql; end $$;

@@ -6,18 +6,6 @@
 BEGIN;
 select plan(33);
 
-create temp table ids (k text primary key, id uuid not null);
-create temp table res (k text primary key, r jsonb not null);
-grant all on ids, res to public;
-create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
-declare v uuid;
-begin
-  select i.id into v from pg_temp.ids i where i.k = p_k;
-  if v is null then raise exception 'test fixture % missing', p_k; end if;
-  return v;
-end $$;
-create function pg_temp.r(p_k text) returns jsonb language sql stable
-  as $$ select r from pg_temp.res where k = p_k $$;
 -- Assert facts (objects are entities) and name the first inserted fact.
 create procedure pg_temp.put(p_k text, p_facts jsonb) language sql as $$
   insert into pg_temp.res values (p_k, memory.assert_facts(pg_temp.id('p'), p_facts));

@@ -4,16 +4,6 @@
 BEGIN;
 select plan(51);
 
-create temp table ids (k text primary key, id uuid not null);
-create temp table snap (k text primary key, v text);
-grant all on ids, snap to public;
-create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
-declare v uuid;
-begin
-  select i.id into v from pg_temp.ids i where i.k = p_k;
-  if v is null then raise exception 'test fixture % missing', p_k; end if;
-  return v;
-end $$;
 create procedure pg_temp.exec(p_sql text) language plpgsql as $$ begin execute p_sql; end $$;
 create procedure pg_temp.scope(p_k text) language plpgsql as $$
 begin perform memory.use_org(pg_temp.id(p_k), true); end $$;

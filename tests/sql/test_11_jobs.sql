@@ -12,21 +12,11 @@
 BEGIN;
 select plan(60);
 
-create temp table ids (k text primary key, id uuid not null);
-create temp table res (k text primary key, r jsonb not null);
 create temp table jid (k text primary key, id bigint not null);
 create temp table claimed (tag text not null, org_id uuid, job_id bigint, kind text, status text,
                            attempts integer, locked_by text, locked_until timestamptz);
 create temp table stats (kind text primary key, queued bigint, running bigint, waiting bigint, dead bigint, done bigint);
-create temp table snap (k text primary key, v text);
-grant all on ids, res, jid, claimed, stats, snap to public;
-create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
-declare v uuid;
-begin
-  select i.id into v from pg_temp.ids i where i.k = p_k;
-  if v is null then raise exception 'test fixture % missing', p_k; end if;
-  return v;
-end $$;
+grant all on jid, claimed, stats to public;
 create function pg_temp.j(p_k text) returns bigint language plpgsql stable as $$
 declare v bigint;
 begin
@@ -34,8 +24,6 @@ begin
   if v is null then raise exception 'test job % missing', p_k; end if;
   return v;
 end $$;
-create function pg_temp.r(p_k text) returns jsonb language sql stable
-  as $$ select r from pg_temp.res where k = p_k $$;
 create procedure pg_temp.ingest(p_k text, p_session text, p_messages jsonb, p_project text default 'p')
   language sql as $$
   insert into pg_temp.res values (p_k, memory.ingest(pg_temp.id(p_project), p_session, p_messages)) $$;

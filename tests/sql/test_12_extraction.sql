@@ -20,19 +20,6 @@ select plan(47);
 -- Windows and instants are compared as text: read them in UTC.
 set local timezone = 'UTC';
 
-create temp table ids (k text primary key, id uuid not null);
-create temp table res (k text primary key, r jsonb not null);
-create temp table snap (k text primary key, v text);
-grant all on ids, res, snap to public;
-create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
-declare v uuid;
-begin
-  select i.id into v from pg_temp.ids i where i.k = p_k;
-  if v is null then raise exception 'test fixture % missing', p_k; end if;
-  return v;
-end $$;
-create function pg_temp.r(p_k text) returns jsonb language sql stable
-  as $$ select r from pg_temp.res where k = p_k $$;
 -- Assert one fact through the API and keep its id.
 create procedure pg_temp.fact(p_k text, p_project text, p_fact jsonb) language sql as $$
   insert into pg_temp.ids select p_k, (memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact))

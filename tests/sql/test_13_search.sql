@@ -20,27 +20,11 @@
 BEGIN;
 select plan(58);
 
-create temp table ids (k text primary key, id uuid not null);
-create temp table res (k text primary key, r jsonb not null);
 create temp table owned (k text not null, kind text not null, id uuid not null);
 create temp table comm_snap (label text, members text);
-grant all on ids, res, owned, comm_snap to public;
-create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
-declare v uuid;
-begin
-  select i.id into v from pg_temp.ids i where i.k = p_k;
-  if v is null then raise exception 'test fixture % missing', p_k; end if;
-  return v;
-end $$;
-create function pg_temp.r(p_k text) returns jsonb language sql stable
-  as $$ select r from pg_temp.res where k = p_k $$;
+grant all on owned, comm_snap to public;
 create procedure pg_temp.use(p_org text) language plpgsql as $$
 begin perform memory.use_org(pg_temp.id(p_org)); end $$;
--- A deterministic 384-dimension embedding per seed; different seeds point
--- in clearly different directions.
-create function pg_temp.vec(p_seed integer) returns vector language sql immutable as $$
-  select array_agg(sin(i * (p_seed + 1) * 0.7 + p_seed) order by i)::vector(384)
-    from generate_series(1, 384) i $$;
 -- Assert one fact in a project; name it "<project>.<key>".
 create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
   insert into pg_temp.ids

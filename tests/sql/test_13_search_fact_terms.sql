@@ -24,15 +24,6 @@
 BEGIN;
 select plan(41);
 
-create temp table ids (k text primary key, id uuid not null);
-grant all on ids to public;
-create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
-declare v uuid;
-begin
-  select i.id into v from pg_temp.ids i where i.k = p_k;
-  if v is null then raise exception 'test fixture % missing', p_k; end if;
-  return v;
-end $$;
 create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
   insert into pg_temp.ids
   select p_project || '.' || p_k, (r #>> '{results,0,fact_id}')::uuid

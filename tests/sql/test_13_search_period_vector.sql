@@ -8,19 +8,6 @@
 BEGIN;
 select plan(12);
 
-create temp table ids (k text primary key, id uuid not null);
-grant all on ids to public;
-create function pg_temp.id(p_k text) returns uuid language plpgsql stable as $$
-declare v uuid;
-begin
-  select i.id into v from pg_temp.ids i where i.k = p_k;
-  if v is null then raise exception 'test fixture % missing', p_k; end if;
-  return v;
-end $$;
--- A deterministic 384-dimension embedding per seed (as in test_13_search).
-create function pg_temp.vec(p_seed integer) returns vector language sql immutable as $$
-  select array_agg(sin(i * (p_seed + 1) * 0.7 + p_seed) order by i)::vector(384)
-    from generate_series(1, 384) i $$;
 -- One turn in its own session (no context shares between these turns),
 -- named p_k, with an embedding.
 create function pg_temp.turn(p_project text, p_k text, p_at timestamptz, p_embedding vector) returns void
