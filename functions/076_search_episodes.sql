@@ -508,7 +508,11 @@ create or replace function memory_internal.search_episode_fulltext(
                         where e.occurred_at <= p_at and e.created_at <= p_known_at), 1) as avgdl
         from stats s
     ), w as materialized (
-      select d.lexeme, d.df, c.n, c.avgdl from df d cross join coll c where d.df > 0
+      -- whole: the word's postings are all candidates (a picked word,
+      -- uncut), so its scoring read needs no candidate array.
+      select d.lexeme, d.df, c.n, c.avgdl,
+             not b.bound and d.lexeme in (select p.lexeme from picked p) as whole
+        from df d cross join coll c cross join bound b where d.df > 0
     ), tfs as (
       -- Each candidate's postings of the question's words, with tf and
       -- length (the lexeme's positions in content_tsv and the episode's
@@ -516,13 +520,23 @@ create or replace function memory_internal.search_episode_fulltext(
       -- scan of the primary key with the candidates as an array key, so a
       -- common word's postings are read only around them.  content_tsv
       -- itself is in no covering index (a btree entry must fit in 2704
-      -- bytes), and reading it meant a wide heap row per candidate.
+      -- bytes), and reading it meant a wide heap row per candidate.  A
+      -- whole word's postings are read as a range (the same rows: every
+      -- one is a candidate), sparing the probe by an array of ~1,600
+      -- candidates.  Both reads are index-only (episode_terms_impact_idx
+      -- includes tf and dl, sql/0016).
       select t.episode_id, t.lexeme, t.tf::float8 as tf, t.dl::float8 as dl, w.df, w.n, w.avgdl
         from w cross join q
        cross join lateral (
          select t.episode_id, t.lexeme, t.tf, t.dl
            from memory_internal.episode_terms t
-          where t.org_id = q.org_id and t.project_id = p_project and t.lexeme = w.lexeme
+          where w.whole
+            and t.org_id = q.org_id and t.project_id = p_project and t.lexeme = w.lexeme
+         union all
+         select t.episode_id, t.lexeme, t.tf, t.dl
+           from memory_internal.episode_terms t
+          where not w.whole
+            and t.org_id = q.org_id and t.project_id = p_project and t.lexeme = w.lexeme
             and t.episode_id = any (array(select m.episode_id from matched m))) t
     ), scored as (
       -- Summed in the words' byte order (content_tsv's order, which the sum

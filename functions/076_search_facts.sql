@@ -191,10 +191,18 @@ begin
       -- Each candidate's n (its positions of the question's words) and
       -- len: one primary-key scan with the words and the candidates as
       -- array keys (the postings' heap is narrow).
+      -- A picked word's postings are all candidates: read as a range (the
+      -- same rows), not probed by the candidate array.
       select t.fact_id, sum(t.tf) as n, min(t.doc_len) as len
-        from memory_internal.fact_terms t
-       where t.org_id = v_org and t.project_id = p_project and t.lexeme = any (v_lexemes)
-         and t.fact_id = any (array(select c.fact_id from c))
+        from (select t.fact_id, t.tf, t.doc_len
+                from memory_internal.fact_terms t
+               where t.org_id = v_org and t.project_id = p_project and t.lexeme = any (v_picked)
+              union all
+              select t.fact_id, t.tf, t.doc_len
+                from memory_internal.fact_terms t
+               where t.org_id = v_org and t.project_id = p_project
+                 and t.lexeme = any (array(select l from unnest(v_lexemes) l where not l = any (v_picked)))
+                 and t.fact_id = any (array(select c.fact_id from c))) t
        group by t.fact_id
     ), ranks as materialized (
       -- A class's rank from its first holding candidate by id; a class

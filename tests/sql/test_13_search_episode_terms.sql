@@ -5,7 +5,7 @@
 -- the candidate bound does not bind, and still finds the rare word when a
 -- common one is in thousands of episodes.  Runs as chronomem_app.
 BEGIN;
-select plan(45);
+select plan(47);
 
 -- Ingest messages (at most 100, a minute apart) into a session; name each
 -- episode "<project>.<session>.<n>".
@@ -335,6 +335,22 @@ select ok((select bool_and(t.dl = greatest(e.token_count, 1) and t.impact > 0)
              from memory_internal.episode_terms t join memory.episodes e on e.episode_id = t.episode_id
             where t.project_id = pg_temp.id('big')),
           'postings carry their episode''s length and a positive impact');
+-- The scoring read (tf, dl of each candidate's postings) is index-only:
+-- the impact index holds both (sql/0016).  The key stays the bounded
+-- read's order.
+select is((select array_agg(a.attname order by k.n)
+             from pg_index i cross join lateral unnest(i.indkey) with ordinality k(attnum, n)
+             join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+            where i.indexrelid = 'memory_internal.episode_terms_impact_idx'::regclass
+              and k.n > i.indnkeyatts),
+          array['tf', 'dl']::name[], 'the impact index includes tf and dl');
+select is((select array_agg(a.attname order by k.n)
+             from pg_index i cross join lateral unnest(i.indkey) with ordinality k(attnum, n)
+             join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+            where i.indexrelid = 'memory_internal.episode_terms_impact_idx'::regclass
+              and k.n <= i.indnkeyatts),
+          array['org_id', 'project_id', 'lexeme', 'impact', 'episode_id']::name[],
+          'control: its key is still (org, project, lexeme, impact, episode)');
 
 select * from finish();
 ROLLBACK;
