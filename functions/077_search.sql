@@ -281,14 +281,14 @@ begin
         -- Breadth-first over the edges effective at p_at (depth <= 2) from
         -- the entities the question names; the facts on the walked edges,
         -- nearest first.
-        if cardinality(v_seeds) = 0 and not 'entity' = any (v_legs) then
-          -- The names that are a run of 1-4 of the question's words: one
-          -- btree probe each (a longer name is not a seed).
-          select coalesce(array_agg(n.entity_id), '{}') into v_seeds
-            from (select n.entity_id from memory.entities n
-                   where n.org_id = v_org and n.project_id = p_project
-                     and n.normalized_name = any (memory_internal.question_ngrams(v_qnorm))
-                   order by n.entity_id limit 5) n;
+        -- Seeds: the entity leg's first five (the entities the question
+        -- names, then names sharing a word with it or similar to it), so
+        -- the walk is the same whether or not that leg ran in this search;
+        -- when it did not, its function is called here for them.
+        if not 'entity' = any (v_ran) then
+          select coalesce(array_agg(x.entity_id order by x.ord), '{}') into v_seeds
+            from memory_internal.search_entities(p_project, v_qnorm, p_known_at, 5)
+                 with ordinality x(entity_id, exact, score, ord);
         end if;
         -- One indexed lookup per hop (edges by source or by target) instead
         -- of walking every edge of the project.  An edge's depth is the

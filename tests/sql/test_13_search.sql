@@ -18,7 +18,7 @@
 -- hour back before the retraction, so known_at = now() - 30 min is "after
 -- everything was recorded, before the retraction".
 BEGIN;
-select plan(58);
+select plan(61);
 
 create temp table owned (k text not null, kind text not null, id uuid not null);
 create temp table comm_snap (label text, members text);
@@ -121,7 +121,8 @@ begin
   call pg_temp.seed('r');
   perform memory.use_org(a);
   insert into pg_temp.ids values ('p', memory.create_project(a, 'p')), ('q', memory.create_project(a, 'q')),
-                                 ('rrf', memory.create_project(a, 'rrf')), ('tie', memory.create_project(a, 'tie')), ('c', memory.create_project(a, 'c'));
+                                 ('rrf', memory.create_project(a, 'rrf')), ('tie', memory.create_project(a, 'tie')), ('c', memory.create_project(a, 'c')),
+                                 ('seeds', memory.create_project(a, 'seeds'));
   call pg_temp.seed('p');
   call pg_temp.seed('q');
 end $$;
@@ -208,6 +209,23 @@ select ok(not exists (select from pg_temp.hits(pg_temp.search('p', 'Dan', null, 
                        where h.id = pg_temp.id('p.paris')), 'entity + graph legs in 2023: Paris absent');
 select ok(exists (select from pg_temp.hits(pg_temp.search('p', 'Dan', null, '2021-06-01Z', p_legs => array['entity', 'graph'])) h
                    where h.id = pg_temp.id('p.paris')), 'entity + graph legs in 2021: Paris found');
+
+-- The walk starts from the entity leg's first five, whether or not that
+-- leg runs: "Brown" names no entity exactly, but shares a word with "Dan
+-- Brown", so the graph alone walks from it as all legs do.  Control: a
+-- question sharing no word with a name walks nothing.
+do $$ begin
+  call pg_temp.fact('seeds', 'brown', '{"subject": "Dan Brown", "predicate": "knows", "object": "Zed", "object_type": "entity"}');
+end $$;
+select is((select array_agg(x ->> 'id') from jsonb_array_elements(pg_temp.search('seeds', 'What does Brown know?', null, now(), p_legs => array['graph']) -> 'results') x),
+          array[pg_temp.id('seeds.brown')::text],
+          'graph alone: seeded by a name sharing a word with the question');
+select is((select array_agg(x ->> 'id') from jsonb_array_elements(pg_temp.search('seeds', 'What does Brown know?', null, now()) -> 'results') x
+            where x -> 'ranks' ? 'graph'),
+          array[pg_temp.id('seeds.brown')::text],
+          'all legs: the same walk');
+select is(jsonb_array_length(pg_temp.search('seeds', 'What is new?', null, now(), p_legs => array['graph']) -> 'results'), 0,
+          'control: a question sharing no word with a name walks nothing');
 
 -- Tenancy: q (same org) and r (another org) hold the same names, texts and
 -- embeddings; none of their rows ever comes back for p.
