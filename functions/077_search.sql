@@ -376,7 +376,7 @@ begin
   -- p_fusion => 'rrf' is plain reciprocal rank fusion instead: each hit
   -- scores memory_internal.rrf(rank) in each leg, summed, with no context
   -- shares and no preferences (no hit_episodes).  The default recalls more
-  -- on LoCoMo (benchmarks/README.md: 0.802 against 0.657 at 10).
+  -- on LoCoMo (benchmarks/README.md: recall@10 0.802 against 0.656-0.657).
   with hits as (
     select h.kind, h.id, h.leg, h.rank,
            case when p_fusion = 'rrf' then memory_internal.rrf(h.rank)

@@ -87,6 +87,14 @@ def _frequencies(admin_dsn: str, project: uuid.UUID) -> tuple[dict[str, int], di
     return seen, truth
 
 
+def _project(conn: psycopg.Connection[Any], name: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """A new org and its project 'p', the connection's org set to it for the session."""
+    org = conn.execute("select memory.create_org(%s)", (name,)).fetchone()[0]  # type: ignore[index]
+    conn.execute("select memory.use_org(%s, false)", (org,))
+    project = conn.execute("select memory.create_project(%s, 'p')", (org,)).fetchone()[0]  # type: ignore[index]
+    return org, project
+
+
 def _run_round(app_dsn: str, org: uuid.UUID, tasks: list[Callable[[Any], None]]) -> list[str]:
     """Run each task in its own connection and transaction, all released together."""
     barrier = threading.Barrier(len(tasks))
@@ -116,9 +124,7 @@ def test_document_frequencies_exact_after_concurrent_ingests_and_wipes(
 ) -> None:
     rng = random.Random(7)
     with psycopg.connect(app_dsn, autocommit=True) as conn:
-        org = conn.execute("select memory.create_org('term stats')").fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.use_org(%s, false)", (org,))
-        project = conn.execute("select memory.create_project(%s, 'p')", (org,)).fetchone()[0]  # type: ignore[index]
+        org, project = _project(conn, "term stats")
         # One statement per session: pending deltas pile up and get folded on the way.
         for s in range(3 * WRITERS):
             conn.execute("select memory.ingest(%s, %s, %s)", (project, f"s{s}", _messages(rng, 5)))
@@ -150,9 +156,7 @@ def test_document_frequencies_exact_after_concurrent_ingests_and_wipes(
 def test_the_comparison_sees_a_wrong_frequency(app_dsn: str, admin_dsn: str) -> None:
     """Positive control for the check above: one df off by one is caught."""
     with psycopg.connect(app_dsn, autocommit=True) as conn:
-        org = conn.execute("select memory.create_org('term stats control')").fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.use_org(%s, false)", (org,))
-        project = conn.execute("select memory.create_project(%s, 'p')", (org,)).fetchone()[0]  # type: ignore[index]
+        org, project = _project(conn, "term stats control")
         conn.execute("select memory.ingest(%s, 's', %s)", (project, _messages(random.Random(1), 5)))
     seen, truth = _frequencies(admin_dsn, project)
     assert seen == truth
@@ -164,13 +168,6 @@ def test_the_comparison_sees_a_wrong_frequency(app_dsn: str, admin_dsn: str) -> 
         )
     seen, truth = _frequencies(admin_dsn, project)
     assert seen != truth
-
-
-def _project(conn: psycopg.Connection[Any], name: str) -> tuple[uuid.UUID, uuid.UUID]:
-    org = conn.execute("select memory.create_org(%s)", (name,)).fetchone()[0]  # type: ignore[index]
-    conn.execute("select memory.use_org(%s, false)", (org,))
-    project = conn.execute("select memory.create_project(%s, 'p')", (org,)).fetchone()[0]  # type: ignore[index]
-    return org, project
 
 
 def _pending_dummies(admin_dsn: str, org: uuid.UUID, project: uuid.UUID) -> None:
