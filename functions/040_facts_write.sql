@@ -340,7 +340,7 @@ begin
     )
     select c.idx,
            case when c.problem is null then row(
-             c.idx, gen_random_uuid(), btrim(c.subject), c.subject_norm,
+             c.idx, memory_internal.new_fact_id(), btrim(c.subject), c.subject_norm,
              memory_internal.json_text(c.e -> 'subject_type'),
              c.predicate_norm, btrim(c.predicate), btrim(c.object), c.object_norm, c.object_kind,
              memory_internal.json_text(c.e -> 'object_entity_type'),

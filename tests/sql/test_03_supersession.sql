@@ -2,7 +2,7 @@
 -- Runs as chronomem_app.  Every fact has an explicit valid_from, so the
 -- windows are known; all subjects are distinct, so the cases are independent.
 BEGIN;
-select plan(47);
+select plan(49);
 
 -- assert_facts on the test project, result kept under a name (put: as a
 -- statement, no output row; putr: inside an assertion).
@@ -60,6 +60,12 @@ select is(pg_temp.r('a2') - 'results', '{"inserted": 1, "superseded": 1, "skippe
 select is(pg_temp.rng(pg_temp.id('bob_tea_1')), '[2020-01-01 00:00:00+00,2021-01-01 00:00:00+00)'::tstzrange,
           'the old version is closed at the new one''s start');
 select is(pg_temp.rng(pg_temp.id('bob_tea_2')), '[2021-01-01 00:00:00+00,)'::tstzrange, 'the new version is open');
+-- New versions get time-ordered ids (memory_internal.new_fact_id), so the
+-- btrees keyed on fact ids grow at their right edge.
+select is(uuid_extract_version(pg_temp.id('bob_tea_2')), 7::smallint, 'fact ids are UUID version 7');
+select ok(pg_temp.id('bob_tea_1') < pg_temp.id('bob_tea_2')
+          and uuid_extract_timestamp(pg_temp.id('bob_tea_2')) <= clock_timestamp(),
+          'a later version has a later id, stamped no later than now');
 select is(pg_temp.r('a2') #> '{results,0,superseded}', jsonb_build_array(pg_temp.id('bob_tea_1')),
           'the per-fact result lists what it superseded');
 
