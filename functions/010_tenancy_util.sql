@@ -229,16 +229,25 @@ comment on function memory_internal.begin_write(timestamptz) is
   'Fix the record-time instant for the rest of the transaction: now(), or p_floor (the latest stamp on rows the writer will change) when that is later.';
 
 -- Counters: added to in the writing transaction, so they roll back with it.
-create or replace function memory_internal.bump_counter(
-  p_org uuid, p_project uuid, p_metric text, p_by bigint)
+-- Several metrics at once: one statement (assert_facts bumps five per
+-- batch).  The metrics must be distinct; zeros are skipped.
+create or replace function memory_internal.bump_counters(
+  p_org uuid, p_project uuid, p_metrics text[], p_by bigint[])
   returns void
   language sql
   as $$
     insert into memory_internal.counters as c (org_id, project_id, metric, shard, value)
-    select p_org, p_project, p_metric, (pg_backend_pid() % 8)::smallint, p_by
-    where p_by <> 0
+    select p_org, p_project, m.metric, (pg_backend_pid() % 8)::smallint, m.n
+      from unnest(p_metrics, p_by) m(metric, n)
+     where m.n <> 0
     on conflict (org_id, project_id, metric, shard) do update set value = c.value + excluded.value
   $$;
+
+create or replace function memory_internal.bump_counter(
+  p_org uuid, p_project uuid, p_metric text, p_by bigint)
+  returns void
+  language sql
+  as $$ select memory_internal.bump_counters(p_org, p_project, array[p_metric], array[p_by]) $$;
 
 create or replace function memory.counters(p_project uuid default null)
   returns table (project_id uuid, metric text, value bigint)

@@ -383,7 +383,6 @@ declare
   v_floor timestamptz;
   v_skip uuid[]; v_new uuid[]; v_lift_tomb uuid[]; v_lift_by uuid[];
   v_fresh memory_internal.fact_input[];
-  v_closed jsonb := '{}';
   v_pairs jsonb := '[]';
   v_edge_src uuid[] := '{}'; v_edge_tgt uuid[] := '{}'; v_edge_rel text[] := '{}';
   v_inserted integer := 0; v_superseded integer := 0; v_skipped integer := 0;
@@ -447,19 +446,23 @@ begin
      order by d.norm
     on conflict (org_id, project_id, normalized_name) do nothing
     returning normalized_name, entity_id)
+  -- v_names: the entity names neither found nor created here, i.e. a name
+  -- a concurrent batch created first (our insert skipped it).
   select v_found || coalesce(array_agg(c.normalized_name), '{}'),
          v_found_ids || coalesce(array_agg(c.entity_id), '{}'),
-         v_found_canon || coalesce(array_agg(c.normalized_name), '{}')
-    into v_found, v_found_ids, v_found_canon
+         v_found_canon || coalesce(array_agg(c.normalized_name), '{}'),
+         array(select i.subject_norm from unnest(v_items) i
+               union
+               select i.object_norm from unnest(v_items) i where i.object_kind = 'entity'
+               except
+               select f.norm from unnest(v_found) f(norm)
+               except
+               select c2.normalized_name from created c2)
+    into v_found, v_found_ids, v_found_canon, v_names
     from created c;
-  -- A name a concurrent batch created first (our insert skipped it): its
-  -- row is visible to this new statement.  (The names go in as a variable:
-  -- a subquery argument would keep find_entities from being inlined.)
-  v_names := array(select i.subject_norm from unnest(v_items) i
-                   union
-                   select i.object_norm from unnest(v_items) i where i.object_kind = 'entity'
-                   except
-                   select f.norm from unnest(v_found) f(norm));
+  -- Its row is visible to this new statement.  (The names go in as a
+  -- variable: a subquery argument would keep find_entities from being
+  -- inlined.)
   if cardinality(v_names) > 0 then
     select v_found || coalesce(array_agg(f.normalized), '{}'),
            v_found_ids || coalesce(array_agg(f.entity_id), '{}'),
@@ -478,8 +481,9 @@ begin
            x.subject_id, x.object_entity_id, x.object_key, x.identity_object,
            memory_internal.identity_lock_key(p_project, x.subject_id, x.predicate, x.identity_object),
            x.round
-         )::memory_internal.fact_input order by x.idx), '{}')
-    into v_items
+         )::memory_internal.fact_input order by x.idx), '{}'),
+         coalesce(max(x.round), 0)
+    into v_items, v_rounds
     from (select y.*, row_number() over (
                    partition by y.subject_id, y.predicate, y.identity_object order by y.idx)::integer
                    as round
@@ -510,14 +514,16 @@ begin
   -- 5. Apply in rounds: round n holds the n-th fact of each identity in
   -- batch order, so within a round identities are distinct and the work is
   -- set-based, and a later fact of the batch is the newer assertion.
-  select coalesce(max(i.round), 0) into v_rounds from unnest(v_items) i;
   for v_r in 1 .. v_rounds loop
-    v_round := array(select i from unnest(v_items) i where i.round = v_r);
-    v_round_subjects := array(select distinct i.subject_id from unnest(v_round) i);
+    select array_agg(i order by i.idx), array_agg(distinct i.subject_id)
+      into v_round, v_round_subjects
+      from unnest(v_items) i where i.round = v_r;
     -- Each fact's outcome, in one statement: refused (a retracted claim,
     -- unless the caller overrides), skipped (a retry) or inserted.
     select coalesce(array_agg(l.existing_id) filter (where l.outcome = 'skipped'), '{}'),
            coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted'), '{}'),
+           -- The round's new claims, picked out once for everything below.
+           coalesce(array_agg(l.item order by l.idx) filter (where l.outcome = 'inserted'), '{}'),
            coalesce(array_agg(l.tomb_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
            coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
            v_refused + count(*) filter (where l.outcome = 'refused'),
@@ -538,15 +544,15 @@ begin
                  'index', l.idx, 'status', 'refused', 'reason', 'retracted', 'retracted_fact_id', l.tomb_id)
                else jsonb_build_object('index', l.idx, 'status', 'skipped', 'fact_id', l.existing_id)
              end) filter (where l.outcome <> 'inserted'), '{}')
-      into v_skip, v_new, v_lift_tomb, v_lift_by, v_refused, v_skipped, v_floor, v_out
+      into v_skip, v_new, v_fresh, v_lift_tomb, v_lift_by, v_refused, v_skipped, v_floor, v_out
       from (
         select q.*,
                case when q.tomb_id is not null and not p_override_tombstones then 'refused'
                     when q.existing_id is not null then 'skipped'
                     else 'inserted' end as outcome
           from (
-            select i.idx, i.fact_id, t.fact_id as tomb_id, x.fact_id as existing_id,
-                   x.stamp
+            select i as item, i.idx, i.fact_id, t.fact_id as tomb_id,
+                   x.fact_id as existing_id, x.stamp
               from unnest(v_round) i
               -- A retracted claim stays refused unless the caller overrides.
               -- One scan of the round's subjects' live tombstones (usually
@@ -592,8 +598,6 @@ begin
        where f.org_id = v_org and f.fact_id = any (v_skip);
     end if;
     continue when cardinality(v_new) = 0;
-    -- The round's new claims, picked out once for everything below.
-    v_fresh := array(select i from unnest(v_round) i where i.fact_id = any (v_new));
 
     if cardinality(v_lift_tomb) > 0 then
       update memory.tombstones t set lifted_at = memory_internal.txn_instant(), lifted_by = l.by
@@ -603,7 +607,8 @@ begin
 
     -- restitch inserts the new claims into their place in world time and
     -- closes whatever they follow: count them, pair them with their
-    -- closers (in restitch's order), note their edges.
+    -- closers (in restitch's order), note their edges and the new claims'
+    -- results (each with what it closed), all in this one statement.
     with c as materialized (
       select x.*
         from memory_internal.restitch(
@@ -611,43 +616,45 @@ begin
           array(select i.subject_id from unnest(v_fresh) i),
           array(select i.predicate from unnest(v_fresh) i),
           array(select i.identity_object from unnest(v_fresh) i),
-          'superseded', v_actor, null, v_fresh, p_source) with ordinality x)
+          'superseded', v_actor, null, v_fresh, p_source) with ordinality x),
+    closed as (
+      select c.closed_by, jsonb_agg(c.fact_id order by c.ordinality) as ids
+        from c where c.closed_by is not null
+       group by c.closed_by)
     select v_superseded + (select count(*) from c),
            v_pairs || coalesce((select jsonb_agg(jsonb_build_object(
                                          'old_fact_id', c.fact_id, 'new_fact_id', c.closed_by)
                                        order by c.ordinality)
                                   from c), '[]'),
-           coalesce((select jsonb_object_agg(g.closer, g.closed)
-                       from (select c.closed_by::text as closer,
-                                    jsonb_agg(c.fact_id order by c.ordinality) as closed
-                               from c where c.closed_by is not null
-                              group by c.closed_by) g), '{}'),
            v_edge_src || array(select c.subject_id from c where c.object_entity_id is not null
-                               order by c.ordinality),
+                               order by c.ordinality)
+                      || array(select i.subject_id from unnest(v_fresh) i
+                                where i.object_entity_id is not null),
            v_edge_tgt || array(select c.object_entity_id from c where c.object_entity_id is not null
-                               order by c.ordinality),
+                               order by c.ordinality)
+                      || array(select i.object_entity_id from unnest(v_fresh) i
+                                where i.object_entity_id is not null),
            v_edge_rel || array(select c.predicate from c where c.object_entity_id is not null
                                order by c.ordinality)
-      into v_superseded, v_pairs, v_closed, v_edge_src, v_edge_tgt, v_edge_rel;
+                      || array(select i.predicate from unnest(v_fresh) i
+                                where i.object_entity_id is not null),
+           v_out || array(select jsonb_build_object(
+                                   'index', i.idx, 'status', 'inserted', 'fact_id', i.fact_id,
+                                   'superseded', coalesce(d.ids, '[]'))
+                            from unnest(v_fresh) i
+                            left join closed d on d.closed_by = i.fact_id)
+      into v_superseded, v_pairs, v_edge_src, v_edge_tgt, v_edge_rel, v_out;
     v_inserted := v_inserted + cardinality(v_new);
-    select v_edge_src || array_agg(i.subject_id) filter (where i.object_entity_id is not null),
-           v_edge_tgt || array_agg(i.object_entity_id) filter (where i.object_entity_id is not null),
-           v_edge_rel || array_agg(i.predicate) filter (where i.object_entity_id is not null),
-           v_out || array_agg(jsonb_build_object(
-             'index', i.idx, 'status', 'inserted', 'fact_id', i.fact_id,
-             'superseded', coalesce(v_closed -> i.fact_id::text, '[]')))
-      into v_edge_src, v_edge_tgt, v_edge_rel, v_out
-      from unnest(v_fresh) i;
   end loop;
 
   if cardinality(v_edge_src) > 0 then
     perform memory_internal.sync_edges(v_org, p_project, v_edge_src, v_edge_tgt, v_edge_rel);
   end if;
 
-  perform memory_internal.bump_counter(v_org, p_project, m.metric, m.n)
-     from (values ('facts_inserted', v_inserted), ('facts_superseded', v_superseded),
-                  ('facts_skipped', v_skipped), ('facts_refused', v_refused),
-                  ('facts_invalid', v_invalid)) m(metric, n);
+  perform memory_internal.bump_counters(
+    v_org, p_project,
+    array['facts_inserted', 'facts_superseded', 'facts_skipped', 'facts_refused', 'facts_invalid'],
+    array[v_inserted, v_superseded, v_skipped, v_refused, v_invalid]);
 
   return jsonb_build_object(
     'inserted', v_inserted, 'superseded', v_superseded, 'skipped', v_skipped,
