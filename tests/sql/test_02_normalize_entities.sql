@@ -3,7 +3,7 @@
 -- Runs as chronomem_app, as the API does.  Fixture ids live in a temp table
 -- (this file is sent as one query string: no psql variables).
 BEGIN;
-select plan(34);
+select plan(36);
 
 
 set local role chronomem_app;
@@ -32,6 +32,28 @@ select is(memory.normalize_text('O''Brien — Jr.'), 'o brien jr', 'apostrophe, 
 select is(memory.normalize_text('ﬁle ＡＢＣ'), 'file abc', 'NFKC: ligature and full-width letters');
 select is(memory.normalize_text('!!! ...'), '', 'punctuation only normalizes to empty');
 select is(memory.normalize_text(null), null, 'NULL stays NULL');
+-- Text that is already lowercase ASCII words with single spaces is its own
+-- result (the fast path); everything else goes through the replacement.
+-- t || '!' never takes the fast path and normalizes as t does (the '!'
+-- ends as a trailing space, trimmed), so it is the replacement alone: the
+-- two agree on every one- and two-character ASCII string, spaced pairs,
+-- the first code points and some Unicode.
+select is((with s(t) as (
+             select chr(a) || chr(b) from generate_series(1, 127) a, generate_series(1, 127) b
+             union all
+             select chr(a) || ' ' || chr(b) || 'x  y ' from generate_series(1, 127) a, generate_series(1, 127) b
+             union all
+             select chr(a) from generate_series(1, 1000) a
+             union all
+             select x from unnest(array['', ' ', 'a  b', ' a', 'a ', 'Zürich', '東京 tower', 'ﬁne', 'İstanbul', 'ß',
+                                        'a' || chr(160) || 'b', 'w0s12 is on the pro plan']) x)
+           select count(*) filter (where memory.normalize_text(t) is distinct from
+                                         memory.normalize_text(t || '!'))
+             from s),
+          0::bigint, 'the fast path gives what the replacement gives');
+select ok(memory.normalize_text('w0s12 is on the pro plan') = 'w0s12 is on the pro plan'
+          and memory.normalize_text('W0s12  is on the PRO plan.') = 'w0s12 is on the pro plan',
+          'positive control: normalized text is unchanged, the same words otherwise spelt normalize to it');
 
 -- entities resolve per project -------------------------------------------
 insert into ids values ('zurich', memory.upsert_entity(pg_temp.id('p1'), 'Zürich'));
