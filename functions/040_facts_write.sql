@@ -8,9 +8,10 @@
 -- start of the next one)).  Ties on valid_from go to the newer assertion
 -- (higher fact_seq).  p_new are facts to add (at most one per identity,
 -- newer than every stored one): they are inserted straight into their
--- place.  Order of writes: shrink stored windows, insert the new facts,
--- grow stored windows, so the exclusion constraint holds after each
--- statement.  Every change is an event whose new_range lets facts_at answer
+-- place.  A p_new fact whose identity is not among the given ones is laid
+-- out alone: the caller knows that identity has no stored current facts.
+-- Order of writes: shrink stored windows, insert the new facts, grow
+-- stored windows, so the exclusion constraint holds after each statement.  Every change is an event whose new_range lets facts_at answer
 -- for earlier known_at instants (p_forget_old_ranges: wipe, whose events
 -- must not keep the windows wiped facts had imposed).  Callers hold the
 -- identities' locks.
@@ -377,6 +378,7 @@ declare
   v_items memory_internal.fact_input[];
   v_round memory_internal.fact_input[];
   v_round_subjects uuid[];
+  v_stored_s uuid[]; v_stored_p text[]; v_stored_o text[];
   -- Each fact's result, in no particular order (sorted by index at the end).
   v_out jsonb[];
   v_rounds integer;
@@ -524,6 +526,11 @@ begin
            coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted'), '{}'),
            -- The round's new claims, picked out once for everything below.
            coalesce(array_agg(l.item order by l.idx) filter (where l.outcome = 'inserted'), '{}'),
+           -- The identities of new claims that have stored versions: the
+           -- only ones restitch must read (stamp is null when there are none).
+           coalesce(array_agg(l.subject_id) filter (where l.outcome = 'inserted' and l.stamp is not null), '{}'),
+           coalesce(array_agg(l.predicate) filter (where l.outcome = 'inserted' and l.stamp is not null), '{}'),
+           coalesce(array_agg(l.identity_object) filter (where l.outcome = 'inserted' and l.stamp is not null), '{}'),
            coalesce(array_agg(l.tomb_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
            coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
            v_refused + count(*) filter (where l.outcome = 'refused'),
@@ -544,15 +551,16 @@ begin
                  'index', l.idx, 'status', 'refused', 'reason', 'retracted', 'retracted_fact_id', l.tomb_id)
                else jsonb_build_object('index', l.idx, 'status', 'skipped', 'fact_id', l.existing_id)
              end) filter (where l.outcome <> 'inserted'), '{}')
-      into v_skip, v_new, v_fresh, v_lift_tomb, v_lift_by, v_refused, v_skipped, v_floor, v_out
+      into v_skip, v_new, v_fresh, v_stored_s, v_stored_p, v_stored_o, v_lift_tomb, v_lift_by,
+           v_refused, v_skipped, v_floor, v_out
       from (
         select q.*,
                case when q.tomb_id is not null and not p_override_tombstones then 'refused'
                     when q.existing_id is not null then 'skipped'
                     else 'inserted' end as outcome
           from (
-            select i as item, i.idx, i.fact_id, t.fact_id as tomb_id,
-                   x.fact_id as existing_id, x.stamp
+            select i as item, i.idx, i.fact_id, i.subject_id, i.predicate, i.identity_object,
+                   t.fact_id as tomb_id, x.fact_id as existing_id, x.stamp
               from unnest(v_round) i
               -- A retracted claim stays refused unless the caller overrides.
               -- One scan of the round's subjects' live tombstones (usually
@@ -608,14 +616,13 @@ begin
     -- restitch inserts the new claims into their place in world time and
     -- closes whatever they follow: count them, pair them with their
     -- closers (in restitch's order), note their edges and the new claims'
-    -- results (each with what it closed), all in this one statement.
+    -- results (each with what it closed), all in this one statement.  It
+    -- reads the stored versions only of the identities that have some (a
+    -- new identity's claim is laid out alone; the locks keep it new).
     with c as materialized (
       select x.*
         from memory_internal.restitch(
-          v_org, p_project,
-          array(select i.subject_id from unnest(v_fresh) i),
-          array(select i.predicate from unnest(v_fresh) i),
-          array(select i.identity_object from unnest(v_fresh) i),
+          v_org, p_project, v_stored_s, v_stored_p, v_stored_o,
           'superseded', v_actor, null, v_fresh, p_source) with ordinality x),
     closed as (
       select c.closed_by, jsonb_agg(c.fact_id order by c.ordinality) as ids
