@@ -11,9 +11,10 @@
 -- place.  A p_new fact whose identity is not among the given ones is laid
 -- out alone: the caller knows that identity has no stored current facts.
 -- Order of writes: shrink stored windows, insert the new facts, grow
--- stored windows, so the exclusion constraint holds after each statement.  Every change is an event whose new_range lets facts_at answer
--- for earlier known_at instants (p_forget_old_ranges: wipe, whose events
--- must not keep the windows wiped facts had imposed).  Callers hold the
+-- stored windows, so the exclusion constraint holds after each statement.
+-- Every change is an event whose new_range lets facts_at answer for
+-- earlier known_at instants (p_forget_old_ranges: wipe, whose events must
+-- not keep the windows wiped facts had imposed).  Callers hold the
 -- identities' locks.
 create or replace function memory_internal.restitch(
   p_org uuid, p_project uuid,
