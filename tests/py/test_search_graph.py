@@ -77,3 +77,90 @@ def test_graph_leg_walks_only_edges_effective_at_the_instant(graph: Any) -> None
     # only and no edge joins two depth-2 entities.
     found = _graph_leg(conn, project, "What about Ann?", "2020-03-15T00:00:00Z")
     assert found == [ids["Ann->Bob"], ids["Bob->Xia"], ids["Bob->Cid"]]
+
+
+def test_graph_leg_walks_edges_from_their_target(graph: Any) -> None:
+    """A frontier entity that is an edge's object: Eve is only ever a target, so
+    every edge of this walk is found through the read by target."""
+    conn, project, ids = graph
+    found = _graph_leg(conn, project, "What about Eve?", "2021-01-01T00:00:00Z")
+    # Dee->Eve at depth 0, Cid->Dee at 1; at depth 2 (Cid) no edge has both ends at
+    # depth 2: Bob->Cid and Xia->Cid lead three hops out.
+    assert found == [ids["Dee->Eve"], ids["Cid->Dee"]]
+    # Control: those two are walked from Cid, whose edges they are.
+    found = _graph_leg(conn, project, "What about Cid?", "2021-01-01T00:00:00Z")
+    assert ids["Bob->Cid"] in found and ids["Xia->Cid"] in found
+
+
+def test_graph_leg_takes_an_edge_between_two_seeds_once(graph: Any) -> None:
+    """Bob and Xia are both seeds: Bob->Xia has both ends at the frontier (read by
+    source only) and appears once, at depth 0 with the seeds' other edges."""
+    conn, project, ids = graph
+    found = _graph_leg(conn, project, "What about Bob and Xia?", "2021-01-01T00:00:00Z")
+    assert found == [
+        ids["Xia->Cid"], ids["Bob->Xia"], ids["Bob->Cid"], ids["Ann->Bob"], ids["Cid->Dee"]
+    ]  # fmt: skip
+
+
+# The graph walk's read of a level's edges, as functions/077_search.sql writes it
+# (v_frontier, v_inner and v_depth as parameters).
+LEVEL_EDGES = """
+    select e.source_id, e.target_id, e.relation
+      from memory.edges_at(%(p)s, now(), now()) e
+     where e.source_id = any (%(frontier)s::uuid[])
+       and (%(depth)s < 2 or e.target_id = any (%(frontier)s::uuid[]))
+       and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))
+    union all
+    select e.source_id, e.target_id, e.relation
+      from memory.edges_at(%(p)s, now(), now()) e
+     where %(depth)s < 2 and e.target_id = any (%(frontier)s::uuid[])
+       and not e.source_id = any (%(frontier)s::uuid[])
+       and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))"""
+# The single read it replaced: an OR of source and target, which no one index holds.
+LEVEL_EDGES_OR = """
+    select e.source_id, e.target_id, e.relation
+      from memory.edges_at(%(p)s, now(), now()) e
+     where (e.source_id = any (%(frontier)s::uuid[]) or e.target_id = any (%(frontier)s::uuid[]))
+       and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))"""
+
+
+def test_graph_level_read_is_covered_by_the_edge_indexes(graph: Any) -> None:
+    """Both halves of a level's read can be index-only scans (sql/0018: the indexes
+    by source and by target include validity and record time), so a hub's edges
+    cost no heap row each once the visibility map is current."""
+    conn, project, _ = graph
+    cid = conn.execute(
+        "select entity_id from memory.entities where project_id = %s and normalized_name = 'cid'",
+        (project,),
+    ).fetchone()[0]  # type: ignore[index]
+    params = {"p": project, "frontier": [cid], "inner": [], "depth": 0}
+    with conn.transaction(force_rollback=True):
+        # Only index-only scans are left cheap: what the indexes cannot cover falls to a
+        # disabled plan.
+        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_indexscan"):
+            conn.execute(f"set local {setting} = off")
+
+        def frontier_index_only(query: str) -> set[str]:
+            """The edge indexes an index-only scan reads by the frontier (in its Index Cond)."""
+            plan = conn.execute("explain (format json) " + query, params).fetchone()[0]  # type: ignore[index]
+            found: set[str] = set()
+
+            def walk(node: dict[str, Any]) -> None:
+                cond = node.get("Index Cond", "")
+                if node["Node Type"] == "Index Only Scan" and (
+                    "source_id = ANY" in cond or "target_id = ANY" in cond
+                ):
+                    found.add(node["Index Name"])
+                for child in node.get("Plans", []):
+                    walk(child)
+
+            walk(plan[0]["Plan"])
+            return found
+
+        assert frontier_index_only(LEVEL_EDGES) == {"edges_key_idx", "edges_target_idx"}
+        # Control: the OR form has no index condition on the frontier (at best it scans
+        # the project's whole index and filters).
+        assert frontier_index_only(LEVEL_EDGES_OR) == set()
+        # And both forms read the same edges (Bob->Cid, Xia->Cid by target; Cid->Dee by source).
+        rows = sorted(conn.execute(LEVEL_EDGES, params).fetchall())
+        assert len(rows) == 3 and rows == sorted(conn.execute(LEVEL_EDGES_OR, params).fetchall())
