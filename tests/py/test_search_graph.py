@@ -125,42 +125,48 @@ LEVEL_EDGES_OR = """
 
 
 def test_graph_level_read_is_covered_by_the_edge_indexes(graph: Any) -> None:
-    """Both halves of a level's read can be index-only scans (sql/0018: the indexes
-    by source and by target include validity and record time), so a hub's edges
-    cost no heap row each once the visibility map is current."""
+    """The two halves of a level's read return what the single OR read returned, and
+    each half's index (by source, by target) holds every column the read uses
+    (sql/0018: validity and record time included), so it can be an index-only range
+    scan: a hub's edges cost no heap row each once the visibility map is current.
+    (Which plan the planner picks depends on the statistics of the whole table; the
+    benchmark's plans are in benchmarks/README.md.)"""
     conn, project, _ = graph
-    cid = conn.execute(
-        "select entity_id from memory.entities where project_id = %s and normalized_name = 'cid'",
-        (project,),
-    ).fetchone()[0]  # type: ignore[index]
-    params = {"p": project, "frontier": [cid], "inner": [], "depth": 0}
-    with conn.transaction(force_rollback=True):
-        # Only index-only scans are left cheap: what the indexes cannot cover falls to a
-        # disabled plan.
-        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_indexscan"):
-            conn.execute(f"set local {setting} = off")
-
-        def frontier_index_only(query: str) -> set[str]:
-            """The edge indexes an index-only scan reads by the frontier (in its Index Cond)."""
-            plan = conn.execute("explain (format json) " + query, params).fetchone()[0]  # type: ignore[index]
-            found: set[str] = set()
-
-            def walk(node: dict[str, Any]) -> None:
-                cond = node.get("Index Cond", "")
-                if node["Node Type"] == "Index Only Scan" and (
-                    "source_id = ANY" in cond or "target_id = ANY" in cond
-                ):
-                    found.add(node["Index Name"])
-                for child in node.get("Plans", []):
-                    walk(child)
-
-            walk(plan[0]["Plan"])
-            return found
-
-        assert frontier_index_only(LEVEL_EDGES) == {"edges_key_idx", "edges_target_idx"}
-        # Control: the OR form has no index condition on the frontier (at best it scans
-        # the project's whole index and filters).
-        assert frontier_index_only(LEVEL_EDGES_OR) == set()
-        # And both forms read the same edges (Bob->Cid, Xia->Cid by target; Cid->Dee by source).
-        rows = sorted(conn.execute(LEVEL_EDGES, params).fetchall())
-        assert len(rows) == 3 and rows == sorted(conn.execute(LEVEL_EDGES_OR, params).fetchall())
+    ent = dict(
+        conn.execute(
+            "select normalized_name, entity_id from memory.entities where project_id = %s",
+            (project,),
+        ).fetchall()
+    )
+    for frontier, inner, depth in [
+        (["cid"], [], 0),  # by target (Bob->Cid, Xia->Cid) and by source (Cid->Dee)
+        (["bob", "xia"], [], 0),  # Bob->Xia has both ends at the frontier
+        (["cid", "xia"], ["bob"], 2),  # depth 2: only Xia->Cid, both ends at the frontier
+        (["dee"], ["eve"], 1),  # an inner entity's edge (Dee->Eve) is left out
+    ]:
+        params = {"p": project, "frontier": [ent[n] for n in frontier],
+                  "inner": [ent[n] for n in inner], "depth": depth}  # fmt: skip
+        split = sorted(conn.execute(LEVEL_EDGES, params).fetchall())
+        if depth < 2:
+            either = sorted(conn.execute(LEVEL_EDGES_OR, params).fetchall())
+        else:
+            either = sorted(
+                r
+                for r in conn.execute(LEVEL_EDGES_OR, params).fetchall()
+                if r[0] in params["frontier"] and r[1] in params["frontier"]
+            )
+        assert split == either and split, (frontier, split, either)
+    # What the read uses: edges_at's columns and the walk's.
+    used = {"org_id", "project_id", "source_id", "target_id", "relation", "valid_range",
+            "recorded_at", "expired_at"}  # fmt: skip
+    covered = dict(
+        conn.execute(
+            "select c.relname, array_agg(a.attname::text) from pg_index i"
+            " join pg_class c on c.oid = i.indexrelid"
+            " join pg_attribute a on a.attrelid = i.indrelid and a.attnum = any (i.indkey)"
+            " where i.indrelid = 'memory.edges'::regclass group by c.relname"
+        ).fetchall()
+    )
+    assert used <= set(covered["edges_key_idx"]) and used <= set(covered["edges_target_idx"])
+    # Control: the check sees a missing column (the primary key holds none of these).
+    assert not used <= set(covered["edges_pkey"])
