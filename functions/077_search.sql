@@ -304,11 +304,21 @@ begin
           -- Edges at the frontier whose other end is reached (at depth 2,
           -- both ends at depth 2: every edge at a nearer entity was
           -- taken at that entity's depth).
+          -- Two reads, by source and by target (an edge with both ends at
+          -- the frontier in the first only), each an index-only range
+          -- scan of its covering index (sql/0018), where the OR was a
+          -- bitmap scan of the heap: a hub (a city, a company) at the
+          -- frontier has a thousand edges.
           with lvl as materialized (
             select e.source_id, e.target_id, e.relation
               from memory.edges_at(p_project, p_at, p_known_at) e
-             where (e.source_id = any (v_frontier) or e.target_id = any (v_frontier))
-               and (v_depth < 2 or (e.source_id = any (v_frontier) and e.target_id = any (v_frontier)))
+             where e.source_id = any (v_frontier)
+               and (v_depth < 2 or e.target_id = any (v_frontier))
+               and not (e.source_id = any (v_inner) or e.target_id = any (v_inner))
+            union all
+            select e.source_id, e.target_id, e.relation
+              from memory.edges_at(p_project, p_at, p_known_at) e
+             where v_depth < 2 and e.target_id = any (v_frontier) and not e.source_id = any (v_frontier)
                and not (e.source_id = any (v_inner) or e.target_id = any (v_inner))
           ), hits as (
             select distinct f.fact_id, f.valid_from

@@ -77,3 +77,96 @@ def test_graph_leg_walks_only_edges_effective_at_the_instant(graph: Any) -> None
     # only and no edge joins two depth-2 entities.
     found = _graph_leg(conn, project, "What about Ann?", "2020-03-15T00:00:00Z")
     assert found == [ids["Ann->Bob"], ids["Bob->Xia"], ids["Bob->Cid"]]
+
+
+def test_graph_leg_walks_edges_from_their_target(graph: Any) -> None:
+    """A frontier entity that is an edge's object: Eve is only ever a target, so
+    every edge of this walk is found through the read by target."""
+    conn, project, ids = graph
+    found = _graph_leg(conn, project, "What about Eve?", "2021-01-01T00:00:00Z")
+    # Dee->Eve at depth 0, Cid->Dee at 1; at depth 2 (Cid) no edge has both ends at
+    # depth 2: Bob->Cid and Xia->Cid lead three hops out.
+    assert found == [ids["Dee->Eve"], ids["Cid->Dee"]]
+    # Control: those two are walked from Cid, whose edges they are.
+    found = _graph_leg(conn, project, "What about Cid?", "2021-01-01T00:00:00Z")
+    assert ids["Bob->Cid"] in found and ids["Xia->Cid"] in found
+
+
+def test_graph_leg_takes_an_edge_between_two_seeds_once(graph: Any) -> None:
+    """Bob and Xia are both seeds: Bob->Xia has both ends at the frontier (read by
+    source only) and appears once, at depth 0 with the seeds' other edges."""
+    conn, project, ids = graph
+    found = _graph_leg(conn, project, "What about Bob and Xia?", "2021-01-01T00:00:00Z")
+    assert found == [
+        ids["Xia->Cid"], ids["Bob->Xia"], ids["Bob->Cid"], ids["Ann->Bob"], ids["Cid->Dee"]
+    ]  # fmt: skip
+
+
+# The graph walk's read of a level's edges, as functions/077_search.sql writes it
+# (v_frontier, v_inner and v_depth as parameters).
+LEVEL_EDGES = """
+    select e.source_id, e.target_id, e.relation
+      from memory.edges_at(%(p)s, now(), now()) e
+     where e.source_id = any (%(frontier)s::uuid[])
+       and (%(depth)s < 2 or e.target_id = any (%(frontier)s::uuid[]))
+       and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))
+    union all
+    select e.source_id, e.target_id, e.relation
+      from memory.edges_at(%(p)s, now(), now()) e
+     where %(depth)s < 2 and e.target_id = any (%(frontier)s::uuid[])
+       and not e.source_id = any (%(frontier)s::uuid[])
+       and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))"""
+# The single read it replaced: an OR of source and target, which no one index holds.
+LEVEL_EDGES_OR = """
+    select e.source_id, e.target_id, e.relation
+      from memory.edges_at(%(p)s, now(), now()) e
+     where (e.source_id = any (%(frontier)s::uuid[]) or e.target_id = any (%(frontier)s::uuid[]))
+       and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))"""
+
+
+def test_graph_level_read_is_covered_by_the_edge_indexes(graph: Any) -> None:
+    """The two halves of a level's read return what the single OR read returned, and
+    each half's index (by source, by target) holds every column the read uses
+    (sql/0018: validity and record time included), so it can be an index-only range
+    scan: a hub's edges cost no heap row each once the visibility map is current.
+    (Which plan the planner picks depends on the statistics of the whole table; the
+    benchmark's plans are in benchmarks/README.md.)"""
+    conn, project, _ = graph
+    ent = dict(
+        conn.execute(
+            "select normalized_name, entity_id from memory.entities where project_id = %s",
+            (project,),
+        ).fetchall()
+    )
+    for frontier, inner, depth in [
+        (["cid"], [], 0),  # by target (Bob->Cid, Xia->Cid) and by source (Cid->Dee)
+        (["bob", "xia"], [], 0),  # Bob->Xia has both ends at the frontier
+        (["cid", "xia"], ["bob"], 2),  # depth 2: only Xia->Cid, both ends at the frontier
+        (["dee"], ["eve"], 1),  # an inner entity's edge (Dee->Eve) is left out
+    ]:
+        params = {"p": project, "frontier": [ent[n] for n in frontier],
+                  "inner": [ent[n] for n in inner], "depth": depth}  # fmt: skip
+        split = sorted(conn.execute(LEVEL_EDGES, params).fetchall())
+        if depth < 2:
+            either = sorted(conn.execute(LEVEL_EDGES_OR, params).fetchall())
+        else:
+            either = sorted(
+                r
+                for r in conn.execute(LEVEL_EDGES_OR, params).fetchall()
+                if r[0] in params["frontier"] and r[1] in params["frontier"]
+            )
+        assert split == either and split, (frontier, split, either)
+    # What the read uses: edges_at's columns and the walk's.
+    used = {"org_id", "project_id", "source_id", "target_id", "relation", "valid_range",
+            "recorded_at", "expired_at"}  # fmt: skip
+    covered = dict(
+        conn.execute(
+            "select c.relname, array_agg(a.attname::text) from pg_index i"
+            " join pg_class c on c.oid = i.indexrelid"
+            " join pg_attribute a on a.attrelid = i.indrelid and a.attnum = any (i.indkey)"
+            " where i.indrelid = 'memory.edges'::regclass group by c.relname"
+        ).fetchall()
+    )
+    assert used <= set(covered["edges_key_idx"]) and used <= set(covered["edges_target_idx"])
+    # Control: the check sees a missing column (the primary key holds none of these).
+    assert not used <= set(covered["edges_pkey"])
