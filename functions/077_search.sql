@@ -306,7 +306,7 @@ begin
           -- taken at that entity's depth).
           -- Two reads, by source and by target (an edge with both ends at
           -- the frontier in the first only), each an index-only range
-          -- scan of its covering index (sql/0018), where the OR was a
+          -- scan of its covering index (sql/0017), where the OR was a
           -- bitmap scan of the heap: a hub (a city, a company) at the
           -- frontier has a thousand edges.
           with lvl as materialized (

@@ -1,4 +1,4 @@
--- 0018_edge_cover_indexes: the graph leg of memory.search reads the edges
+-- 0017_edge_cover_indexes: the graph leg of memory.search reads the edges
 -- at its frontier (edges_at: validity and record time) by source and by
 -- target.  Both indexes now hold what that read needs, so each is an
 -- index-only range scan (while the visibility map is current: autovacuum
