@@ -88,6 +88,24 @@ $do$;
 comment on function memory_internal.try_timestamptz(text) is
   'Parse client text as an ISO 8601 timestamptz (zone-less = UTC); NULL when it is not one.';
 
+-- A version 7 UUID (RFC 9562): the millisecond Unix time of p_at in the
+-- first 48 bits, then p_random's bits with the version nibble set to 7
+-- (its variant bits are kept: gen_random_uuid() sets them).  The layout of
+-- uuidv7(), for servers before PostgreSQL 18; a function of its inputs, so
+-- it is tested on every server.
+create or replace function memory_internal.uuid_v7(p_random uuid, p_at timestamptz)
+  returns uuid
+  language sql immutable parallel safe
+  as $$
+    select encode(set_byte(b, 6, (get_byte(b, 6) & 15) | 112), 'hex')::uuid
+      from (select overlay(uuid_send(p_random)
+                           placing substring(int8send(floor(extract(epoch from p_at) * 1000)::bigint)
+                                             from 3)
+                           from 1 for 6) as b) r
+  $$;
+comment on function memory_internal.uuid_v7(uuid, timestamptz) is
+  'A version 7 UUID: the millisecond Unix time of p_at, then p_random''s bits (version nibble set to 7). new_fact_id''s layout before PostgreSQL 18.';
+
 -- Ids of new fact versions, time-ordered (UUID version 7: a millisecond
 -- timestamp, then random bits).  Two btrees of memory.facts lead with
 -- (org, fact id) (the primary key and the text leg's cover): a random id
@@ -95,7 +113,7 @@ comment on function memory_internal.try_timestamptz(text) is
 -- after a checkpoint logged whole) pages all over both; a time-ordered id
 -- appends at their right edge.  Measured: 2-9% less backend CPU per
 -- assert_facts batch.  PostgreSQL 18 has uuidv7(); older servers build the
--- same layout from gen_random_uuid() (its version nibble set to 7).
+-- same layout with uuid_v7.
 do $do$
 begin
   if exists (select from pg_proc where proname = 'uuidv7' and pronargs = 0) then
@@ -107,13 +125,7 @@ begin
     execute $f$
       create or replace function memory_internal.new_fact_id() returns uuid
         language sql volatile parallel safe
-        as $$
-          select encode(set_byte(b, 6, (get_byte(b, 6) & 15) | 112), 'hex')::uuid
-            from (select overlay(uuid_send(gen_random_uuid())
-                                 placing substring(int8send((extract(epoch from clock_timestamp())
-                                                             * 1000)::bigint) from 3)
-                                 from 1 for 6) as b) r
-        $$ $f$;
+        as $$ select memory_internal.uuid_v7(gen_random_uuid(), clock_timestamp()) $$ $f$;
   end if;
 end
 $do$;

@@ -2,7 +2,7 @@
 -- Runs as chronomem_app.  Every fact has an explicit valid_from, so the
 -- windows are known; all subjects are distinct, so the cases are independent.
 BEGIN;
-select plan(49);
+select plan(52);
 
 -- assert_facts on the test project, result kept under a name (put: as a
 -- statement, no output row; putr: inside an assertion).
@@ -62,10 +62,27 @@ select is(pg_temp.rng(pg_temp.id('bob_tea_1')), '[2020-01-01 00:00:00+00,2021-01
 select is(pg_temp.rng(pg_temp.id('bob_tea_2')), '[2021-01-01 00:00:00+00,)'::tstzrange, 'the new version is open');
 -- New versions get time-ordered ids (memory_internal.new_fact_id), so the
 -- btrees keyed on fact ids grow at their right edge.
-select is(uuid_extract_version(pg_temp.id('bob_tea_2')), 7::smallint, 'fact ids are UUID version 7');
-select ok(pg_temp.id('bob_tea_1') < pg_temp.id('bob_tea_2')
-          and uuid_extract_timestamp(pg_temp.id('bob_tea_2')) <= clock_timestamp(),
-          'a later version has a later id, stamped no later than now');
+-- (Read from the text, not with uuid_extract_*: those need PostgreSQL 17.)
+create function pg_temp.uuid_ms(p_id uuid) returns bigint language sql as $$
+  select ('x' || left(replace(p_id::text, '-', ''), 12))::bit(48)::bigint $$;
+select is(substr(pg_temp.id('bob_tea_2')::text, 15, 1), '7', 'fact ids are UUID version 7');
+select ok(pg_temp.uuid_ms(pg_temp.id('bob_tea_1')) <= pg_temp.uuid_ms(pg_temp.id('bob_tea_2'))
+          and pg_temp.uuid_ms(pg_temp.id('bob_tea_2')) <= floor(extract(epoch from clock_timestamp()) * 1000),
+          'a later version''s id is stamped no earlier, and no later than now');
+-- The layout built before PostgreSQL 18: the instant's milliseconds lead,
+-- then the random bits with the version set; an earlier instant sorts
+-- first even with all its random bits set (and a later one with none).
+reset role;
+select is(memory_internal.uuid_v7('ffffffff-ffff-4fff-bfff-ffffffffffff', '2024-01-01 00:00:00.0019+00'),
+          '018cc251-f401-7fff-bfff-ffffffffffff'::uuid,
+          'uuid_v7: 48 bits of Unix milliseconds, version 7, the random bits and variant kept');
+select ok(memory_internal.uuid_v7('ffffffff-ffff-4fff-bfff-ffffffffffff', '2024-01-01 00:00:00+00')
+          < memory_internal.uuid_v7('00000000-0000-4000-8000-000000000000', '2024-01-01 00:00:00.001+00'),
+          'uuid_v7: a later millisecond sorts after an earlier one whatever the random bits');
+select ok(memory_internal.uuid_v7('00000000-0000-4000-8000-000000000000', '2024-01-01 00:00:00+00')
+          < memory_internal.uuid_v7('ffffffff-ffff-4fff-bfff-ffffffffffff', '2024-01-01 00:00:00+00'),
+          'uuid_v7: within one millisecond the random bits order (control)');
+set local role chronomem_app;
 select is(pg_temp.r('a2') #> '{results,0,superseded}', jsonb_build_array(pg_temp.id('bob_tea_1')),
           'the per-fact result lists what it superseded');
 
