@@ -12,6 +12,19 @@ create or replace function memory_internal.question_tsquery(p_query text)
       from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(p_query, '')))) l
   $$;
 
+-- Whether an episode is part of the memory at p_at as known at
+-- p_known_at: it had occurred by p_at and been stored by p_known_at.  The
+-- one statement of that rule for every episode read of memory.search; a
+-- plain SQL function of plain comparisons, so the planner inlines it and
+-- its comparisons stay index conditions.
+create or replace function memory_internal.episode_visible(
+  p_occurred_at timestamptz, p_created_at timestamptz, p_at timestamptz, p_known_at timestamptz)
+  returns boolean
+  language sql immutable parallel safe
+  as $$ select p_occurred_at <= p_at and p_created_at <= p_known_at $$;
+comment on function memory_internal.episode_visible(timestamptz, timestamptz, timestamptz, timestamptz) is
+  'Whether an episode (occurred_at, created_at) is in the memory at p_at as known at p_known_at: occurred by p_at and stored by p_known_at.';
+
 -- Per-project totals for BM25's collection statistics: how many episodes
 -- a project holds and how long they are (estimated tokens).  Kept in the
 -- sharded counters by the writing statement, as monotonic pairs
@@ -64,7 +77,7 @@ create or replace function memory_internal.search_episode_vector(
       from (select e.episode_id, 1 - (e.embedding <=> p_query_embedding) as score
               from memory.episodes e
              where e.project_id = p_project and e.embedding is not null
-               and e.occurred_at <= p_at and e.created_at <= p_known_at
+               and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
              order by e.embedding <=> p_query_embedding
              limit p_n) x
      -- Sorted again by the similarity, an expression the planner cannot
@@ -110,14 +123,15 @@ create or replace function memory_internal.search_episode_vector_within(
               from q cross join wide w
               join memory.episodes e on e.org_id = q.org_id and e.project_id = p_project
                                     and e.occurred_at >= q.lo and e.occurred_at < q.hi
-             where not w.wide and e.created_at <= p_known_at and e.embedding is not null
+             where not w.wide and e.embedding is not null
+               and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
             union all
             select h.episode_id, h.score
               from (select e.episode_id, 1 - (e.embedding <=> p_query_embedding) as score
                       from memory.episodes e
                      where e.project_id = p_project and e.embedding is not null
                        and e.occurred_at >= lower(p_period) and e.occurred_at < upper(p_period)
-                       and e.occurred_at <= p_at and e.created_at <= p_known_at
+                       and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
                        and (select w.wide from wide w)
                      order by e.embedding <=> p_query_embedding
                      limit p_n) h) x
@@ -493,7 +507,7 @@ create or replace function memory_internal.search_episode_fulltext(
             join memory.episodes e on e.org_id = q.org_id and e.episode_id = t.episode_id
            where b.bound
              and t.org_id = q.org_id and t.project_id = p_project and t.lexeme = p.lexeme
-             and e.occurred_at <= p_at and e.created_at <= p_known_at
+             and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
            order by t.impact desc, t.episode_id
            limit q.c_budget)) c
     ), coll as materialized (
@@ -505,7 +519,8 @@ create or replace function memory_internal.search_episode_fulltext(
                       (select avg(greatest(e.token_count, 1))::float8
                          from matched m cross join q
                          join memory.episodes e on e.org_id = q.org_id and e.episode_id = m.episode_id
-                        where e.occurred_at <= p_at and e.created_at <= p_known_at), 1) as avgdl
+                        where memory_internal.episode_visible(e.occurred_at, e.created_at,
+                                                              p_at, p_known_at)), 1) as avgdl
         from stats s
     ), w as materialized (
       -- whole: the word's postings are all candidates (a picked word,
@@ -555,7 +570,7 @@ create or replace function memory_internal.search_episode_fulltext(
       from scored s cross join q
      where exists (select from memory.episodes e
                     where e.org_id = q.org_id and e.episode_id = s.episode_id
-                      and e.occurred_at <= p_at and e.created_at <= p_known_at)
+                      and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at))
      order by s.score desc, s.episode_id
      limit p_n
   $$;

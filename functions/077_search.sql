@@ -418,7 +418,7 @@ begin
       join memory.episodes e2 on e2.org_id = v_org and e2.session_id = h.session_id
                              and e2.seq between h.lo and h.hi and e2.seq <> h.seq
      where e2.project_id = p_project
-       and e2.occurred_at <= p_at and e2.created_at <= p_known_at
+       and memory_internal.episode_visible(e2.occurred_at, e2.created_at, p_at, p_known_at)
      group by e2.episode_id
   ), scored as (
     -- The legs' ranks are joined afterwards (preferred), not aggregated
