@@ -11,9 +11,9 @@
 -- half the cost of a call.  Folded text that is already lowercase ASCII
 -- words with single spaces between them (most of it) is its own result: the
 -- anchored match costs a fifth of the replacement it skips, which ran three
--- times per fact of every batch.  Not STRICT, so that calls with a plain column or
--- parameter are inlined (a strict function is inlined only if its body is
--- strict, and CASE is not); NULL still gives NULL.
+-- times per fact of every batch.  Not STRICT, so that calls with a plain
+-- column or parameter are inlined (a strict function is inlined only if its
+-- body is strict, and CASE is not); NULL still gives NULL.
 do $do$
 declare
   nfkc constant text :=
