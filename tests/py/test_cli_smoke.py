@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from testdb import embedded_data_dir
 
+from chronomem import embedded
+
 pytestmark = pytest.mark.smoke
 
 # A psql table's header rule ("-----" or "----+----") or its row count footer.
@@ -36,6 +38,15 @@ def data_dir() -> Iterator[Path]:
         subprocess.run([*_cli(), "down", "--data-dir", str(path)], env=_env(), check=False)
 
 
+def _sized_shared_buffers() -> int:
+    return embedded.size_memory(embedded.machine_memory()).shared_buffers
+
+
+def _shown(mib: int) -> str:
+    """A size in MiB as PostgreSQL's SHOW prints it."""
+    return f"{mib // 1024}GB" if mib % 1024 == 0 else f"{mib}MB"
+
+
 def _up(data_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*_cli(), "up", "--no-serve", "--data-dir", str(data_dir)],
@@ -53,3 +64,7 @@ def test_up_twice_on_a_fresh_data_dir(data_dir: Path) -> None:
         output = f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
         assert result.returncode == 0, f"{run} `chronomem up` failed\n{output}"
         assert PSQL_TABLE.search(result.stdout), f"{run} run printed no psql table\n{output}"
+        # The new data dir was given its share of memory (test_embedded_memory.py).
+        assert f"shared_buffers {_shown(_sized_shared_buffers())}" in result.stdout, (
+            f"{run} run did not report the sized shared_buffers\n{output}"
+        )

@@ -1,0 +1,88 @@
+"""The embedded server's memory: sized once, when its data directory is created."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+from testdb import embedded_data_dir
+
+from chronomem import embedded
+
+GIB = 1024**3
+SIZED = ("shared_buffers", "effective_cache_size", "maintenance_work_mem")
+
+
+def _bytes(dsn: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "select name, pg_size_bytes(current_setting(name)) from unnest(%s::text[]) name",
+            (list(SIZED),),
+        ).fetchall()
+    return dict(rows)
+
+
+def _wanted() -> dict[str, int]:
+    wanted = embedded.size_memory(embedded.machine_memory()).as_settings()
+    return {name: int(value.removesuffix("MB")) * embedded.MIB for name, value in wanted.items()}
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    with embedded_data_dir() as path:
+        yield path / "pg"
+        embedded.stop(path / "pg")
+
+
+@pytest.mark.parametrize(
+    ("total_gib", "shared", "cache", "maintenance"),
+    [
+        (0.5, 128, 256, 64),  # small machine: never below PostgreSQL's own default
+        (24, 3072, 12288, 1024),
+        (256, 4096, 131072, 1024),  # big machine: shared with the rest, capped
+    ],
+)
+def test_size_memory(total_gib: float, shared: int, cache: int, maintenance: int) -> None:
+    sized = embedded.size_memory(int(total_gib * GIB))
+    assert (sized.shared_buffers, sized.effective_cache_size, sized.maintenance_work_mem) == (
+        shared,
+        cache,
+        maintenance,
+    )
+
+
+def test_a_new_data_dir_is_sized_and_an_existing_one_keeps_its_settings(data_dir: Path) -> None:
+    server = embedded.start(data_dir, sized=True)
+    dsn = embedded.superuser_dsn(server)
+    assert _bytes(dsn) == _wanted()
+
+    # The user's choice wins: set by hand, kept across a restart with sized=True.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("alter system set shared_buffers = '200MB'")
+    assert embedded.stop(data_dir)
+    embedded.start(data_dir, sized=True)
+    assert _bytes(embedded.superuser_dsn(server))["shared_buffers"] == 200 * embedded.MIB
+
+
+def test_unsized_start_keeps_postgresql_defaults(data_dir: Path) -> None:
+    # The control: without sized=True nothing is changed (what the test fixtures use).
+    server = embedded.start(data_dir)
+    assert _bytes(embedded.superuser_dsn(server))["shared_buffers"] == 128 * embedded.MIB
+
+
+def test_cleanup_after_the_sizing_restart_stops_the_new_server() -> None:
+    # The restart replaces the postmaster; the handle must follow it, or its cleanup
+    # would delete the data directory under a server that still runs.
+    with embedded_data_dir() as path:
+        server = embedded.start(path / "pg", cleanup_mode="delete", sized=True)
+        pid = server.get_pid()
+        assert pid is not None and psutil.pid_exists(pid)
+        server.cleanup()
+        assert not (path / "pg").exists()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).wait(10)
+        assert not psutil.pid_exists(pid)
