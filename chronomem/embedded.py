@@ -94,9 +94,13 @@ def start(pgdata: Path, cleanup_mode: CleanupMode = None, *, sized: bool = False
     return server
 
 
-def apply_memory_settings(server: PostgresServer, pgdata: Path, wanted: MemorySettings) -> None:
+def apply_memory_settings(server: PostgresServer, pgdata: Path, wanted: MemorySettings) -> bool:
     """ALTER SYSTEM each of `wanted` (it overrides postgresql.conf), then restart the
-    server, as only a restart applies shared_buffers."""
+    server, as only a restart applies shared_buffers.  If the server cannot start so
+    (the OS refuses the shared memory), the settings are undone and it starts as it
+    was: returns whether they were applied."""
+    auto_conf = pgdata / "postgresql.auto.conf"
+    before = auto_conf.read_bytes()
     with psycopg.connect(superuser_dsn(server), autocommit=True) as conn:
         for name, value in wanted.as_settings().items():
             # ALTER SYSTEM takes no bind parameters; name and value are ours.
@@ -106,13 +110,22 @@ def apply_memory_settings(server: PostgresServer, pgdata: Path, wanted: MemorySe
     # pg_ctl restart reuses the options the library started the server with; then the
     # handle re-reads postmaster.pid, so its cleanup stops (or deletes) the new
     # process, not the gone one.
-    subprocess.run(
+    restart = subprocess.run(
         [str(BIN_DIR / "pg_ctl"), "-D", str(pgdata), "-w", "-m", "fast", "restart"],
-        check=True,
         user=_server_os_user(),
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
+    applied = restart.returncode == 0
+    if not applied:
+        warnings.warn(
+            f"the embedded server did not start with {wanted.as_settings()}; "
+            "it runs with PostgreSQL's defaults (see its log in the data dir)",
+            stacklevel=2,
+        )
+        auto_conf.write_bytes(before)  # in place: owner and mode stay the server's
     server.ensure_postgres_running()
+    return applied
 
 
 def superuser_dsn(server: PostgresServer, database: str | None = None) -> str:

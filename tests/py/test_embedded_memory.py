@@ -86,3 +86,21 @@ def test_cleanup_after_the_sizing_restart_stops_the_new_server() -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             psutil.Process(pid).wait(10)
         assert not psutil.pid_exists(pid)
+
+
+def test_settings_the_os_refuses_are_undone(data_dir: Path) -> None:
+    # 4 TB of shared buffers: the OS refuses the mapping, the server must still come up
+    # (with its defaults), and a later start must not fail on the stored setting.
+    server = embedded.start(data_dir)
+    too_big = embedded.MemorySettings(
+        shared_buffers=4 * 1024 * 1024, effective_cache_size=4096, maintenance_work_mem=64
+    )
+    with pytest.warns(UserWarning, match="did not start"):
+        assert not embedded.apply_memory_settings(server, data_dir, too_big)
+    assert _bytes(embedded.superuser_dsn(server))["shared_buffers"] == 128 * embedded.MIB
+    assert embedded.stop(data_dir)
+    embedded.start(data_dir)
+    assert _bytes(embedded.superuser_dsn(server))["shared_buffers"] == 128 * embedded.MIB
+    # The control: settings it can take are applied by the same call.
+    assert embedded.apply_memory_settings(server, data_dir, embedded.size_memory(2 * GIB))
+    assert _bytes(embedded.superuser_dsn(server))["shared_buffers"] == 256 * embedded.MIB
