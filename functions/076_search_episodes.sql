@@ -87,19 +87,41 @@ create or replace function memory_internal.search_episode_vector(
 comment on function memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer) is
   'Episode vector leg of memory.search: the p_n episodes of the project nearest to the query embedding (HNSW, cosine), best first, score = cosine similarity.';
 
+-- How many rows an exact ranking may read instead of a filtered HNSW
+-- walk.  A filter that keeps a share s of the index's rows makes the
+-- iterative scan visit about p_n / s of them (and stop, short of p_n
+-- hits, at hnsw.max_scan_tuples, 20,000 by default), while an exact
+-- ranking reads each of the filter's rows once: for a filter of r rows
+-- out of N, exact is cheaper while r * r < w * p_n * N, w the cost of a
+-- visited HNSW tuple over that of an exactly ranked row, about 5 here
+-- (1M facts, 2 cores: a month of the big project, 8,500 turns, 20 us a
+-- turn exactly, about 100 us a tuple through HNSW; benchmarks/README.md,
+-- session 6).  Never below 2000, the budget before that rule.
+create or replace function memory_internal.vector_exact_budget(p_n integer, p_index_rows real)
+  returns integer
+  language sql immutable parallel safe
+  as $$
+    select greatest(2000, ceil(sqrt(5.0 * p_n * greatest(p_index_rows, 0)))::integer)
+  $$;
+comment on function memory_internal.vector_exact_budget(integer, real) is
+  'The most rows a vector leg ranks exactly (reading them by btree) rather than through the HNSW index with a filter, for p_n hits from an index of p_index_rows rows: sqrt(5 * p_n * p_index_rows), at least 2000.';
+
 -- The same leg within a period the question names (memory.search adds
 -- these hits to the leg's: see there).  A question scoped to a day or a
 -- month is a filter plus a ranking within it, as a metadata filter in
 -- hybrid search: the turns of that period compete only with each other,
 -- so one that the whole project's nearest p_n crowd out is still scored.
--- A period of at most c_budget episodes (2000, the full-text leg's read
--- budget) is ranked exactly: its rows come from the btree on (org,
--- project, occurred_at), a range on plain columns (leakproof, so an index
--- condition under forced row-level security), sorted by the similarity,
--- an expression the HNSW index cannot serve.  A wider period (a year of a
--- large project) goes through the HNSW index with the period as a filter
--- (the caller's iterative scan), so the cost stays that of the plain leg.
--- The count stops at c_budget + 1 entries of that btree.
+-- A period of at most vector_exact_budget episodes (2000 in a small
+-- install, 12,000 with a million episodes) is ranked exactly: its rows
+-- come from the btree on (org, project, occurred_at), a range on plain
+-- columns (leakproof, so an index condition under forced row-level
+-- security), sorted by the similarity, an expression the HNSW index cannot
+-- serve.  A wider period (a year of a large project) goes through the
+-- HNSW index with the period as a filter (the caller's iterative scan),
+-- which then keeps enough of the index that the walk stays short.  The
+-- index's size is the table's row estimate (pg_class.reltuples, kept by
+-- autovacuum), not a count.  The count stops at budget + 1 entries of
+-- that btree.
 create or replace function memory_internal.search_episode_vector_within(
   p_project uuid, p_query_embedding vector, p_period tstzrange, p_at timestamptz, p_known_at timestamptz,
   p_n integer)
@@ -108,7 +130,9 @@ create or replace function memory_internal.search_episode_vector_within(
   as $$
     with q as materialized (
       select memory_internal.project_org(p_project) as org_id, lower(p_period) as lo,
-             least(upper(p_period), p_at + interval '1 microsecond') as hi, 2000 as c_budget
+             least(upper(p_period), p_at + interval '1 microsecond') as hi,
+             memory_internal.vector_exact_budget(
+               p_n, (select c.reltuples from pg_class c where c.oid = 'memory.episodes'::regclass)) as c_budget
     ), wide as materialized (
       select count(*) > q.c_budget as wide
         from q cross join lateral (
@@ -139,7 +163,7 @@ create or replace function memory_internal.search_episode_vector_within(
      limit p_n
   $$;
 comment on function memory_internal.search_episode_vector_within(uuid, vector, tstzrange, timestamptz, timestamptz, integer) is
-  'The episode vector leg within a period: the p_n episodes of the project that occurred in p_period (lower bound included, upper excluded) nearest to the query embedding, best first, score = cosine similarity; exact over the period''s rows when it holds at most 2000 episodes, else through the HNSW index with the period as a filter.';
+  'The episode vector leg within a period: the p_n episodes of the project that occurred in p_period (lower bound included, upper excluded) nearest to the query embedding, best first, score = cosine similarity; exact over the period''s rows when it holds at most vector_exact_budget episodes (2000 or more, growing with the index), else through the HNSW index with the period as a filter.';
 
 -- Postings (memory_internal.episode_terms, sql/0009): one row per
 -- distinct lexeme of an inserted episode's content_tsv, written by the

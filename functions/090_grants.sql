@@ -38,6 +38,7 @@ grant execute on function
   memory_internal.episode_speaker(jsonb),
   memory_internal.question_period(text),
   memory_internal.episode_visible(timestamptz, timestamptz, timestamptz, timestamptz),
+  memory_internal.vector_exact_budget(integer, real),
   memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer),
   memory_internal.search_episode_vector_within(uuid, vector, tstzrange, timestamptz, timestamptz, integer),
   memory_internal.search_episode_fulltext(uuid, text, timestamptz, timestamptz, integer),

@@ -6,7 +6,7 @@
 -- of more than 2000 episodes is searched through the HNSW index.  Runs as
 -- chronomem_app.
 BEGIN;
-select plan(12);
+select plan(16);
 
 -- One turn in its own session (no context shares between these turns),
 -- named p_k, with an embedding.
@@ -110,6 +110,18 @@ select is((select count(*)::integer
              from memory_internal.search_episode_vector_within(pg_temp.id('wide'), pg_temp.vec(1),
                     tstzrange('2023-07-02Z', '2023-07-03Z'), now(), now(), 5)),
           0, 'control: a day without turns gives none');
+
+-- How many rows a period may hold and still be ranked exactly: the filtered
+-- HNSW walk visits about p_n / share of the index, so the budget grows with
+-- the index (sqrt(5 * p_n * rows)), never below 2000.
+select is(memory_internal.vector_exact_budget(30, 10000), 2000,
+          'a small index: the budget is 2000 (what a 2050-turn day above relies on)');
+select is(memory_internal.vector_exact_budget(30, 1000000), 12248,
+          'a million rows: a month of 8,500 turns is ranked exactly');
+select ok(memory_internal.vector_exact_budget(30, 4000000) > memory_internal.vector_exact_budget(30, 1000000),
+          'a bigger index: a bigger budget');
+select is(memory_internal.vector_exact_budget(30, -1), 2000,
+          'a never-analyzed table (reltuples -1): the floor');
 
 select * from finish();
 ROLLBACK;
