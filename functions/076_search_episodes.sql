@@ -89,14 +89,16 @@ comment on function memory_internal.search_episode_vector(uuid, vector, timestam
 
 -- How many rows an exact ranking may read instead of a filtered HNSW
 -- walk.  A filter that keeps a share s of the index's rows makes the
--- iterative scan visit about p_n / s of them (and stop, short of p_n
--- hits, at hnsw.max_scan_tuples, 20,000 by default), while an exact
--- ranking reads each of the filter's rows once: for a filter of r rows
--- out of N, exact is cheaper while r * r < w * p_n * N, w the cost of a
--- visited HNSW tuple over that of an exactly ranked row, about 5 here
--- (1M facts, 2 cores: a month of the big project, 8,500 turns, 20 us a
--- turn exactly, about 100 us a tuple through HNSW; benchmarks/README.md,
--- session 6).  Never below 2000, the budget before that rule.
+-- iterative scan visit about p_n / s of them (at most
+-- hnsw.max_scan_tuples), and what it returns are the first rows it meets
+-- that pass the filter, not always the nearest; an exact ranking reads
+-- each of the filter's rows once.  For a filter of r rows out of N, exact
+-- is cheaper while r * r < w * p_n * N, w the cost of a visited HNSW
+-- tuple over that of an exactly ranked row, about 5 here (1M facts, 2
+-- cores: a month of the big project, 8,500 turns, took 1.5-2.5 s through
+-- HNSW and held 2-19 of its 30 nearest, 11-80 ms ranked exactly;
+-- benchmarks/README.md, session 6).  Never below 2000, the budget before
+-- that rule.
 create or replace function memory_internal.vector_exact_budget(p_n integer, p_index_rows real)
   returns integer
   language sql immutable parallel safe
