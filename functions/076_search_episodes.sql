@@ -96,8 +96,8 @@ comment on function memory_internal.search_episode_vector(uuid, vector, timestam
 -- is cheaper while r * r < w * p_n * N, w the cost of a visited HNSW
 -- tuple over that of an exactly ranked row.  Measured at 1M facts (2
 -- cores), a month of the big project, 8,500 turns (s = 0.85%), took
--- 1.5-2.5 s through HNSW, holding 2-19 of its 30 nearest, and 11-80 ms
--- (cold: 100-220) ranked exactly: w near 30.  w is taken as 5, so an
+-- 0.7-1.3 s through HNSW and 110-170 ms ranked exactly (query vectors
+-- drawn as the benchmark draws them): w near 20.  w is taken as 5, so an
 -- exact ranking reads at most ~12,000 rows at 1M (benchmarks/README.md,
 -- session 6).  Never below 2000, the budget before this rule.
 create or replace function memory_internal.vector_exact_budget(p_n integer, p_index_rows real)
