@@ -103,6 +103,25 @@ $$;
 comment on function memory_internal.search_fact_vector_cached(uuid, vector, timestamptz, timestamptz, integer) is
   'search_fact_vector planned once per session (a generic plan on the HNSW scan), for memory.search on a large project.';
 
+-- search_fact_vector planned on every call, for memory.search on a small
+-- project (whose best plan may be an exact sort of its rows): the custom
+-- plan is forced, as in search_episode_vector_planned (see there), or the
+-- plan cache may switch to a generic plan that sees no project.
+create or replace function memory_internal.search_fact_vector_planned(
+  p_project uuid, p_query_embedding vector, p_at timestamptz, p_known_at timestamptz, p_n integer)
+  returns table (fact_id uuid, distance double precision)
+  language plpgsql stable
+  set plan_cache_mode = force_custom_plan
+as $$
+begin
+  return query
+    select v.fact_id, v.distance
+      from memory_internal.search_fact_vector(p_project, p_query_embedding, p_at, p_known_at, p_n) v;
+end
+$$;
+comment on function memory_internal.search_fact_vector_planned(uuid, vector, timestamptz, timestamptz, integer) is
+  'search_fact_vector planned per call (a custom plan: an exact sort for a small project, the HNSW scan for a large one), for memory.search on a small project.';
+
 -- Fact full-text leg: the facts holding at p_at (as believed at
 -- p_known_at) that share a word with the question (an OR query), ranked by
 -- cover density (ts_rank_cd, normalisation 1) over all its words, then id.

@@ -241,8 +241,10 @@ begin
     -- past c_cached_min rows, far above where the planner switches, gets
     -- the HNSW scan as a generic plan kept for the session instead
     -- (search_fact_vector_cached, search_episode_vector_cached): the same
-    -- plan, planned once.  Smaller ones are planned per call as before, and
-    -- so is a question that names a period (search_episode_vector_planned).
+    -- plan, planned once.  Smaller ones are planned per call, as before but
+    -- now forced (search_fact_vector_planned, search_episode_vector_planned:
+    -- in PL/pgSQL's default mode the plan cache could switch to a generic
+    -- plan), and so is a question that names a period.
     select s.fact_versions > c_cached_min, s.episodes > c_cached_min
       into v_facts_cached, v_episodes_cached
       from memory_internal.project_sizes(v_org, p_project) s;
@@ -288,7 +290,7 @@ begin
             from memory_internal.search_fact_vector_cached(p_project, p_query_embedding, p_at, p_known_at, v_n) x;
         else
           select array_agg(x.fact_id order by x.distance, x.fact_id) into v_ids
-            from memory_internal.search_fact_vector(p_project, p_query_embedding, p_at, p_known_at, v_n) x;
+            from memory_internal.search_fact_vector_planned(p_project, p_query_embedding, p_at, p_known_at, v_n) x;
         end if;
       when 'episode_fulltext' then
         v_kind := 'episode';

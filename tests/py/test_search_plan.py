@@ -475,10 +475,12 @@ def test_cached_vector_leg_keeps_the_hnsw_scan_as_its_generic_plan(
             assert _hnsw_under_limit(nodes, index), json.dumps(plan)[:3000]
             scan = next(n for n in nodes if n.get("Index Name") == index)
             assert "project_id = $1" in scan["Filter"], scan["Filter"]  # generic
-            # The same answer as the leg planned for these values (a custom plan).
+            # The same answer as the leg planned for these values (a custom plan) where
+            # that plan is the HNSW scan too (big: the tests above); mid's custom
+            # plan may be an exact sort, which memory.search keeps for it (20,000).
             ids = [r[0] for r in app.conn.execute(query, params).fetchall()]
             direct = [r[0] for r in app.conn.execute(planned, params).fetchall()]
-            assert len(ids) == K and ids == direct, (project, i)
+            assert len(ids) == K and (project == "mid" or ids == direct), (project, i)
     # Controls: a custom plan shows the project's value, and the plan check fails on
     # a plan without the HNSW scan (the index dropped in this rolled-back transaction:
     # the only way left is a sort).
@@ -531,7 +533,7 @@ def test_search_runs_the_cached_legs_only_past_20000_rows(explained: Explained) 
                 "search_episode_vector_cached(",
                 "search_episode_vector_planned(",
                 "search_fact_vector_cached(",
-                "search_fact_vector(",
+                "search_fact_vector_planned(",
             )
             if name in texts
         }
@@ -539,7 +541,7 @@ def test_search_runs_the_cached_legs_only_past_20000_rows(explained: Explained) 
 
     # Counters empty (and at exactly 20,000 rows): planned per call.
     small, ran = run()
-    assert ran == {"search_episode_vector_planned(", "search_fact_vector("}, ran
+    assert ran == {"search_episode_vector_planned(", "search_fact_vector_planned("}, ran
     _set_sizes(app, "big", 20000)
     assert run()[1] == ran
     # Past 20,000: the cached legs, with the same answer.
