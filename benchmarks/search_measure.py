@@ -184,7 +184,7 @@ STATEMENT_MARKERS = {
     # Legs in their own functions are named by their call site (the statement
     # that calls them includes all they run).
     "episode_vector": "memory_internal.search_episode_vector(",
-    "fact_vector": "f.embedding <=> p_query_embedding",
+    "fact_vector": "memory_internal.search_fact_vector(",
     "episode_fulltext": "memory_internal.search_episode_fulltext(",
     "fact_fulltext": "memory_internal.search_fact_fulltext(",
     "entity": "memory_internal.search_entities(",

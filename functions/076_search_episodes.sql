@@ -168,6 +168,68 @@ create or replace function memory_internal.search_episode_vector_within(
 comment on function memory_internal.search_episode_vector_within(uuid, vector, tstzrange, timestamptz, timestamptz, integer) is
   'The episode vector leg within a period: the p_n episodes of the project that occurred in p_period (lower bound included, upper excluded) nearest to the query embedding, best first, score = cosine similarity; exact over the period''s rows when it holds at most vector_exact_budget episodes (2000 or more, growing with the index), else through the HNSW index with the period as a filter.';
 
+-- search_episode_vector with one plan per session, for memory.search on a
+-- large project (see there for when).  Called from memory.search, the leg's
+-- statement was planned on every call (0.5 ms on the 100k benchmark load):
+-- the plan cache keeps a generic plan only when its estimated cost is no
+-- higher than a custom plan's, and a generic plan sees neither the project
+-- nor the LIMIT (it guesses a tenth of the rows), so its estimate always
+-- lost.  Here the generic plan is forced, and sorts are disabled so that it
+-- is the plan the custom one is for a large project: the HNSW scan gives
+-- the distance order, and only a sort of every matching row could replace
+-- it (the generic plan took that, the project's btree and a sort, when sorts
+-- were allowed).  The final sort by score, which nothing else can give,
+-- still runs.  tests/py/test_search_plan.py checks the plan it runs.
+create or replace function memory_internal.search_episode_vector_cached(
+  p_project uuid, p_query_embedding vector, p_at timestamptz, p_known_at timestamptz, p_n integer)
+  returns table (episode_id uuid, score double precision)
+  language plpgsql stable
+  set plan_cache_mode = force_generic_plan
+  set enable_sort = off
+as $$
+begin
+  return query
+    select v.episode_id, v.score
+      from memory_internal.search_episode_vector(p_project, p_query_embedding, p_at, p_known_at, p_n) v;
+end
+$$;
+comment on function memory_internal.search_episode_vector_cached(uuid, vector, timestamptz, timestamptz, integer) is
+  'search_episode_vector planned once per session (a generic plan on the HNSW scan), for memory.search on a large project.';
+
+-- The episode vector leg planned on every call: search_episode_vector,
+-- and when the question names a period (p_period) also
+-- search_episode_vector_within, as many again; both hold cosine
+-- similarities (one scale), merged by score, best first.  memory.search
+-- runs it for a small project, whose best plan may be an exact sort of its
+-- rows, and for a question that names a period.  The custom plan is forced:
+-- the plan cache otherwise switches to a generic plan after five calls
+-- when the generic plan's estimate is the lower, which it was in a session
+-- of month-scoped questions on the 100k benchmark load's large project (a
+-- plan without the HNSW scan: 96 ms per all-legs search instead of 25, and
+-- other episodes).
+create or replace function memory_internal.search_episode_vector_planned(
+  p_project uuid, p_query_embedding vector, p_period tstzrange, p_at timestamptz, p_known_at timestamptz,
+  p_n integer)
+  returns table (episode_id uuid, score double precision)
+  language plpgsql stable
+  set plan_cache_mode = force_custom_plan
+as $$
+begin
+  return query
+    select u.episode_id, max(u.score)
+      from (select v.episode_id, v.score
+              from memory_internal.search_episode_vector(p_project, p_query_embedding, p_at, p_known_at, p_n) v
+            union all
+            select w.episode_id, w.score
+              from memory_internal.search_episode_vector_within(p_project, p_query_embedding, p_period, p_at,
+                                                                p_known_at, p_n) w
+             where p_period is not null) u
+     group by u.episode_id;
+end
+$$;
+comment on function memory_internal.search_episode_vector_planned(uuid, vector, tstzrange, timestamptz, timestamptz, integer) is
+  'The episode vector leg of memory.search planned per call: search_episode_vector, plus search_episode_vector_within when p_period is given, merged by cosine similarity (max per episode); unordered.';
+
 -- Postings (memory_internal.episode_terms, sql/0009): one row per
 -- distinct lexeme of an inserted episode's content_tsv, written by the
 -- inserting statement; they die with the episode (cascade).  Document

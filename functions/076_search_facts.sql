@@ -64,6 +64,64 @@ create or replace trigger "40_terms_update" after update of content, project_id 
   for each row when (old.content is distinct from new.content or old.project_id is distinct from new.project_id)
   execute function memory_internal.tg_facts__terms();
 
+-- Fact vector leg: the p_n facts holding at p_at (as believed at
+-- p_known_at) nearest to the query embedding, nearest first (the HNSW
+-- scan's order: a relaxed iterative scan may return them slightly out of
+-- order, which the caller's sort by distance fixes).  A plain SQL
+-- function, so the planner inlines it and the HNSW index serves the ORDER
+-- BY ... LIMIT with facts_at's filter (the caller sets hnsw.iterative_scan).
+create or replace function memory_internal.search_fact_vector(
+  p_project uuid, p_query_embedding vector, p_at timestamptz, p_known_at timestamptz, p_n integer)
+  returns table (fact_id uuid, distance double precision)
+  language sql stable
+  as $$
+    select f.fact_id, f.embedding <=> p_query_embedding
+      from memory.facts_at(p_project, p_at, p_known_at) f
+     where f.embedding is not null
+     order by f.embedding <=> p_query_embedding
+     limit p_n
+  $$;
+comment on function memory_internal.search_fact_vector(uuid, vector, timestamptz, timestamptz, integer) is
+  'Fact vector leg of memory.search: the p_n facts holding at p_at as believed at p_known_at nearest to the query embedding (HNSW, cosine), with their cosine distances.';
+
+-- search_fact_vector with one plan per session, for memory.search on a
+-- large project: as search_episode_vector_cached (see there), a forced
+-- generic plan with sorts disabled, so that it is the HNSW scan.
+create or replace function memory_internal.search_fact_vector_cached(
+  p_project uuid, p_query_embedding vector, p_at timestamptz, p_known_at timestamptz, p_n integer)
+  returns table (fact_id uuid, distance double precision)
+  language plpgsql stable
+  set plan_cache_mode = force_generic_plan
+  set enable_sort = off
+as $$
+begin
+  return query
+    select v.fact_id, v.distance
+      from memory_internal.search_fact_vector(p_project, p_query_embedding, p_at, p_known_at, p_n) v;
+end
+$$;
+comment on function memory_internal.search_fact_vector_cached(uuid, vector, timestamptz, timestamptz, integer) is
+  'search_fact_vector planned once per session (a generic plan on the HNSW scan), for memory.search on a large project.';
+
+-- search_fact_vector planned on every call, for memory.search on a small
+-- project (whose best plan may be an exact sort of its rows): the custom
+-- plan is forced, as in search_episode_vector_planned (see there), or the
+-- plan cache may switch to a generic plan that sees no project.
+create or replace function memory_internal.search_fact_vector_planned(
+  p_project uuid, p_query_embedding vector, p_at timestamptz, p_known_at timestamptz, p_n integer)
+  returns table (fact_id uuid, distance double precision)
+  language plpgsql stable
+  set plan_cache_mode = force_custom_plan
+as $$
+begin
+  return query
+    select v.fact_id, v.distance
+      from memory_internal.search_fact_vector(p_project, p_query_embedding, p_at, p_known_at, p_n) v;
+end
+$$;
+comment on function memory_internal.search_fact_vector_planned(uuid, vector, timestamptz, timestamptz, integer) is
+  'search_fact_vector planned per call (a custom plan: an exact sort for a small project, the HNSW scan for a large one), for memory.search on a small project.';
+
 -- Fact full-text leg: the facts holding at p_at (as believed at
 -- p_known_at) that share a word with the question (an OR query), ranked by
 -- cover density (ts_rank_cd, normalisation 1) over all its words, then id.

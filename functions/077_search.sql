@@ -129,6 +129,24 @@ end
 $$;
 comment on function memory.vector_query_text(uuid, text, timestamptz, timestamptz) is 'The text to embed for memory.search''s vector legs: the question without the names of the participants it names (episode speakers whose name is a run of its words, among the full-text leg''s hits), so the embedding looks for what is asked rather than for turns that name the speaker.';
 
+-- How many rows a project holds, from its counters (a few rows read):
+-- fact versions (inserted, less purged) and episodes (ingested, less
+-- deleted).  memory.search picks its vector legs' plans by these sizes.
+create or replace function memory_internal.project_sizes(p_org uuid, p_project uuid)
+  returns table (fact_versions bigint, episodes bigint)
+  language sql stable
+  as $$
+    select (coalesce(sum(c.value) filter (where c.metric = 'facts_inserted'), 0)
+              - coalesce(sum(c.value) filter (where c.metric = 'facts_purged'), 0))::bigint,
+           (coalesce(sum(c.value) filter (where c.metric = 'episodes_ingested'), 0)
+              - coalesce(sum(c.value) filter (where c.metric = 'episodes_deleted'), 0))::bigint
+      from memory_internal.counters c
+     where c.org_id = p_org and c.project_id = p_project
+       and c.metric in ('facts_inserted', 'facts_purged', 'episodes_ingested', 'episodes_deleted')
+  $$;
+comment on function memory_internal.project_sizes(uuid, uuid) is
+  'A project''s fact versions (inserted less purged) and episodes (ingested less deleted), from its counters: the sizes by which memory.search picks its vector legs'' plans.';
+
 -- p_fusion (session 4) added an argument to memory.search and search_rows:
 -- the 7-argument forms are dropped, or a 7-argument call would match both.
 drop function if exists memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[]);
@@ -184,6 +202,11 @@ declare
   v_depth integer;
   v_results jsonb;
   v_prev_scan text;
+  -- Projects with more rows than this (fact versions, episodes) run their
+  -- vector leg with one cached plan per session: see below.
+  c_cached_min constant bigint := 20000;
+  v_facts_cached boolean := false;
+  v_episodes_cached boolean := false;
 begin
   if p_k is null or p_k < 1 or p_k > 200 then
     raise exception 'k must be between 1 and 200' using errcode = 'invalid_parameter_value';
@@ -210,6 +233,29 @@ begin
     perform vector_dims(p_query_embedding);
     v_prev_scan := current_setting('hnsw.iterative_scan', true);
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    -- Which plan each vector leg runs.  Planned per call (PL/pgSQL's
+    -- custom plans), the planner sees the project and the LIMIT and picks
+    -- an exact sort of a small project's rows or the HNSW scan of a large
+    -- one's (every project of the 100k and 1M benchmark loads, 10,000 rows
+    -- and more); that planning cost 0.5 ms per leg and call.  A project
+    -- past c_cached_min rows, far above where the planner switches, gets
+    -- the HNSW scan as a generic plan kept for the session instead
+    -- (search_fact_vector_cached, search_episode_vector_cached): the same
+    -- plan, planned once.  Smaller ones are planned per call, as before but
+    -- now forced (search_fact_vector_planned, search_episode_vector_planned:
+    -- in PL/pgSQL's default mode the plan cache could switch to a generic
+    -- plan), and so is a question that names a period.
+    -- In a large install a project of that size is a small share of the
+    -- shared index, where the filtered HNSW walk grows long: the bar is
+    -- then vector_exact_budget's (the period leg's rule), if higher.
+    select s.fact_versions > greatest(c_cached_min, memory_internal.vector_exact_budget(
+                                        v_n, (select c.reltuples from pg_class c
+                                               where c.oid = 'memory.facts'::regclass))),
+           s.episodes > greatest(c_cached_min, memory_internal.vector_exact_budget(
+                                   v_n, (select c.reltuples from pg_class c
+                                          where c.oid = 'memory.episodes'::regclass)))
+      into v_facts_cached, v_episodes_cached
+      from memory_internal.project_sizes(v_org, p_project) s;
   end if;
 
   foreach v_leg in array c_all_legs loop
@@ -232,27 +278,28 @@ begin
         -- nearest v_n crowd it out.  Both lists hold cosine similarities:
         -- one scale, merged by score.  (LoCoMo dev split: vector leg
         -- recall@10 0.62 -> 0.63, fused 0.795 -> 0.802; benchmarks/README.md.)
-        select array_agg(x.episode_id order by x.score desc, x.episode_id),
-               array_agg(x.score order by x.score desc, x.episode_id)
-          into v_ids, v_scores
-          from (select u.episode_id, max(u.score) as score
-                  from (select v.episode_id, v.score
-                          from memory_internal.search_episode_vector(p_project, p_query_embedding, p_at,
-                                                                     p_known_at, v_n) v
-                        union all
-                        select w.episode_id, w.score
-                          from memory_internal.search_episode_vector_within(p_project, p_query_embedding,
-                                                                            v_period, p_at, p_known_at, v_n) w
-                         where v_period is not null) u
-                 group by u.episode_id) x;
+        if v_episodes_cached and v_period is null then
+          select array_agg(x.episode_id order by x.score desc, x.episode_id),
+                 array_agg(x.score order by x.score desc, x.episode_id)
+            into v_ids, v_scores
+            from memory_internal.search_episode_vector_cached(p_project, p_query_embedding, p_at, p_known_at,
+                                                              v_n) x;
+        else
+          select array_agg(x.episode_id order by x.score desc, x.episode_id),
+                 array_agg(x.score order by x.score desc, x.episode_id)
+            into v_ids, v_scores
+            from memory_internal.search_episode_vector_planned(p_project, p_query_embedding, v_period, p_at,
+                                                               p_known_at, v_n) x;
+        end if;
       when 'fact_vector' then
         v_kind := 'fact';
-        select array_agg(x.fact_id order by x.d, x.fact_id) into v_ids
-          from (select f.fact_id, f.embedding <=> p_query_embedding as d
-                  from memory.facts_at(p_project, p_at, p_known_at) f
-                 where f.embedding is not null
-                 order by f.embedding <=> p_query_embedding
-                 limit v_n) x;
+        if v_facts_cached then
+          select array_agg(x.fact_id order by x.distance, x.fact_id) into v_ids
+            from memory_internal.search_fact_vector_cached(p_project, p_query_embedding, p_at, p_known_at, v_n) x;
+        else
+          select array_agg(x.fact_id order by x.distance, x.fact_id) into v_ids
+            from memory_internal.search_fact_vector_planned(p_project, p_query_embedding, p_at, p_known_at, v_n) x;
+        end if;
       when 'episode_fulltext' then
         v_kind := 'episode';
         select array_agg(x.episode_id order by x.ord), array_agg(x.score order by x.ord)

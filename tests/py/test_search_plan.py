@@ -365,3 +365,190 @@ def test_period_vector_leg_reads_the_period_by_btree_or_hnsw(app: PlanData, proj
     got = [r[0] for r in app.conn.execute(PERIOD_LEG, params).fetchall()]
     direct = app.conn.execute(exact if project == "mid" else EPISODE_LEG, params).fetchall()
     assert len(got) == K and set(got) == {r[0] for r in direct}
+
+
+# The vector legs with one plan per session (memory.search on a project of more
+# than 20,000 rows): a generic plan, forced, with sorts disabled so that it is the
+# HNSW scan. Their nested statements' plans are read with auto_explain (as notices,
+# JSON); a generic plan shows the project as a parameter ($1), a custom one as a value.
+CACHED = {
+    "episode": (
+        "select x.episode_id from memory_internal.search_episode_vector_cached("
+        "%(project)s, %(q)s::vector, %(at)s, %(known_at)s, %(n)s) x",
+        "episodes_embedding_idx",
+    ),
+    "fact": (
+        "select x.fact_id from memory_internal.search_fact_vector_cached("
+        "%(project)s, %(q)s::vector, %(at)s, %(known_at)s, %(n)s) x",
+        "facts_embedding_idx",
+    ),
+}
+
+
+class Explained:
+    """Runs a statement as the app role and returns the plans of the statements it
+    ran inside functions (auto_explain, nested statements, JSON)."""
+
+    def __init__(self, app: PlanData) -> None:
+        self.app = app
+        self.notices: list[str] = []
+
+    def __call__(self, query: str, params: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+        self.notices.clear()
+        row = self.app.conn.execute(query, params).fetchone()
+        plans = []
+        for message in self.notices:
+            head, _, body = message.partition("plan:")
+            if head.startswith("duration:") and body.strip():
+                plan = json.loads(body)
+                if not plan["Query Text"].lstrip().startswith(query.split("(")[0].strip()):
+                    plans.append(plan)
+        return (row[0] if row else None), plans
+
+
+@pytest.fixture
+def explained(app: PlanData) -> Iterator[Explained]:
+    ex = Explained(app)
+    conn = app.conn
+    conn.execute("reset role")
+    conn.execute("load 'auto_explain'")
+    for setting in (
+        "auto_explain.log_min_duration = 0",
+        "auto_explain.log_nested_statements = on",
+        "auto_explain.log_format = json",
+        "auto_explain.log_level = notice",
+    ):
+        conn.execute(f"set local {setting}")
+    conn.execute("set local role chronomem_app")
+
+    def handler(d: psycopg.errors.Diagnostic) -> None:
+        ex.notices.append(d.message_primary or "")
+
+    conn.add_notice_handler(handler)
+    try:
+        yield ex
+    finally:
+        conn.remove_notice_handler(handler)
+
+
+def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        nodes.append(node)
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan["Plan"])
+    return nodes
+
+
+def _hnsw_under_limit(nodes: list[dict[str, Any]], index: str) -> bool:
+    """The HNSW scan gives the LIMIT its order: no sort between them."""
+    for n in nodes:
+        if n["Node Type"] == "Limit":
+            below = _plan_nodes({"Plan": n})[1:]
+            scans = [m for m in below if m.get("Index Name") == index and m.get("Order By")]
+            sorts = [m for m in below if m["Node Type"] in ("Sort", "Incremental Sort")]
+            return bool(scans) and not sorts
+    return False
+
+
+@pytest.mark.parametrize("leg", sorted(CACHED))
+def test_cached_vector_leg_keeps_the_hnsw_scan_as_its_generic_plan(
+    explained: Explained, leg: str
+) -> None:
+    query, index = CACHED[leg]
+    app = explained.app
+    planned = (
+        EPISODE_LEG_FUNCTION
+        if leg == "episode"
+        else "select x.fact_id from memory_internal.search_fact_vector("
+        "%(project)s, %(q)s::vector, %(at)s, %(known_at)s, %(n)s) x"
+    )
+    for project in ("big", "mid"):
+        for i, q in enumerate(app.queries + app.queries[:2]):  # 8 calls: past the plan cache's 5
+            params = app.leg_params(project, q)
+            _, plans = explained(query, params)
+            [plan] = plans
+            nodes = _plan_nodes(plan)
+            assert _hnsw_under_limit(nodes, index), json.dumps(plan)[:3000]
+            scan = next(n for n in nodes if n.get("Index Name") == index)
+            assert "project_id = $1" in scan["Filter"], scan["Filter"]  # generic
+            # The same answer as the leg planned for these values (a custom plan) where
+            # that plan is the HNSW scan too (big: the tests above); mid's custom
+            # plan may be an exact sort, which memory.search keeps for it (20,000).
+            ids = [r[0] for r in app.conn.execute(query, params).fetchall()]
+            direct = [r[0] for r in app.conn.execute(planned, params).fetchall()]
+            assert len(ids) == K and (project == "mid" or ids == direct), (project, i)
+    # Controls: a custom plan shows the project's value, and the plan check fails on
+    # a plan without the HNSW scan (the index dropped in this rolled-back transaction:
+    # the only way left is a sort).
+    _, [plan] = explained(
+        "select x.episode_id from memory_internal.search_episode_vector_planned(%(project)s,"
+        " %(q)s::vector, null, %(at)s, %(known_at)s, %(n)s) x",
+        app.leg_params("big"),
+    )
+    scan = next(n for n in _plan_nodes(plan) if n.get("Index Name") == "episodes_embedding_idx")
+    assert "project_id = $1" not in scan["Filter"], scan["Filter"]
+    app.conn.execute("reset role")
+    app.conn.execute(f"drop index memory.{index}")
+    app.conn.execute("set local role chronomem_app")
+    _, [plan] = explained(query, app.leg_params("big"))
+    assert not _hnsw_under_limit(_plan_nodes(plan), index), json.dumps(plan)[:3000]
+
+
+def _set_sizes(app: PlanData, project: str, rows: int) -> None:
+    """The project's counters say it holds `rows` fact versions and episodes (the
+    fixture's rows were written with triggers off, so its counters hold nothing)."""
+    conn = app.conn
+    conn.execute("reset role")
+    conn.execute(
+        "insert into memory_internal.counters (org_id, project_id, metric, shard, value)"
+        " select %(org)s, %(p)s, m, 0, %(n)s from unnest(array['facts_inserted',"
+        " 'episodes_ingested']) m on conflict (org_id, project_id, metric, shard)"
+        " do update set value = excluded.value",
+        {"org": app.org, "p": app.projects[project], "n": rows},
+    )
+    conn.execute("set local role chronomem_app")
+
+
+def test_search_runs_the_cached_legs_only_past_20000_rows(explained: Explained) -> None:
+    app = explained.app
+    search = (
+        "select memory.search(%(project)s, %(question)s, %(q)s::vector, p_k => 10,"
+        " p_legs => array['episode_vector', 'fact_vector'])"
+    )
+    params = {"project": app.projects["big"], "q": app.queries[1], "question": "zzz"}
+
+    def run(question: str = "zzz") -> tuple[Any, set[str]]:
+        result, plans = explained(search, {**params, "question": question})
+        # memory.search's own statements for the two legs (not those they call).
+        texts = " ".join(
+            p["Query Text"] for p in plans if p["Query Text"].startswith("select array_agg(x.")
+        )
+        ran = {
+            name
+            for name in (
+                "search_episode_vector_cached(",
+                "search_episode_vector_planned(",
+                "search_fact_vector_cached(",
+                "search_fact_vector_planned(",
+            )
+            if name in texts
+        }
+        return result, ran
+
+    # Counters empty (and at exactly 20,000 rows): planned per call.
+    small, ran = run()
+    assert ran == {"search_episode_vector_planned(", "search_fact_vector_planned("}, ran
+    _set_sizes(app, "big", 20000)
+    assert run()[1] == ran
+    # Past 20,000: the cached legs, with the same answer.
+    _set_sizes(app, "big", 20001)
+    large, ran = run()
+    assert ran == {"search_episode_vector_cached(", "search_fact_vector_cached("}, ran
+    assert large["results"] == small["results"] and len(large["results"]) == 10
+    # A question that names a period is planned per call (its period ranking).
+    _, ran = run("zzz in March 2023")
+    assert ran == {"search_episode_vector_planned(", "search_fact_vector_cached("}, ran
