@@ -163,6 +163,17 @@ def latency_ms(seconds: Sequence[float]) -> dict[str, float]:
     }
 
 
+def backend_cpu_ns(pid: int) -> int | None:
+    """Nanoseconds a local server backend has run on a CPU (/proc/<pid>/schedstat, the
+    scheduler's own count, not clock ticks); None when it is not a local process this
+    one can see. A backend's CPU time is what other work on the machine inflates
+    least: waiting for a core is not in it."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")

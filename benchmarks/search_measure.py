@@ -14,7 +14,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from benchmarks.common import latency_ms
+from benchmarks.common import backend_cpu_ns, latency_ms
 from benchmarks.search_load import Conn, LoadedProject, connect_app
 from benchmarks.synthetic import SPAN_DAYS, SPAN_START, Clusters
 
@@ -85,21 +85,34 @@ def workloads(
 def run_queries(
     app_dsn: str, org: uuid.UUID, warmup: list[Query], queries: list[Query]
 ) -> dict[str, dict[str, Any]]:
-    """Run `warmup` untimed, then time each of `queries` (client side: execute + fetch)."""
+    """Run `warmup` untimed, then time each of `queries` (client side: execute + fetch),
+    and, when the server is local, the backend CPU each one took (`cpu_ms`)."""
     times: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     degraded: dict[str, int] = {}
     with connect_app(app_dsn, org) as conn:
+        pid_row = conn.execute("select pg_backend_pid()").fetchone()
+        pid = int(pid_row[0]) if pid_row else -1
         for q in warmup:
             conn.execute(q.sql, q.params).fetchone()
         for q in queries:
+            c0 = backend_cpu_ns(pid)
             t0 = perf_counter()
             row = conn.execute(q.sql, q.params).fetchone()
             times.setdefault(q.workload, []).append(perf_counter() - t0)
+            c1 = backend_cpu_ns(pid)
+            if c0 is not None and c1 is not None:
+                cpu.setdefault(q.workload, []).append((c1 - c0) / 1e9)
             assert row is not None
             if isinstance(row[0], dict) and row[0].get("degraded"):
                 degraded[q.workload] = degraded.get(q.workload, 0) + 1
     return {
-        w: {"n": len(t), **latency_ms(t), "degraded": degraded.get(w, 0)}
+        w: {
+            "n": len(t),
+            **latency_ms(t),
+            "degraded": degraded.get(w, 0),
+            "cpu_ms": latency_ms(cpu[w]) if w in cpu else None,
+        }
         for w, t in sorted(times.items())
     }
 
