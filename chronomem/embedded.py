@@ -48,14 +48,20 @@ class MemorySettings:
         return {name: f"{value}MB" for name, value in vars(self).items()}
 
 
-def machine_memory() -> int:
-    """Bytes of memory this process may use: the machine's, or its cgroup's limit if lower."""
+def machine_memory(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
+    """Bytes of memory this process may use: the machine's, or its cgroup's limit if
+    lower (cgroup v2 `memory.max`, else v1 `memory/memory.limit_in_bytes`, as a
+    container sees them)."""
     total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-    except OSError:
-        return total
-    return min(total, int(limit)) if limit.isdigit() else total
+    v1_limit = cgroup_root / "memory" / "memory.limit_in_bytes"
+    for limit_file in (cgroup_root / "memory.max", v1_limit):
+        try:
+            limit = limit_file.read_text().strip()
+        except OSError:
+            continue
+        # "max" (v2) or a huge number (v1) when unlimited.
+        return min(total, int(limit)) if limit.isdigit() else total
+    return total
 
 
 def size_memory(total: int) -> MemorySettings:

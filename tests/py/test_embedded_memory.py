@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,6 +54,26 @@ def test_size_memory(total_gib: float, shared: int, cache: int, maintenance: int
         cache,
         maintenance,
     )
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"memory.max": "2147483648\n"}, 2 * GIB),  # cgroup v2 with a limit
+        ({"memory/memory.limit_in_bytes": "1073741824\n"}, GIB),  # cgroup v1
+        ({"memory.max": "max\n"}, None),  # v2, no limit: the machine's memory
+        ({"memory/memory.limit_in_bytes": str(2**63 - 4096)}, None),  # v1, no limit
+        ({}, None),  # no cgroup files at all
+    ],
+)
+def test_machine_memory_reads_a_container_limit(
+    tmp_path: Path, files: dict[str, str], expected: int | None
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert embedded.machine_memory(tmp_path) == (expected or physical)
 
 
 def test_a_new_data_dir_is_sized_and_an_existing_one_keeps_its_settings(data_dir: Path) -> None:
