@@ -134,6 +134,8 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
                 ([f.name for f in dataclasses.fields(embedded.MemorySettings)],),
             ).fetchone()
         print(f"embedded PostgreSQL in {settings.pgdata}: {memory[0] if memory else ''}")
+        if hint := embedded.unsized_hint(_admin_dsn(settings)):
+            print(hint)
     if args.no_serve:
         if embedded_server:
             print(f"embedded PostgreSQL keeps running in {settings.pgdata} (`chronomem down`)")

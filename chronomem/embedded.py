@@ -134,6 +134,26 @@ def apply_memory_settings(server: PostgresServer, pgdata: Path, wanted: MemorySe
     return applied
 
 
+def unsized_hint(superuser: str) -> str | None:
+    """What to run when this server's shared_buffers was never set by ALTER SYSTEM and
+    is below what `size_memory` would give (a data dir made before new ones were
+    sized, whose settings `start` never changes); None otherwise."""
+    wanted = size_memory(machine_memory()).shared_buffers
+    with psycopg.connect(superuser) as conn:
+        row = conn.execute(
+            "select current_setting('shared_buffers'), pg_size_bytes(current_setting("
+            "'shared_buffers')), coalesce(sourcefile like '%postgresql.auto.conf', false)"
+            " from pg_settings where name = 'shared_buffers'"
+        ).fetchone()
+    if row is None or row[2] or row[1] >= wanted * MIB:
+        return None
+    return (
+        f"shared_buffers is {row[0]}: this data dir was made before chronomem sized new ones."
+        f" To give it {wanted}MB, run `alter system set shared_buffers = '{wanted}MB'` as"
+        " the superuser postgres, then `chronomem down` and start again (README)."
+    )
+
+
 def superuser_dsn(server: PostgresServer, database: str | None = None) -> str:
     return server.get_uri(database=database)
 

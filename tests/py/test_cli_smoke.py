@@ -68,3 +68,19 @@ def test_up_twice_on_a_fresh_data_dir(data_dir: Path) -> None:
         assert f"shared_buffers {_shown(_sized_shared_buffers())}" in result.stdout, (
             f"{run} run did not report the sized shared_buffers\n{output}"
         )
+        assert "made before chronomem sized" not in result.stdout, output
+
+
+def test_up_on_a_data_dir_made_before_sizing_says_how_to_size_it(data_dir: Path) -> None:
+    # A data dir whose server ran with PostgreSQL's defaults (as before sizing): `up`
+    # keeps them and prints what to run. The control is the test above: a sized data
+    # dir gets no hint.
+    embedded.start(data_dir / "pg")
+    assert embedded.stop(data_dir / "pg")
+    result = _up(data_dir)
+    output = f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+    assert result.returncode == 0, output
+    assert "shared_buffers 128MB" in result.stdout, output
+    wanted = _sized_shared_buffers()
+    hint = f"alter system set shared_buffers = '{wanted}MB'"
+    assert (hint in result.stdout) == (wanted > 128), output
