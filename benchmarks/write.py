@@ -111,10 +111,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rounds",
         type=int,
-        default=2,
+        default=6,
         help="the two methods alternate, A B then B A, ..., each round running its share of "
         "--batches, so a machine that gets busier or quieter during the run skews neither "
-        "(default: 2)",
+        "(default: 6)",
     )
     parser.add_argument("--seed", type=int, default=20240601, help="workload seed")
     parser.add_argument(
@@ -728,7 +728,8 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
             f"  {s['writers']} writer(s): assert_facts {s['assert_facts']['facts_per_s']:.0f} "
             f"facts/s, baseline {s['baseline']['facts_per_s']:.0f} facts/s, "
             f"ratio {s['ratio']:.2f}"
-            + (f" (by backend CPU {s['cpu_ratio']:.2f})" if s["cpu_ratio"] is not None else ""),
+            + (f" (by backend CPU {s['cpu_ratio']:.2f})" if s["cpu_ratio"] is not None else "")
+            + f"; per round {min(s['ratio_per_round']):.2f}-{max(s['ratio_per_round']):.2f}",
             flush=True,
         )
     return json_path
