@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from time import perf_counter
 from typing import Any
 
 import psycopg
@@ -105,6 +106,55 @@ def server_info(dsn: str) -> dict[str, Any]:
             [list(names)],
         ).fetchall()
     return {"version": row[1], "version_full": row[0], "settings": dict(found)}
+
+
+# Reference work for one backend, timed at the start and the end of a run: on a shared
+# machine the same code has run 2x slower one hour than the next, in backend CPU time as
+# well as in wall time, so a run's figures compare with another run's only next to these.
+SPEED_SQL = {
+    # Executor and expression evaluation, what a query spends between its page reads.
+    "executor": "select sum(x) from (select generate_series(1, 1000000) as x) s",
+    # A hash table of 100,000 groups, larger than a core's caches: memory latency, where
+    # HNSW element loads and buffer lookups spend much of a search's CPU time.
+    "hash": "select count(*) from (select x % 100000 from "
+    "(select generate_series(1, 400000) as x) s group by 1) t",
+}
+
+
+def speed_reference(dsn: str, repeats: int = 5) -> dict[str, Any]:
+    """Median wall and backend CPU milliseconds of each SPEED_SQL statement (no JIT, no
+    spill to disk)."""
+    out: dict[str, Any] = {}
+    with psycopg.connect(dsn) as conn:
+        conn.execute("set jit = off")  # its compile time is not what this measures
+        conn.execute("set work_mem = '64MB'")  # the hash table stays in memory
+        pid = conn.info.backend_pid
+        for name, query in SPEED_SQL.items():
+            wall: list[float] = []
+            cpu: list[float] = []
+            for _ in range(repeats):
+                cpu0, t0 = backend_cpu_ns(pid), perf_counter()
+                conn.execute(query).fetchone()
+                wall.append((perf_counter() - t0) * 1000)
+                cpu1 = backend_cpu_ns(pid)
+                if cpu0 is not None and cpu1 is not None:
+                    cpu.append((cpu1 - cpu0) / 1e6)
+            out[name] = {
+                "wall_ms": round(statistics.median(wall), 1),
+                "cpu_ms": round(statistics.median(cpu), 1) if cpu else None,
+            }
+    return out
+
+
+def speed_line(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """One printed line: the reference work's CPU (else wall) ms at the start and the end."""
+
+    def ms(x: dict[str, Any]) -> float:
+        return float(x["cpu_ms"] if x["cpu_ms"] is not None else x["wall_ms"])
+
+    return "reference work (ms, start/end): " + ", ".join(
+        f"{name} {ms(before[name]):.0f}/{ms(after[name]):.0f}" for name in SPEED_SQL
+    )
 
 
 def _cpu_model() -> str | None:

@@ -28,6 +28,8 @@ from benchmarks.common import (
     machine_info,
     now_iso,
     server_info,
+    speed_line,
+    speed_reference,
     write_json,
 )
 from benchmarks.search_load import LoadedProject, load_all
@@ -244,6 +246,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     result["sizes"] = sizes(db.admin, fact_rows)
     latency: dict[str, Any] = {}
     loads: dict[str, list[list[float]]] = {}
+    speed_before = speed_reference(db.admin)
     main_queries: list[Query] = []
     for lp in projects[:2]:  # the large project and one small one
         with psycopg.connect(db.app) as conn:
@@ -259,6 +262,8 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     # Other work on the machine inflates latencies: the 1/5/15-min load averages before and
     # after each project's query phase (2 cores: above 2 means queries waited for a core).
     result["settings"]["load_average_before_after_queries"] = loads
+    speed = {"before": speed_before, "after": speed_reference(db.admin)}
+    result["settings"]["machine"]["speed_reference"] = speed
     result["goal"] = GOAL
     result["goal_check"] = {name: _goal(lat) for name, lat in latency.items()}
     first_search = next(q for q in main_queries if q.workload == "search_all_legs")
@@ -277,4 +282,5 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
                 f"{goal['cpu_ratio_to_episode_vector_p95']}x / "
                 f"{goal['cpu_ratio_to_fact_vector_p95']}x the vector legs'"
             )
+    print(f"  {speed_line(speed['before'], speed['after'])}", flush=True)
     return json_path

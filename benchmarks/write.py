@@ -41,6 +41,8 @@ from benchmarks.common import (
     now_iso,
     scalar,
     server_info,
+    speed_line,
+    speed_reference,
     write_json,
 )
 
@@ -665,6 +667,7 @@ def _load(avg: tuple[float, float, float]) -> list[float]:
 def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     started = perf_counter()
     load_before = os.getloadavg()  # other work on the machine skews both methods unevenly
+    speed_before = speed_reference(db.admin)
     table = create_bare_table(db.owner)
     try:
         org = new_org(db.app, "benchmark write")
@@ -675,6 +678,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     machine = {
         **machine_info(),
         "load_average_1_5_15_min": [_load(load_before), _load(os.getloadavg())],
+        "speed_reference": {"before": speed_before, "after": speed_reference(db.admin)},
     }
     result = {
         "benchmark": "write",
@@ -723,6 +727,8 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         f"batches/writer,\nmix 50/30/20 new/superseding/identical, stats {args.stats}"
     )
     plot(out / "write.png", scenarios, subtitle)
+    speed = machine["speed_reference"]
+    print(f"  {speed_line(speed['before'], speed['after'])}", flush=True)
     for s in scenarios:
         print(
             f"  {s['writers']} writer(s): assert_facts {s['assert_facts']['facts_per_s']:.0f} "
