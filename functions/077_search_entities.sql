@@ -21,13 +21,28 @@ comment on function memory_internal.content_words(text[]) is
 
 -- The runs of 1 to 4 consecutive words of a normalized question: the
 -- names an exact whole-word match can have, each one btree probe.
+-- A loop over the words, no query: as a query (SQL, or PL/pgSQL's custom
+-- plans) it was planned on every call, 0.09 ms of planning for 0.02 of
+-- execution, twice per search.
 create or replace function memory_internal.question_ngrams(p_qnorm text) returns text[]
-  language sql immutable strict parallel safe
+  language plpgsql immutable strict parallel safe
 as $$
-  select array(select distinct array_to_string(w[i:i + l - 1], ' ')
-                 from (select string_to_array(p_qnorm, ' ') as w) q,
-                      generate_series(1, cardinality(q.w)) i, generate_series(1, 4) l
-                where i + l - 1 <= cardinality(q.w))
+declare
+  v_words text[] := string_to_array(p_qnorm, ' ');
+  v_n integer := coalesce(cardinality(v_words), 0);
+  v_gram text;
+  v_grams text[] := '{}';
+begin
+  for i in 1 .. v_n loop
+    for l in 1 .. least(4, v_n - i + 1) loop
+      v_gram := array_to_string(v_words[i:i + l - 1], ' ');
+      if not v_gram = any (v_grams) then
+        v_grams := v_grams || v_gram;
+      end if;
+    end loop;
+  end loop;
+  return v_grams;
+end
 $$;
 comment on function memory_internal.question_ngrams(text) is
   'The runs of 1 to 4 consecutive words of a normalized question (the names a whole-word match of up to 4 words can have).';

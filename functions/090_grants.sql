@@ -52,6 +52,7 @@ grant execute on function
   memory_internal.episode_collection(uuid, uuid),
   memory_internal.search_fact_fulltext(uuid, text, timestamptz, timestamptz, integer),
   memory_internal.search_entities(uuid, text, timestamptz, integer),
+  memory_internal.search_graph_level(uuid, timestamptz, timestamptz, uuid[], uuid[], uuid[], integer),
   memory_internal.question_ngrams(text), memory_internal.name_tokens(text),
   memory_internal.content_words(text[]),
   memory_internal.estimate_tokens(text)

@@ -102,21 +102,29 @@ def test_graph_leg_takes_an_edge_between_two_seeds_once(graph: Any) -> None:
     ]  # fmt: skip
 
 
-# The graph walk's read of a level's edges, as functions/077_search.sql writes it
-# (v_frontier, v_inner and v_depth as parameters).
+# The graph walk's read of a level's edges, as memory_internal.search_graph_level
+# (functions/077_search.sql) writes it: per frontier entity, by source and by target.
 LEVEL_EDGES = """
     select e.source_id, e.target_id, e.relation
-      from memory.edges_at(%(p)s, now(), now()) e
-     where e.source_id = any (%(frontier)s::uuid[])
-       and (%(depth)s < 2 or e.target_id = any (%(frontier)s::uuid[]))
+      from unnest(%(frontier)s::uuid[]) s(id)
+     cross join lateral (
+       select x.source_id, x.target_id, x.relation
+         from memory.edges_at(%(p)s, now(), now()) x
+        where x.source_id = s.id
+       offset 0) e
+     where (%(depth)s < 2 or e.target_id = any (%(frontier)s::uuid[]))
        and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))
     union all
     select e.source_id, e.target_id, e.relation
-      from memory.edges_at(%(p)s, now(), now()) e
-     where %(depth)s < 2 and e.target_id = any (%(frontier)s::uuid[])
-       and not e.source_id = any (%(frontier)s::uuid[])
+      from unnest(%(frontier)s::uuid[]) t(id)
+     cross join lateral (
+       select x.source_id, x.target_id, x.relation
+         from memory.edges_at(%(p)s, now(), now()) x
+        where x.target_id = t.id
+       offset 0) e
+     where %(depth)s < 2 and not e.source_id = any (%(frontier)s::uuid[])
        and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))"""
-# The single read it replaced: an OR of source and target, which no one index holds.
+# The single read of session 4: an OR of source and target, which no one index holds.
 LEVEL_EDGES_OR = """
     select e.source_id, e.target_id, e.relation
       from memory.edges_at(%(p)s, now(), now()) e
@@ -170,3 +178,75 @@ def test_graph_level_read_is_covered_by_the_edge_indexes(graph: Any) -> None:
     assert used <= set(covered["edges_key_idx"]) and used <= set(covered["edges_target_idx"])
     # Control: the check sees a missing column (the primary key holds none of these).
     assert not used <= set(covered["edges_pkey"])
+
+
+# A project of 2,000 entities in a ring with 100 chords (2,100 edges and facts),
+# loaded as superuser with triggers off, then analyzed: the planner's choices are
+# those of a real project.
+HUB_LOAD = """
+    with ents as (
+      insert into memory.entities (org_id, project_id, name, normalized_name)
+      select %(org)s, %(p)s, 'node ' || i, 'node ' || i from generate_series(1, 2000) i
+      returning entity_id, name),
+    ids as (select entity_id, split_part(name, ' ', 2)::int as i from ents),
+    pairs as (
+      select a.entity_id as s, b.entity_id as t
+        from ids a join ids b on b.i = (a.i %% 2000) + 1 or (a.i <= 100 and b.i = a.i * 20)),
+    f as (
+      insert into memory.facts (org_id, project_id, subject_id, predicate, predicate_label,
+                                object_entity_id, object_key, identity_object, content,
+                                content_key, source, valid_from, valid_range)
+      select %(org)s, %(p)s, s, 'knows', 'knows', t, t::text, t::text, 'knows', 'knows', 'api',
+             '2020-01-01Z', tstzrange('2020-01-01Z', null)
+        from pairs returning 1)
+    insert into memory.edges (org_id, project_id, source_id, target_id, relation, valid_range)
+    select %(org)s, %(p)s, s, t, 'knows', tstzrange('2020-01-01Z', null) from pairs"""
+
+
+def test_graph_level_is_one_generic_plan_of_index_probes(admin_dsn: str) -> None:
+    """search_graph_level, as memory.search runs it (auto_explain of the nested
+    statement): the same generic plan on every call (parameters, not values, in its
+    index conditions: planned once per session, where the statement inside
+    memory.search was planned on every call), reading edges per frontier entity by
+    source (edges_key_idx) and by target (edges_target_idx), and each edge's facts by
+    the edge's whole key (facts_edge_cover_idx); no sequential scan."""
+    with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
+        conn.execute("set local role chronomem_app")
+        org = conn.execute("select memory.create_org('graph plan')").fetchone()[0]  # type: ignore[index]
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = conn.execute("select memory.create_project(%s, 'g')", (org,)).fetchone()[0]  # type: ignore[index]
+        conn.execute("reset role")
+        conn.execute("set local session_replication_role = replica")
+        conn.execute(HUB_LOAD, {"org": org, "p": project})
+        conn.execute("set local session_replication_role = origin")
+        conn.execute("analyze memory.entities, memory.edges, memory.facts")
+        conn.execute("load 'auto_explain'")
+        for name, value in [("log_min_duration", "0"), ("log_nested_statements", "on"),
+                            ("log_level", "notice")]:  # fmt: skip
+            conn.execute(f"set local auto_explain.{name} = '{value}'")
+        conn.execute("set local client_min_messages = notice")
+        conn.execute("set local role chronomem_app")
+        plans: list[str] = []
+        conn.add_notice_handler(
+            lambda d: (
+                plans.append(d.message_primary or "")
+                if "with lvl as materialized" in (d.message_primary or "")
+                else None
+            )
+        )
+        for question in ("What about node 1?", "What about node 7 and node 40?"):
+            result = conn.execute(
+                "select memory.search(%s, %s, null, p_legs => array['graph'])",
+                (project, question),
+            ).fetchone()[0]  # type: ignore[index]
+            assert result["results"] and not result["degraded"], result
+    # Control: each call's levels were seen (a walk reads up to three).
+    assert len(plans) >= 2, plans
+    for plan in plans:  # the statement's text, then its plan
+        assert "Seq Scan" not in plan, plan
+        assert "edges_key_idx" in plan and "(source_id = s.id)" in plan, plan
+        assert "edges_target_idx" in plan and "(target_id = t.id)" in plan, plan
+        assert "facts_edge_cover_idx" in plan and "(subject_id = lvl.source_id)" in plan, plan
+        assert "(object_entity_id = lvl.target_id)" in plan, plan
+        # Generic: the project is a parameter, not this call's value.
+        assert "(project_id = $1)" in plan and str(project) not in plan, plan
