@@ -165,6 +165,9 @@ create or replace function memory_internal.search_graph_level(
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
   set plan_cache_mode = force_generic_plan
+  -- The plan is kept for the session: one made while the project is small
+  -- must not scan whole tables once it has grown (as restitch).
+  set enable_seqscan = off
 as $$
 begin
   -- offset 0 keeps each lateral read a probe per entity (or per edge).

@@ -180,18 +180,18 @@ def test_graph_level_read_is_covered_by_the_edge_indexes(graph: Any) -> None:
     assert not used <= set(covered["edges_pkey"])
 
 
-# A project of 2,000 entities in a ring with 100 chords (2,100 edges and facts),
-# loaded as superuser with triggers off, then analyzed: the planner's choices are
-# those of a real project.
+# A project of n entities in a ring, with chords from each of the first 100 to its
+# multiple of 20 (2,100 edges and facts for n = 2,000), loaded as superuser with
+# triggers off, then analyzed: the planner's choices are those of a real project.
 HUB_LOAD = """
     with ents as (
       insert into memory.entities (org_id, project_id, name, normalized_name)
-      select %(org)s, %(p)s, 'node ' || i, 'node ' || i from generate_series(1, 2000) i
+      select %(org)s, %(p)s, 'node ' || i, 'node ' || i from generate_series(1, %(n)s) i
       returning entity_id, name),
     ids as (select entity_id, split_part(name, ' ', 2)::int as i from ents),
     pairs as (
       select a.entity_id as s, b.entity_id as t
-        from ids a join ids b on b.i = (a.i %% 2000) + 1 or (a.i <= 100 and b.i = a.i * 20)),
+        from ids a join ids b on b.i = (a.i %% %(n)s) + 1 or (a.i <= 100 and b.i = a.i * 20)),
     f as (
       insert into memory.facts (org_id, project_id, subject_id, predicate, predicate_label,
                                 object_entity_id, object_key, identity_object, content,
@@ -203,13 +203,16 @@ HUB_LOAD = """
     select %(org)s, %(p)s, s, t, 'knows', tstzrange('2020-01-01Z', null) from pairs"""
 
 
-def test_graph_level_is_one_generic_plan_of_index_probes(admin_dsn: str) -> None:
+@pytest.mark.parametrize("n", [12, 2000])
+def test_graph_level_is_one_generic_plan_of_index_probes(admin_dsn: str, n: int) -> None:
     """search_graph_level, as memory.search runs it (auto_explain of the nested
     statement): the same generic plan on every call (parameters, not values, in its
     index conditions: planned once per session, where the statement inside
     memory.search was planned on every call), reading edges per frontier entity by
     source (edges_key_idx) and by target (edges_target_idx), and each edge's facts by
-    the edge's whole key (facts_edge_cover_idx); no sequential scan."""
+    the edge's whole key (facts_edge_cover_idx); no sequential scan, in a project of
+    12 entities as in one of 2,000 (the plan is kept for the session while the
+    project grows)."""
     with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
         conn.execute("set local role chronomem_app")
         org = conn.execute("select memory.create_org('graph plan')").fetchone()[0]  # type: ignore[index]
@@ -217,7 +220,7 @@ def test_graph_level_is_one_generic_plan_of_index_probes(admin_dsn: str) -> None
         project = conn.execute("select memory.create_project(%s, 'g')", (org,)).fetchone()[0]  # type: ignore[index]
         conn.execute("reset role")
         conn.execute("set local session_replication_role = replica")
-        conn.execute(HUB_LOAD, {"org": org, "p": project})
+        conn.execute(HUB_LOAD, {"org": org, "p": project, "n": n})
         conn.execute("set local session_replication_role = origin")
         conn.execute("analyze memory.entities, memory.edges, memory.facts")
         conn.execute("load 'auto_explain'")
