@@ -153,8 +153,9 @@ comment on function memory_internal.project_sizes(uuid, uuid) is
 -- the current facts on those edges (newest first) and the edges' other ends
 -- not yet reached.  The edges are read per frontier entity, by source
 -- (edges_key_idx) and by target (edges_target_idx), and the facts per edge
--- by its whole key (facts_edge_cover_idx): index probes whatever the
--- parameters, so one generic plan serves every call.  (Inside memory.search
+-- by its key (facts_edge_cover_idx; a small table's plan may take its
+-- target alone): index probes whatever the parameters, so one generic
+-- plan serves every call.  (Inside memory.search
 -- the level's statement, with arrays as filters, was planned anew on every
 -- call: 1.0 ms of planning for 0.5 of execution on the 100k benchmark load;
 -- its generic form scanned the org's edges and the project's facts.)
