@@ -130,19 +130,19 @@ $$;
 comment on function memory.vector_query_text(uuid, text, timestamptz, timestamptz) is 'The text to embed for memory.search''s vector legs: the question without the names of the participants it names (episode speakers whose name is a run of its words, among the full-text leg''s hits), so the embedding looks for what is asked rather than for turns that name the speaker.';
 
 -- How many rows a project holds, from its counters (a few rows read):
--- fact versions (inserted, less purged) and episodes (ingested, less
--- deleted).  memory.search picks its vector legs' plans by these sizes.
+-- fact versions (inserted, less purged) and episodes (as the full-text
+-- leg's collection statistics count them: episode_collection).
+-- memory.search picks its vector legs' plans by these sizes.
 create or replace function memory_internal.project_sizes(p_org uuid, p_project uuid)
   returns table (fact_versions bigint, episodes bigint)
   language sql stable
   as $$
     select (coalesce(sum(c.value) filter (where c.metric = 'facts_inserted'), 0)
               - coalesce(sum(c.value) filter (where c.metric = 'facts_purged'), 0))::bigint,
-           (coalesce(sum(c.value) filter (where c.metric = 'episodes_ingested'), 0)
-              - coalesce(sum(c.value) filter (where c.metric = 'episodes_deleted'), 0))::bigint
+           (select e.docs from memory_internal.episode_collection(p_org, p_project) e)
       from memory_internal.counters c
      where c.org_id = p_org and c.project_id = p_project
-       and c.metric in ('facts_inserted', 'facts_purged', 'episodes_ingested', 'episodes_deleted')
+       and c.metric in ('facts_inserted', 'facts_purged')
   $$;
 comment on function memory_internal.project_sizes(uuid, uuid) is
   'A project''s fact versions (inserted less purged) and episodes (ingested less deleted), from its counters: the sizes by which memory.search picks its vector legs'' plans.';
@@ -155,10 +155,10 @@ comment on function memory_internal.project_sizes(uuid, uuid) is
 -- (edges_key_idx) and by target (edges_target_idx), and the facts per edge
 -- by its key (facts_edge_cover_idx; a small table's plan may take its
 -- target alone): index probes whatever the parameters, so one generic
--- plan serves every call.  (Inside memory.search
--- the level's statement, with arrays as filters, was planned anew on every
--- call: 1.0 ms of planning for 0.5 of execution on the 100k benchmark load;
--- its generic form scanned the org's edges and the project's facts.)
+-- plan serves every call.  (Inside memory.search the level's statement,
+-- with arrays as filters, was planned anew on every call: 1.0 ms of
+-- planning for 0.5 of execution on the 100k benchmark load; its generic
+-- form scanned the org's edges and the project's facts.)
 create or replace function memory_internal.search_graph_level(
   p_project uuid, p_at timestamptz, p_known_at timestamptz,
   p_frontier uuid[], p_inner uuid[], p_reached uuid[], p_depth integer,
