@@ -91,8 +91,7 @@ def run_queries(
     cpu: dict[str, list[float]] = {}
     degraded: dict[str, int] = {}
     with connect_app(app_dsn, org) as conn:
-        pid_row = conn.execute("select pg_backend_pid()").fetchone()
-        pid = int(pid_row[0]) if pid_row else -1
+        pid = conn.info.backend_pid
         for q in warmup:
             conn.execute(q.sql, q.params).fetchone()
         for q in queries:

@@ -32,6 +32,7 @@ import psycopg
 from benchmarks.common import (
     BenchDatabase,
     Tenant,
+    backend_cpu_ns,
     git_info,
     latency_ms,
     machine_info,
@@ -359,16 +360,6 @@ def baseline_step(tenant: Tenant) -> Step:
 # --------------------------------------------------------------------------- timing
 
 
-def backend_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) a server backend has used, from /proc; None when
-    the server is not a local process this one can see."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclass
 class PhaseResult:
     wall_s: float
@@ -419,14 +410,14 @@ def _writer(
             raise
         latencies, counts, mix = [], Counter[str](), Counter[str]()
         pid = conn.info.backend_pid
-        cpu0 = backend_cpu_s(pid)
+        cpu0 = backend_cpu_ns(pid)
         for batch in batches[warmup:]:
             t0 = perf_counter()
             counts.update(step(conn, batch))
             latencies.append(perf_counter() - t0)
             mix.update(batch.mix)
-        cpu1 = backend_cpu_s(pid)
-    cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+        cpu1 = backend_cpu_ns(pid)
+    cpu = None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / 1e9
     return latencies, counts, mix, cpu
 
 
