@@ -161,8 +161,6 @@ def superuser_dsn(server: PostgresServer, database: str | None = None) -> str:
 def stop(pgdata: Path) -> bool:
     """Stop the server of `pgdata` if it runs; True if one was stopped."""
     pgdata = pgdata.expanduser().resolve()
-    if not (pgdata / "PG_VERSION").exists():
-        return False
     if not _is_running(pgdata):
         return False
     subprocess.run(
