@@ -370,6 +370,16 @@ create or replace function memory.assert_facts(
   security definer
   set search_path = memory_internal, memory, public, pg_temp
   set timezone = 'UTC'
+  -- One plan per statement and session, for this function and everything
+  -- it calls (restitch, parse_facts, sync_edges, the triggers).  Every
+  -- statement here is index probes keyed by the batch's arrays, whatever
+  -- the batch size.  Custom plans were planned on every call (1 ms of a
+  -- 4 ms single-fact call) and are made from the project's statistics: a
+  -- project the statistics do not know yet (a new one, until autovacuum
+  -- analyzes) got the identity lookups as scans of its whole
+  -- range_changed index, 3-5x slower per batch; a generic plan sees any
+  -- project (tests/py/test_write_plans.py).
+  set plan_cache_mode = force_generic_plan
 as $$
 declare
   c_max_batch constant integer := 1000;

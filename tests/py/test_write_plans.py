@@ -1,0 +1,111 @@
+"""The write path's plans: assert_facts' lookups of an identity's stored versions are
+planned once per session and probe the identity index, whatever the planner's
+statistics know of the project.
+
+A project the statistics do not know (created after the last ANALYZE of
+memory.facts) is the case that went wrong: planned per call for its id, the
+planner guessed it had one row, and read each identity's versions by scanning the
+project's whole range_changed index (3-5x slower per batch, growing with the
+project). A generic plan does not see which project it is.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import psycopg
+
+# The statements whose plans are checked, each by a phrase of its text: restitch's
+# layout of an identity's versions, and assert_facts' per-fact outcome lookup.
+MARKERS = {
+    "layout": "lead(v.valid_from) over w",
+    "outcome": "l.outcome = 'skipped'",
+}
+
+
+def _plans(
+    conn: psycopg.Connection[Any], project: uuid.UUID, batches: list[str]
+) -> dict[str, list[str]]:
+    """Run the batches through assert_facts as the app role and return the plans
+    (auto_explain of nested statements) of the statements named in MARKERS."""
+    seen: dict[str, list[str]] = {name: [] for name in MARKERS}
+
+    def keep(diag: psycopg.errors.Diagnostic) -> None:
+        text = diag.message_primary or ""
+        for name, marker in MARKERS.items():
+            if marker in text:
+                seen[name].append(text)
+
+    conn.execute("load 'auto_explain'")
+    for name, value in [("log_min_duration", "0"), ("log_nested_statements", "on"),
+                        ("log_level", "notice")]:  # fmt: skip
+        conn.execute(f"set local auto_explain.{name} = '{value}'")
+    conn.execute("set local client_min_messages = notice")
+    conn.execute("set local role chronomem_app")
+    conn.add_notice_handler(keep)
+    for batch in batches:
+        result = conn.execute(
+            "select memory.assert_facts(%s, %s::jsonb)", (project, batch)
+        ).fetchone()[0]  # type: ignore[index]
+        assert result["invalid"] == 0 and result["refused"] == 0, result
+    conn.remove_notice_handler(keep)
+    conn.execute("reset role")
+    return seen
+
+
+def _plan_batch(prefix: str, n: int, plan: str, day: int) -> str:
+    return json.dumps([
+        {"subject": f"{prefix}{i}", "predicate": "plan", "object": plan,
+         "content": f"{prefix}{i} is on the {plan} plan", "valid_from": f"2024-01-{day:02d}"}
+        for i in range(n)
+    ])  # fmt: skip
+
+
+def test_identity_lookups_are_generic_probes_in_a_project_unknown_to_statistics(
+    admin_dsn: str,
+) -> None:
+    with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
+        conn.execute("set local role chronomem_app")
+        org = conn.execute("select memory.create_org('write plans')").fetchone()[0]  # type: ignore[index]
+        conn.execute("select memory.use_org(%s)", (org,))
+        known = conn.execute("select memory.create_project(%s, 'known')", (org,)).fetchone()[0]  # type: ignore[index]
+        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (known,))
+        for day in (1, 2):  # 2,000 versions of 1,000 identities
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)",
+                (known, _plan_batch("k", 1000, f"p{day}", day)),
+            )
+        new = conn.execute("select memory.create_project(%s, 'new')", (org,)).fetchone()[0]  # type: ignore[index]
+        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (new,))
+        conn.execute("reset role")
+        # Statistics that know 'known' and not 'new' (as after any ANALYZE that ran
+        # before a project was created).
+        conn.execute("analyze memory.facts")
+        # Three batches of 'new': first claims, then each identity superseded (its
+        # stored version found and closed), then the same claims again (skipped).
+        plans = _plans(conn, new, [_plan_batch("n", 40, "free", 1), _plan_batch("n", 40, "pro", 2),
+                                   _plan_batch("n", 40, "pro", 2)])  # fmt: skip
+        closed = conn.execute(
+            "select count(*) from memory.facts "
+            " where project_id = %s and not upper_inf(valid_range)",
+            (new,),
+        ).fetchone()[0]  # type: ignore[index]
+    # Control: the lookups ran and found what they had to (40 versions closed), and
+    # both statements' plans were seen on every call that runs them.
+    assert closed == 40
+    assert len(plans["outcome"]) == 3, plans
+    assert len(plans["layout"]) >= 1, plans
+    for name in ("layout", "outcome"):
+        for plan in plans[name]:
+            # Each identity's versions by the identity index, keyed on the identity.
+            assert "facts_identity_idx" in plan, (name, plan)
+            conds = [line for line in plan.splitlines() if "Index Cond" in line]
+            keyed = [c for c in conds if "subject_id =" in c and "identity_object =" in c]
+            assert keyed, (name, plan)
+            # Not a range of the project in another index.
+            for other in ("facts_range_changed_idx", "facts_text_cover_idx"):
+                assert other not in plan, (name, plan)
+            # Generic: the project is a parameter, not this call's value.
+            assert str(new) not in plan, (name, plan)
