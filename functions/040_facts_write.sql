@@ -167,17 +167,24 @@ begin
 
   -- Expire current edges of these keys that are not wanted, then insert
   -- the wanted ones that are missing (in that order: the exclusion
-  -- constraint holds after each statement).
+  -- constraint holds after each statement).  Both read each key's edges
+  -- by one probe of edges_key_idx (offset 0, expired_at tested outside it
+  -- so the partial GiST indexes do not apply): as a join, a plan made while
+  -- the planner guessed the project had one edge scanned all of them for
+  -- every key (tests/py/test_write_plans.py).
   with gone as (
     update memory.edges e
        set expired_at = memory_internal.txn_instant()
       from (select distinct s, t, r from unnest(p_sources, p_targets, p_relations) u(s, t, r)) k
-     where e.org_id = p_org and e.project_id = p_project
-       and e.source_id = k.s and e.target_id = k.t and e.relation = k.r
-       and e.expired_at is null
+     cross join lateral (
+       select y.edge_id, y.valid_range, y.expired_at from memory.edges y
+        where y.org_id = p_org and y.project_id = p_project
+          and y.source_id = k.s and y.target_id = k.t and y.relation = k.r
+       offset 0) c
+     where c.expired_at is null
        and not exists (select from unnest(v_src, v_tgt, v_rel, v_range) w(s, t, r, vr)
-                        where w.s = e.source_id and w.t = e.target_id
-                          and w.r = e.relation and w.vr = e.valid_range)
+                        where w.s = k.s and w.t = k.t and w.r = k.r and w.vr = c.valid_range)
+       and e.org_id = p_org and e.edge_id = c.edge_id
     returning 1
   )
   select count(*) into v_expired from gone;
@@ -185,11 +192,11 @@ begin
   insert into memory.edges (org_id, project_id, source_id, target_id, relation, valid_range)
   select p_org, p_project, w.s, w.t, w.r, w.vr
     from unnest(v_src, v_tgt, v_rel, v_range) w(s, t, r, vr)
-   where not exists (select from memory.edges e
-                      where e.org_id = p_org and e.project_id = p_project
-                        and e.source_id = w.s and e.target_id = w.t
-                        and e.relation = w.r and e.expired_at is null
-                        and e.valid_range = w.vr);
+   where not exists (select from (select y.valid_range, y.expired_at from memory.edges y
+                                   where y.org_id = p_org and y.project_id = p_project
+                                     and y.source_id = w.s and y.target_id = w.t and y.relation = w.r
+                                  offset 0) c
+                      where c.expired_at is null and c.valid_range = w.vr);
   get diagnostics v_inserted = row_count;
   return query select v_expired, v_inserted;
 end
