@@ -82,10 +82,18 @@ begin
   -- Delivered at commit, so a worker never wakes for a rolled-back job.
   -- NOTIFY serialises concurrent commits on one server-wide lock, so skip
   -- it when ready jobs of these kinds already wait: the workers are busy
-  -- (or absent) and will reach the new ones by claiming or polling.
-  if not exists (select from memory.jobs j
-                  where j.status = 'queued' and j.run_at < clock_timestamp() - interval '1 second'
-                    and j.kind in (select n.kind from new_rows n)) then
+  -- (or absent) and will reach the new ones by claiming or polling.  One
+  -- probe of jobs_kind_status_idx per kind (sql/0018: a backlog of another
+  -- kind is not read through).
+  -- (Not EXISTS: the planner drops its ORDER BY and, expecting a match
+  -- early, scans the table.)
+  if not exists (select from (select distinct n.kind from new_rows n) k
+                  cross join lateral (
+                    select from memory.jobs j
+                     where j.kind = k.kind and j.status = 'queued'
+                       and j.run_at < clock_timestamp() - interval '1 second'
+                     order by j.run_at
+                     limit 1) ready) then
     perform pg_notify('chronomem_jobs', '');
   end if;
   return null;

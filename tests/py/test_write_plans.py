@@ -11,6 +11,9 @@ project). A generic plan does not see which project it is.
 The same guess made sync_edges join the batch's edge keys to every current edge of
 the project (a batch of 100 facts with entity objects: 75 ms of its 99 in
 sync_edges, 4,000 edges in); each key's edges are now one index probe.
+
+And every write that queues a job asks whether a ready job of that kind already
+waits (then it skips NOTIFY): that read went through a backlog of other kinds.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import psycopg
 
 # The statements whose plans are checked, each by a phrase of its text: restitch's
 # layout of an identity's versions, assert_facts' per-fact outcome lookup, and
-# sync_edges' expiry and insert of a batch's edges.
+# sync_edges' expiry and insert of a batch's edges, the job trigger's wake-up test.
 MARKERS = {
     "layout": "lead(v.valid_from) over w",
     "outcome": "l.outcome = 'skipped'",
     "expire_edges": "update memory.edges e",
     "insert_edges": "insert into memory.edges",
+    "job_wakeup": "from new_rows n)",
 }
 
 
@@ -37,6 +41,20 @@ def _plans(
 ) -> dict[str, list[str]]:
     """Run the batches through assert_facts as the app role and return the plans
     (auto_explain of nested statements) of the statements named in MARKERS."""
+
+    def run() -> None:
+        for batch in batches:
+            result = conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)", (project, batch)
+            ).fetchone()[0]  # type: ignore[index]
+            assert result["invalid"] == 0 and result["refused"] == 0, result
+
+    return _explained(conn, run)
+
+
+def _explained(conn: psycopg.Connection[Any], run: Any) -> dict[str, list[str]]:
+    """The plans of the statements named in MARKERS (auto_explain of nested
+    statements) while run() runs as the app role."""
     seen: dict[str, list[str]] = {name: [] for name in MARKERS}
 
     def keep(diag: psycopg.errors.Diagnostic) -> None:
@@ -52,11 +70,7 @@ def _plans(
     conn.execute("set local client_min_messages = notice")
     conn.execute("set local role chronomem_app")
     conn.add_notice_handler(keep)
-    for batch in batches:
-        result = conn.execute(
-            "select memory.assert_facts(%s, %s::jsonb)", (project, batch)
-        ).fetchone()[0]  # type: ignore[index]
-        assert result["invalid"] == 0 and result["refused"] == 0, result
+    run()
     conn.remove_notice_handler(keep)
     conn.execute("reset role")
     return seen
@@ -165,3 +179,43 @@ def test_edge_sync_probes_each_key_in_a_project_unknown_to_statistics(admin_dsn:
             assert any("source_id =" in c or "target_id =" in c for c in conds), (name, plan)
             # Never all of the project's current edges.
             assert "edges_current_idx" not in plan, (name, plan)
+
+
+def test_job_wakeup_check_reads_one_kind_not_a_backlog_of_another(admin_dsn: str) -> None:
+    with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
+        conn.execute("set local role chronomem_app")
+        org = conn.execute("select memory.create_org('job plans')").fetchone()[0]  # type: ignore[index]
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = _new_project(conn, org, "p")
+        conn.execute("reset role")
+        # A backlog of another kind: 3,000 embed jobs ready for an hour (the embedder
+        # down), and none of kind enrich.
+        conn.execute(
+            "insert into memory.jobs (org_id, project_id, kind, payload, run_at) "
+            "select %s, %s, 'embed', '{}', now() - interval '1 hour' from generate_series(1, 3000)",
+            (org, project),
+        )
+        conn.execute("analyze memory.jobs")
+
+        def ingest() -> None:
+            conn.execute(
+                "select memory.ingest(%s, 's', %s::jsonb)",
+                (project, json.dumps([{"role": "user", "content": "I moved to Lisbon."}])),
+            )
+
+        plans = _explained(conn, ingest)["job_wakeup"]
+        queued = conn.execute(
+            "select kind, count(*) from memory.jobs where project_id = %s and status = 'queued' "
+            "group by kind order by kind",
+            (project,),
+        ).fetchall()
+    # Control: the ingest queued its enrich job and its embed job (two inserts, each
+    # with its wake-up test).
+    assert queued == [("embed", 3001), ("enrich", 1)], queued
+    assert len(plans) == 2, plans
+    for plan in plans:
+        conds = [line for line in plan.splitlines() if "Index Cond" in line]
+        # Ready jobs of the new job's kind, by an index condition on that kind.
+        assert "jobs_kind_status_idx" in plan, plan
+        assert any("(kind = " in c and "status = " in c for c in conds), plan
+        assert "jobs_ready_idx" not in plan, plan
