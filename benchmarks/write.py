@@ -119,6 +119,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--batches, so a machine that gets busier or quieter during the run skews neither "
         "(default: 6)",
     )
+    parser.add_argument(
+        "--small-batches",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        default=[1, 10],
+        help="comma-separated smaller batch sizes whose per-call cost is also measured, 1 "
+        "writer, the two methods alternating call by call (default: 1,10; empty: none)",
+    )
+    parser.add_argument(
+        "--small-calls",
+        type=int,
+        default=300,
+        help="timed calls per small batch size and method (default: 300)",
+    )
     parser.add_argument("--seed", type=int, default=20240601, help="workload seed")
     parser.add_argument(
         "--stats",
@@ -483,6 +496,67 @@ def consistency(app_dsn: str, tenant: Tenant) -> dict[str, Any]:
     }
 
 
+SMALL_WARMUP = 30
+
+
+def small_batches(
+    db: BenchDatabase, org: uuid.UUID, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Per-call cost at small batch sizes (an agent writing a few facts per turn): what a
+    call costs beyond its facts. One writer per method, the methods alternating call by
+    call (A B, then B A), each call timed by wall clock and by its backend's CPU."""
+    out = []
+    for size in args.small_batches:
+        tenant = _new_project(db.app, org, f"write-small-{size}")
+        gen = WriterWorkload(writer=0, rng=random.Random(f"{args.seed}/small/{size}"))
+        batches = [gen.batch(size) for _ in range(SMALL_WARMUP + args.small_calls)]
+        steps = {"assert_facts": assert_step(tenant), "baseline": baseline_step(tenant)}
+        wall: dict[str, list[float]] = {m: [] for m in steps}
+        cpu: dict[str, list[float]] = {m: [] for m in steps}
+        mix: Counter[str] = Counter()
+        print(f"  small batches of {size}: {args.small_calls} calls per method ...", flush=True)
+        with (
+            psycopg.connect(db.app, autocommit=True) as a,
+            psycopg.connect(db.app, autocommit=True) as b,
+        ):
+            conns = {"assert_facts": a, "baseline": b}
+            for i, batch in enumerate(batches):
+                if i == SMALL_WARMUP:
+                    _vacuum(db.owner)
+                order = list(steps) if i % 2 == 0 else list(steps)[::-1]
+                for method in order:
+                    conn = conns[method]
+                    pid = conn.info.backend_pid
+                    c0 = backend_cpu_ns(pid)
+                    t0 = perf_counter()
+                    steps[method](conn, batch)
+                    t1 = perf_counter()
+                    c1 = backend_cpu_ns(pid)
+                    if i >= SMALL_WARMUP:
+                        wall[method].append(t1 - t0)
+                        if c0 is not None and c1 is not None:
+                            cpu[method].append((c1 - c0) / 1e9)
+                if i >= SMALL_WARMUP:
+                    mix.update(batch.mix)
+        report: dict[str, Any] = {"batch_size": size, "calls": args.small_calls, "mix": dict(mix)}
+        for method in steps:
+            report[method] = {
+                "call_latency_ms": latency_ms(wall[method]),
+                "backend_cpu_ms_per_call": latency_ms(cpu[method]) if cpu[method] else None,
+            }
+        af, bl = report["assert_facts"], report["baseline"]
+        report["ratio_by_median_latency"] = round(
+            bl["call_latency_ms"]["p50"] / af["call_latency_ms"]["p50"], 3
+        )
+        report["ratio_by_median_cpu"] = (
+            round(bl["backend_cpu_ms_per_call"]["p50"] / af["backend_cpu_ms_per_call"]["p50"], 3)
+            if af["backend_cpu_ms_per_call"] and bl["backend_cpu_ms_per_call"]
+            else None
+        )
+        out.append(report)
+    return out
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -663,6 +737,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     try:
         org = new_org(db.app, "benchmark write")
         scenarios = [scenario(db, org, w, args) for w in args.writers]
+        small = small_batches(db, org, args)
     finally:
         drop_bare_table(db.owner)
     server = server_info(db.admin)
@@ -708,6 +783,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         "baseline": baseline_description(table),
         "goal": {"ratio_min": GOAL_MIN, "ratio_target": GOAL_TARGET},
         "scenarios": scenarios,
+        "small_batches": small,
         "runtime_s": round(perf_counter() - started, 1),
     }
     out: Path = args.out
@@ -729,4 +805,18 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
             + f"; per round {min(s['ratio_per_round']):.2f}-{max(s['ratio_per_round']):.2f}",
             flush=True,
         )
+    for r in small:
+        af, bl = r["assert_facts"], r["baseline"]
+        line = (
+            f"  batches of {r['batch_size']}: assert_facts {af['call_latency_ms']['p50']:.2f} ms "
+            f"per call, baseline {bl['call_latency_ms']['p50']:.2f} ms (medians), "
+            f"ratio {r['ratio_by_median_latency']:.2f}"
+        )
+        if r["ratio_by_median_cpu"] is not None:
+            line += (
+                f"; backend CPU {af['backend_cpu_ms_per_call']['p50']:.2f} / "
+                f"{bl['backend_cpu_ms_per_call']['p50']:.2f} ms, "
+                f"ratio {r['ratio_by_median_cpu']:.2f}"
+            )
+        print(line, flush=True)
     return json_path
