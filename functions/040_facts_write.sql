@@ -32,6 +32,11 @@ create or replace function memory_internal.restitch(
   -- the install) is still small would otherwise keep scanning whole tables
   -- as they grow, until autovacuum re-analyzes them.
   set enable_seqscan = off
+  -- Generic plans, for every caller (assert_facts sets it too; retraction,
+  -- close_fact and wipe do not): a custom plan for a project the
+  -- statistics do not know read each identity's versions through a range
+  -- of the whole project (tests/py/test_write_plans.py).
+  set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_ids uuid[]; v_subjects uuid[]; v_predicates text[]; v_objects uuid[];
@@ -145,6 +150,8 @@ create or replace function memory_internal.sync_edges(
   returns table (edges_expired integer, edges_inserted integer)
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
+  -- Generic plans for every caller (see restitch).
+  set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_src uuid[]; v_tgt uuid[]; v_rel text[]; v_range tstzrange[];
@@ -210,9 +217,11 @@ create or replace function memory_internal.identities_floor(
   p_org uuid, p_project uuid, p_subjects uuid[], p_predicates text[], p_identity_objects text[])
   returns timestamptz
   -- plpgsql, not sql: its plan is cached per session instead of planned per
-  -- call (planning this query cost twice as much as running it).
+  -- call (planning this query cost twice as much as running it); generic,
+  -- so that it is (see restitch).
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
+  set plan_cache_mode = force_generic_plan
 as $$
 begin
   return (

@@ -91,26 +91,45 @@ def _plan_batch(prefix: str, n: int, plan: str, day: int) -> str:
     ])  # fmt: skip
 
 
+def _known_and_new(conn: psycopg.Connection[Any], label: str) -> uuid.UUID:
+    """In conn's transaction: an org with a project 'known' of 2,000 fact versions and
+    an empty project 'new', then statistics that know 'known' and not 'new' (as after
+    any ANALYZE that ran before a project was created). Returns 'new'."""
+    conn.execute("set local role chronomem_app")
+    org = conn.execute("select memory.create_org(%s)", (label,)).fetchone()[0]  # type: ignore[index]
+    conn.execute("select memory.use_org(%s)", (org,))
+    known = _new_project(conn, org, "known")
+    conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (known,))
+    for day in (1, 2):  # 2,000 versions of 1,000 identities
+        conn.execute(
+            "select memory.assert_facts(%s, %s::jsonb)",
+            (known, _plan_batch("k", 1000, f"p{day}", day)),
+        )
+    new = _new_project(conn, org, "new")
+    conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (new,))
+    conn.execute("reset role")
+    conn.execute("analyze memory.facts")
+    return new
+
+
+def _assert_identity_probes(plans: list[str], project: uuid.UUID) -> None:
+    for plan in plans:
+        # Each identity's versions by the identity index, keyed on the identity.
+        assert "facts_identity_idx" in plan, plan
+        conds = [line for line in plan.splitlines() if "Index Cond" in line]
+        assert [c for c in conds if "subject_id =" in c and "identity_object =" in c], plan
+        # Not a range of the project in another index.
+        for other in ("facts_range_changed_idx", "facts_text_cover_idx"):
+            assert other not in plan, plan
+        # Generic: the project is a parameter, not this call's value.
+        assert str(project) not in plan, plan
+
+
 def test_identity_lookups_are_generic_probes_in_a_project_unknown_to_statistics(
     admin_dsn: str,
 ) -> None:
     with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
-        conn.execute("set local role chronomem_app")
-        org = conn.execute("select memory.create_org('write plans')").fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.use_org(%s)", (org,))
-        known = conn.execute("select memory.create_project(%s, 'known')", (org,)).fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (known,))
-        for day in (1, 2):  # 2,000 versions of 1,000 identities
-            conn.execute(
-                "select memory.assert_facts(%s, %s::jsonb)",
-                (known, _plan_batch("k", 1000, f"p{day}", day)),
-            )
-        new = conn.execute("select memory.create_project(%s, 'new')", (org,)).fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (new,))
-        conn.execute("reset role")
-        # Statistics that know 'known' and not 'new' (as after any ANALYZE that ran
-        # before a project was created).
-        conn.execute("analyze memory.facts")
+        new = _known_and_new(conn, "write plans")
         # Three batches of 'new': first claims, then each identity superseded (its
         # stored version found and closed), then the same claims again (skipped).
         plans = _plans(conn, new, [_plan_batch("n", 40, "free", 1), _plan_batch("n", 40, "pro", 2),
@@ -125,18 +144,40 @@ def test_identity_lookups_are_generic_probes_in_a_project_unknown_to_statistics(
     assert closed == 40
     assert len(plans["outcome"]) == 3, plans
     assert len(plans["layout"]) >= 1, plans
-    for name in ("layout", "outcome"):
-        for plan in plans[name]:
-            # Each identity's versions by the identity index, keyed on the identity.
-            assert "facts_identity_idx" in plan, (name, plan)
-            conds = [line for line in plan.splitlines() if "Index Cond" in line]
-            keyed = [c for c in conds if "subject_id =" in c and "identity_object =" in c]
-            assert keyed, (name, plan)
-            # Not a range of the project in another index.
-            for other in ("facts_range_changed_idx", "facts_text_cover_idx"):
-                assert other not in plan, (name, plan)
-            # Generic: the project is a parameter, not this call's value.
-            assert str(new) not in plan, (name, plan)
+    _assert_identity_probes(plans["layout"] + plans["outcome"], new)
+
+
+def test_retraction_restitches_by_identity_in_a_project_unknown_to_statistics(
+    admin_dsn: str,
+) -> None:
+    """retract_fact lays the identity out again (restitch) without assert_facts'
+    setting around it: restitch's own."""
+    with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
+        new = _known_and_new(conn, "retract plans")
+        conn.execute("set local role chronomem_app")
+        for day, plan in ((1, "free"), (2, "pro")):
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)", (new, _plan_batch("n", 40, plan, day))
+            )
+        pro = [r[0] for r in conn.execute(
+            "select fact_id from memory.facts where project_id = %s and object_key = 'pro' "
+            "order by fact_id limit 3", (new,)).fetchall()]  # fmt: skip
+        conn.execute("reset role")
+
+        def retract() -> None:
+            for fact in pro:
+                conn.execute("select memory.retract_fact(%s, %s, 'test')", (new, fact))
+
+        plans = _explained(conn, retract)["layout"]
+        reopened = conn.execute(
+            "select count(*) from memory.facts "
+            " where project_id = %s and object_key = 'free' and upper_inf(valid_range)",
+            (new,),
+        ).fetchone()[0]  # type: ignore[index]
+    # Control: each retraction gave the 'free' fact it had closed its window back.
+    assert reopened == 3
+    assert len(plans) == 3, plans
+    _assert_identity_probes(plans, new)
 
 
 def _employer_batch(n: int, day: int) -> str:
