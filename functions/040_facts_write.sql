@@ -150,8 +150,9 @@ create or replace function memory_internal.sync_edges(
   returns table (edges_expired integer, edges_inserted integer)
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
-  -- Generic plans for every caller (see restitch).
+  -- Generic plans for every caller, and no sequential scan: as restitch.
   set plan_cache_mode = force_generic_plan
+  set enable_seqscan = off
 as $$
 declare
   v_src uuid[]; v_tgt uuid[]; v_rel text[]; v_range tstzrange[];
@@ -175,20 +176,23 @@ begin
   -- Expire current edges of these keys that are not wanted, then insert
   -- the wanted ones that are missing (in that order: the exclusion
   -- constraint holds after each statement).  Both read each key's edges
-  -- by one probe of edges_key_idx (offset 0, expired_at tested outside it
-  -- so the partial GiST indexes do not apply): as a join, a plan made while
-  -- the planner guessed the project had one edge scanned all of them for
-  -- every key (tests/py/test_write_plans.py).
+  -- by one probe of edges_key_idx: as a join, a plan made while the
+  -- planner guessed the project had one edge scanned all of them for every
+  -- key (tests/py/test_write_plans.py).  The probe is by (source,
+  -- relation), behind offset 0, with the target and expired_at tested
+  -- outside it: on the target, edges_target_idx could serve it, and on few
+  -- statistics was chosen, reading every edge into a hub (a plan every
+  -- subject is on) for each key; on expired_at, the partial GiST indexes.
   with gone as (
     update memory.edges e
        set expired_at = memory_internal.txn_instant()
       from (select distinct s, t, r from unnest(p_sources, p_targets, p_relations) u(s, t, r)) k
      cross join lateral (
-       select y.edge_id, y.valid_range, y.expired_at from memory.edges y
+       select y.edge_id, y.target_id, y.valid_range, y.expired_at from memory.edges y
         where y.org_id = p_org and y.project_id = p_project
-          and y.source_id = k.s and y.target_id = k.t and y.relation = k.r
+          and y.source_id = k.s and y.relation = k.r
        offset 0) c
-     where c.expired_at is null
+     where c.target_id = k.t and c.expired_at is null
        and not exists (select from unnest(v_src, v_tgt, v_rel, v_range) w(s, t, r, vr)
                         where w.s = k.s and w.t = k.t and w.r = k.r and w.vr = c.valid_range)
        and e.org_id = p_org and e.edge_id = c.edge_id
@@ -199,11 +203,12 @@ begin
   insert into memory.edges (org_id, project_id, source_id, target_id, relation, valid_range)
   select p_org, p_project, w.s, w.t, w.r, w.vr
     from unnest(v_src, v_tgt, v_rel, v_range) w(s, t, r, vr)
-   where not exists (select from (select y.valid_range, y.expired_at from memory.edges y
+   where not exists (select from (select y.target_id, y.valid_range, y.expired_at
+                                    from memory.edges y
                                    where y.org_id = p_org and y.project_id = p_project
-                                     and y.source_id = w.s and y.target_id = w.t and y.relation = w.r
+                                     and y.source_id = w.s and y.relation = w.r
                                   offset 0) c
-                      where c.expired_at is null and c.valid_range = w.vr);
+                      where c.target_id = w.t and c.expired_at is null and c.valid_range = w.vr);
   get diagnostics v_inserted = row_count;
   return query select v_expired, v_inserted;
 end
@@ -563,15 +568,19 @@ begin
            v_refused + count(*) filter (where l.outcome = 'refused'),
            v_skipped + count(*) filter (where l.outcome = 'skipped'),
            -- The record-time floor: the identities' versions (above) and,
-           -- in round 1, their edges, read in one scan of the subjects'
-           -- edges as identities_floor reads them.
+           -- in round 1, their subjects' edges of their predicates, read as
+           -- identities_floor reads them.
            greatest(max(l.stamp),
                     (select max(greatest(y.recorded_at, y.expired_at))
-                       from memory.edges y
-                       join (select distinct i.subject_id, i.predicate from unnest(v_round) i) k
-                         on y.source_id = k.subject_id and y.relation = k.predicate
-                      where v_r = 1 and y.org_id = v_org and y.project_id = p_project
-                        and y.source_id = any (v_round_subjects))),
+                       from (select distinct i.subject_id, i.predicate from unnest(v_round) i) k
+                      cross join lateral (
+                        -- One probe per (subject, predicate): as a join, a
+                        -- plan made on few statistics read all the org's edges.
+                        select x.recorded_at, x.expired_at from memory.edges x
+                         where x.org_id = v_org and x.project_id = p_project
+                           and x.source_id = k.subject_id and x.relation = k.predicate
+                        offset 0) y
+                      where v_r = 1)),
            v_out || coalesce(array_agg(
              case l.outcome
                when 'refused' then jsonb_build_object(

@@ -201,7 +201,13 @@ def test_edge_sync_probes_each_key_in_a_project_unknown_to_statistics(admin_dsn:
         new = _new_project(conn, org, "new")
         conn.execute("select memory.declare_predicate(%s, 'works_at', 'one')", (new,))
         conn.execute("reset role")
-        conn.execute("analyze memory.edges, memory.facts")
+        conn.execute("analyze memory.facts")
+        # memory.edges as the planner sees a table never analyzed (a new install
+        # before autovacuum's first pass; the write benchmark until session 8).
+        conn.execute("delete from pg_statistic where starelid = 'memory.edges'::regclass")
+        conn.execute(
+            "update pg_class set reltuples = -1, relpages = 0 where oid = 'memory.edges'::regclass"
+        )
         plans = _plans(conn, new, [_employer_batch(60, 1), _employer_batch(60, 2)])
         edges = conn.execute(
             "select count(*) filter (where expired_at is null), "
@@ -216,10 +222,13 @@ def test_edge_sync_probes_each_key_in_a_project_unknown_to_statistics(admin_dsn:
     for name in ("expire_edges", "insert_edges"):
         for plan in plans[name]:
             conds = [line for line in plan.splitlines() if "Index Cond" in line]
-            # The current edges of each key, by an index condition on the key's ends.
-            assert any("source_id =" in c or "target_id =" in c for c in conds), (name, plan)
-            # Never all of the project's current edges.
-            assert "edges_current_idx" not in plan, (name, plan)
+            # Each key's edges by one probe of its source's edges (edges_key_idx)...
+            assert any("edges_key_idx" in plan and "source_id =" in c for c in conds), (
+                name,
+                plan,
+            )
+            # ...not by its target: seven companies are hubs of up to 500 edges.
+            assert "edges_target_idx" not in plan, (name, plan)
 
 
 def test_job_wakeup_check_reads_one_kind_not_a_backlog_of_another(admin_dsn: str) -> None:
