@@ -132,6 +132,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=300,
         help="timed calls per small batch size and method (default: 300)",
     )
+    parser.add_argument(
+        "--entity-batches",
+        type=int,
+        default=100,
+        help="timed batches of 100 facts whose objects are entities (edges), 1 writer per "
+        "method, alternating batch by batch (default: 100; 0: none)",
+    )
     parser.add_argument("--seed", type=int, default=20240601, help="workload seed")
     parser.add_argument(
         "--stats",
@@ -159,6 +166,10 @@ class Batch:
     closes: str  # baseline: predecessors to close
     mix: Counter[str]  # new / supersede / identical, as generated
 
+    @property
+    def size(self) -> int:
+        return sum(self.mix.values())
+
 
 @dataclass
 class WriterWorkload:
@@ -171,6 +182,9 @@ class WriterWorkload:
     plan: dict[str, Fact] = field(default_factory=dict)  # subject -> current plan
     likes: list[Fact] = field(default_factory=list)
     liked: set[tuple[str, str]] = field(default_factory=set)
+    # Objects as entities (object_type 'entity'): every fact is then also an edge, the
+    # eight plans hubs with an edge from every subject on them.
+    entity_objects: bool = False
 
     def _valid_from(self) -> str:
         # Strictly increasing per writer: a superseding fact starts after its predecessor.
@@ -190,6 +204,8 @@ class WriterWorkload:
             "content": f"{subject} is on the {obj} plan",
             "valid_from": self._valid_from(),
         }
+        if self.entity_objects:
+            fact["object_type"] = "entity"
         self.plan[subject] = fact
         return fact
 
@@ -207,6 +223,8 @@ class WriterWorkload:
             "content": f"{subject} likes {obj}",
             "valid_from": self._valid_from(),
         }
+        if self.entity_objects:
+            fact["object_type"] = "entity"
         self.likes.append(fact)
         return fact
 
@@ -334,7 +352,8 @@ def drop_bare_table(owner_dsn: str) -> None:
 def _vacuum(owner_dsn: str) -> None:
     # Both methods start a phase from the same kind of state: no dead tuples, fresh stats.
     tables = (
-        "memory.facts, memory.fact_events, memory.entities, memory.jobs, memory_internal.counters"
+        "memory.facts, memory.fact_events, memory.entities, memory.edges, memory.jobs, "
+        "memory_internal.counters, memory_internal.fact_terms"
     )
     with psycopg.connect(owner_dsn, autocommit=True) as conn:
         conn.execute(f"vacuum (analyze) {tables}, {BARE}")
@@ -500,72 +519,101 @@ SMALL_WARMUP = 30
 BASELINE_SMALL_SETTING = "set plan_cache_mode = force_generic_plan"
 
 
+def _interleaved(
+    db: BenchDatabase, tenant: Tenant, batches: list[Batch], baseline_setting: str | None
+) -> dict[str, Any]:
+    """Both methods on the same batches, one connection each, alternating call by call
+    (A B, then B A); SMALL_WARMUP untimed calls, then VACUUM ANALYZE, then each call
+    timed by wall clock and by its backend's CPU."""
+    steps = {"assert_facts": assert_step(tenant), "baseline": baseline_step(tenant)}
+    wall: dict[str, list[float]] = {m: [] for m in steps}
+    cpu: dict[str, list[float]] = {m: [] for m in steps}
+    mix: Counter[str] = Counter()
+    with (
+        psycopg.connect(db.app, autocommit=True) as a,
+        psycopg.connect(db.app, autocommit=True) as b,
+    ):
+        if baseline_setting:
+            b.execute(baseline_setting)
+        conns = {"assert_facts": a, "baseline": b}
+        for i, batch in enumerate(batches):
+            if i == SMALL_WARMUP:
+                _vacuum(db.owner)
+            order = list(steps) if i % 2 == 0 else list(steps)[::-1]
+            for method in order:
+                conn = conns[method]
+                pid = conn.info.backend_pid
+                c0 = backend_cpu_ns(pid)
+                t0 = perf_counter()
+                steps[method](conn, batch)
+                t1 = perf_counter()
+                c1 = backend_cpu_ns(pid)
+                if i >= SMALL_WARMUP:
+                    wall[method].append(t1 - t0)
+                    if c0 is not None and c1 is not None:
+                        cpu[method].append((c1 - c0) / 1e9)
+            if i >= SMALL_WARMUP:
+                mix.update(batch.mix)
+    report: dict[str, Any] = {
+        "batch_size": batches[0].size,
+        "calls": len(batches) - SMALL_WARMUP,
+        "mix": dict(mix),
+        "baseline_session": baseline_setting,
+    }
+    for method in steps:
+        report[method] = {
+            "call_latency_ms": latency_ms(wall[method]),
+            "backend_cpu_ms_per_call": latency_ms(cpu[method]) if cpu[method] else None,
+        }
+    af, bl = report["assert_facts"], report["baseline"]
+    report["ratio_by_median_latency"] = round(
+        bl["call_latency_ms"]["p50"] / af["call_latency_ms"]["p50"], 3
+    )
+    report["ratio_by_median_cpu"] = (
+        round(bl["backend_cpu_ms_per_call"]["p50"] / af["backend_cpu_ms_per_call"]["p50"], 3)
+        if af["backend_cpu_ms_per_call"] and bl["backend_cpu_ms_per_call"]
+        else None
+    )
+    return report
+
+
 def small_batches(
     db: BenchDatabase, org: uuid.UUID, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     """Per-call cost at small batch sizes (an agent writing a few facts per turn): what a
-    call costs beyond its facts. One writer per method, the methods alternating call by
-    call (A B, then B A), each call timed by wall clock and by its backend's CPU."""
+    call costs beyond its facts."""
     out = []
     for size in args.small_batches:
         tenant = _new_project(db.app, org, f"write-small-{size}")
         gen = WriterWorkload(writer=0, rng=random.Random(f"{args.seed}/small/{size}"))
         batches = [gen.batch(size) for _ in range(SMALL_WARMUP + args.small_calls)]
-        steps = {"assert_facts": assert_step(tenant), "baseline": baseline_step(tenant)}
-        wall: dict[str, list[float]] = {m: [] for m in steps}
-        cpu: dict[str, list[float]] = {m: [] for m in steps}
-        mix: Counter[str] = Counter()
         print(f"  small batches of {size}: {args.small_calls} calls per method ...", flush=True)
-        with (
-            psycopg.connect(db.app, autocommit=True) as a,
-            psycopg.connect(db.app, autocommit=True) as b,
-        ):
-            # The baseline's statements as generic plans: its custom plans joined the
-            # batch to every open row of the project, so a call cost more as the project
-            # grew (batches of 10: 2.5 -> 3.9 ms of CPU over 300 calls, against 1.6 ms
-            # throughout); assert_facts runs its own statements the same way.
-            b.execute(BASELINE_SMALL_SETTING)
-            conns = {"assert_facts": a, "baseline": b}
-            for i, batch in enumerate(batches):
-                if i == SMALL_WARMUP:
-                    _vacuum(db.owner)
-                order = list(steps) if i % 2 == 0 else list(steps)[::-1]
-                for method in order:
-                    conn = conns[method]
-                    pid = conn.info.backend_pid
-                    c0 = backend_cpu_ns(pid)
-                    t0 = perf_counter()
-                    steps[method](conn, batch)
-                    t1 = perf_counter()
-                    c1 = backend_cpu_ns(pid)
-                    if i >= SMALL_WARMUP:
-                        wall[method].append(t1 - t0)
-                        if c0 is not None and c1 is not None:
-                            cpu[method].append((c1 - c0) / 1e9)
-                if i >= SMALL_WARMUP:
-                    mix.update(batch.mix)
-        report: dict[str, Any] = {
-            "batch_size": size,
-            "calls": args.small_calls,
-            "mix": dict(mix),
-            "baseline_session": BASELINE_SMALL_SETTING,
-        }
-        for method in steps:
-            report[method] = {
-                "call_latency_ms": latency_ms(wall[method]),
-                "backend_cpu_ms_per_call": latency_ms(cpu[method]) if cpu[method] else None,
-            }
-        af, bl = report["assert_facts"], report["baseline"]
-        report["ratio_by_median_latency"] = round(
-            bl["call_latency_ms"]["p50"] / af["call_latency_ms"]["p50"], 3
-        )
-        report["ratio_by_median_cpu"] = (
-            round(bl["backend_cpu_ms_per_call"]["p50"] / af["backend_cpu_ms_per_call"]["p50"], 3)
-            if af["backend_cpu_ms_per_call"] and bl["backend_cpu_ms_per_call"]
-            else None
-        )
-        out.append(report)
+        # The baseline's statements as generic plans: its custom plans joined the
+        # batch to every open row of the project, so a call cost more as the project
+        # grew (batches of 10: 2.5 -> 3.9 ms of CPU over 300 calls, against 1.6 ms
+        # throughout); assert_facts runs its own statements the same way.
+        out.append(_interleaved(db, tenant, batches, BASELINE_SMALL_SETTING))
     return out
+
+
+def entity_objects(db: BenchDatabase, org: uuid.UUID, args: argparse.Namespace) -> dict[str, Any]:
+    """The scenarios' batches of 100 with every object an entity, so every fact is also
+    an edge (invariant 4: kept in step by sync_edges) and a superseding plan closes its
+    edge. One writer per method, alternating batch by batch. The baseline writes the same
+    fact rows as before: no entities, no edges."""
+    tenant = _new_project(db.app, org, "write-entity-objects")
+    gen = WriterWorkload(writer=0, rng=random.Random(f"{args.seed}/entities"), entity_objects=True)
+    batches = [gen.batch() for _ in range(SMALL_WARMUP + args.entity_batches)]
+    print(f"  entity objects: {args.entity_batches} batches of 100 per method ...", flush=True)
+    report = _interleaved(db, tenant, batches, None)
+    with psycopg.connect(db.app) as conn, conn.transaction():
+        conn.execute("select memory.use_org(%s)", (tenant.org,))
+        report["edges_in_project"] = scalar(
+            conn,
+            "select count(*) from memory.edges where project_id = %s and expired_at is null",
+            (tenant.project,),
+        )
+    return report
 
 
 # --------------------------------------------------------------------------- report
@@ -749,6 +797,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         org = new_org(db.app, "benchmark write")
         scenarios = [scenario(db, org, w, args) for w in args.writers]
         small = small_batches(db, org, args)
+        entities = entity_objects(db, org, args) if args.entity_batches > 0 else None
     finally:
         drop_bare_table(db.owner)
     server = server_info(db.admin)
@@ -795,6 +844,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         "goal": {"ratio_min": GOAL_MIN, "ratio_target": GOAL_TARGET},
         "scenarios": scenarios,
         "small_batches": small,
+        "entity_objects": entities,
         "runtime_s": round(perf_counter() - started, 1),
     }
     out: Path = args.out
@@ -816,10 +866,11 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
             + f"; per round {min(s['ratio_per_round']):.2f}-{max(s['ratio_per_round']):.2f}",
             flush=True,
         )
-    for r in small:
+    for r in small + ([entities] if entities else []):
         af, bl = r["assert_facts"], r["baseline"]
         line = (
-            f"  batches of {r['batch_size']}: assert_facts {af['call_latency_ms']['p50']:.2f} ms "
+            f"  batches of {r['batch_size']}{' (entity objects)' if r is entities else ''}: "
+            f"assert_facts {af['call_latency_ms']['p50']:.2f} ms "
             f"per call, baseline {bl['call_latency_ms']['p50']:.2f} ms (medians), "
             f"ratio {r['ratio_by_median_latency']:.2f}"
         )
