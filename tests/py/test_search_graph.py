@@ -20,6 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from nested_plans import nested_plans
 
 EDGES = [  # subject, predicate, object, valid_from
     ("Ann", "knows", "Bob", "2020-01-01"),
@@ -222,26 +223,14 @@ def test_graph_level_is_one_generic_plan_of_index_probes(admin_dsn: str, n: int)
         conn.execute(HUB_LOAD, {"org": org, "p": project, "n": n})
         conn.execute("set local session_replication_role = origin")
         conn.execute("analyze memory.entities, memory.edges, memory.facts")
-        conn.execute("load 'auto_explain'")
-        for name, value in [("log_min_duration", "0"), ("log_nested_statements", "on"),
-                            ("log_level", "notice")]:  # fmt: skip
-            conn.execute(f"set local auto_explain.{name} = '{value}'")
-        conn.execute("set local client_min_messages = notice")
-        conn.execute("set local role chronomem_app")
-        plans: list[str] = []
-        conn.add_notice_handler(
-            lambda d: (
-                plans.append(d.message_primary or "")
-                if "with lvl as materialized" in (d.message_primary or "")
-                else None
-            )
-        )
-        for question in ("What about node 1?", "What about node 7 and node 40?"):
-            result = conn.execute(
-                "select memory.search(%s, %s, null, p_legs => array['graph'])",
-                (project, question),
-            ).fetchone()[0]  # type: ignore[index]
-            assert result["results"] and not result["degraded"], result
+        with nested_plans(conn) as seen:
+            for question in ("What about node 1?", "What about node 7 and node 40?"):
+                result = conn.execute(
+                    "select memory.search(%s, %s, null, p_legs => array['graph'])",
+                    (project, question),
+                ).fetchone()[0]  # type: ignore[index]
+                assert result["results"] and not result["degraded"], result
+        plans = [p for p in seen if "with lvl as materialized" in p]
     # Control: each call's levels were seen (a walk reads up to three).
     assert len(plans) >= 2, plans
     for plan in plans:  # the statement's text, then its plan

@@ -23,6 +23,7 @@ import uuid
 from typing import Any
 
 import psycopg
+from nested_plans import nested_plans
 
 # The statements whose plans are checked, each by a phrase of its text: restitch's
 # layout of an identity's versions, assert_facts' per-fact outcome lookup, and
@@ -53,27 +54,18 @@ def _plans(
 
 
 def _explained(conn: psycopg.Connection[Any], run: Any) -> dict[str, list[str]]:
-    """The plans of the statements named in MARKERS (auto_explain of nested
-    statements) while run() runs as the app role."""
-    seen: dict[str, list[str]] = {name: [] for name in MARKERS}
+    """The plans of the statements named in MARKERS while run() runs as the app role."""
+    with nested_plans(conn) as plans:
+        run()
+    return {name: [p for p in plans if marker in p] for name, marker in MARKERS.items()}
 
-    def keep(diag: psycopg.errors.Diagnostic) -> None:
-        text = diag.message_primary or ""
-        for name, marker in MARKERS.items():
-            if marker in text:
-                seen[name].append(text)
 
-    conn.execute("load 'auto_explain'")
-    for name, value in [("log_min_duration", "0"), ("log_nested_statements", "on"),
-                        ("log_level", "notice")]:  # fmt: skip
-        conn.execute(f"set local auto_explain.{name} = '{value}'")
-    conn.execute("set local client_min_messages = notice")
+def _org(conn: psycopg.Connection[Any], label: str) -> uuid.UUID:
+    """In conn's transaction, as chronomem_app (left set): a new org, in scope."""
     conn.execute("set local role chronomem_app")
-    conn.add_notice_handler(keep)
-    run()
-    conn.remove_notice_handler(keep)
-    conn.execute("reset role")
-    return seen
+    org: uuid.UUID = conn.execute("select memory.create_org(%s)", (label,)).fetchone()[0]  # type: ignore[index]
+    conn.execute("select memory.use_org(%s)", (org,))
+    return org
 
 
 def _new_project(conn: psycopg.Connection[Any], org: uuid.UUID, name: str) -> uuid.UUID:
@@ -81,6 +73,13 @@ def _new_project(conn: psycopg.Connection[Any], org: uuid.UUID, name: str) -> uu
         "select memory.create_project(%s, %s)", (org, name)
     ).fetchone()[0]  # type: ignore[index]
     return project
+
+
+def _count(conn: psycopg.Connection[Any], where: str, project: uuid.UUID) -> int:
+    n: int = conn.execute(
+        f"select count(*) from memory.facts where project_id = %s and {where}", (project,)
+    ).fetchone()[0]  # type: ignore[index]
+    return n
 
 
 def _plan_batch(prefix: str, n: int, plan: str, day: int) -> str:
@@ -95,9 +94,7 @@ def _known_and_new(conn: psycopg.Connection[Any], label: str) -> uuid.UUID:
     """In conn's transaction: an org with a project 'known' of 2,000 fact versions and
     an empty project 'new', then statistics that know 'known' and not 'new' (as after
     any ANALYZE that ran before a project was created). Returns 'new'."""
-    conn.execute("set local role chronomem_app")
-    org = conn.execute("select memory.create_org(%s)", (label,)).fetchone()[0]  # type: ignore[index]
-    conn.execute("select memory.use_org(%s)", (org,))
+    org = _org(conn, label)
     known = _new_project(conn, org, "known")
     conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (known,))
     for day in (1, 2):  # 2,000 versions of 1,000 identities
@@ -134,11 +131,7 @@ def test_identity_lookups_are_generic_probes_in_a_project_unknown_to_statistics(
         # stored version found and closed), then the same claims again (skipped).
         plans = _plans(conn, new, [_plan_batch("n", 40, "free", 1), _plan_batch("n", 40, "pro", 2),
                                    _plan_batch("n", 40, "pro", 2)])  # fmt: skip
-        closed = conn.execute(
-            "select count(*) from memory.facts "
-            " where project_id = %s and not upper_inf(valid_range)",
-            (new,),
-        ).fetchone()[0]  # type: ignore[index]
+        closed = _count(conn, "not upper_inf(valid_range)", new)
     # Control: the lookups ran and found what they had to (40 versions closed), and
     # both statements' plans were seen on every call that runs them.
     assert closed == 40
@@ -169,11 +162,7 @@ def test_retraction_restitches_by_identity_in_a_project_unknown_to_statistics(
                 conn.execute("select memory.retract_fact(%s, %s, 'test')", (new, fact))
 
         plans = _explained(conn, retract)["layout"]
-        reopened = conn.execute(
-            "select count(*) from memory.facts "
-            " where project_id = %s and object_key = 'free' and upper_inf(valid_range)",
-            (new,),
-        ).fetchone()[0]  # type: ignore[index]
+        reopened = _count(conn, "object_key = 'free' and upper_inf(valid_range)", new)
     # Control: each retraction gave the 'free' fact it had closed its window back.
     assert reopened == 3
     assert len(plans) == 3, plans
@@ -192,9 +181,7 @@ def _employer_batch(n: int, day: int) -> str:
 
 def test_edge_sync_probes_each_key_in_a_project_unknown_to_statistics(admin_dsn: str) -> None:
     with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
-        conn.execute("set local role chronomem_app")
-        org = conn.execute("select memory.create_org('edge plans')").fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.use_org(%s)", (org,))
+        org = _org(conn, "edge plans")
         known = _new_project(conn, org, "known")
         conn.execute("select memory.declare_predicate(%s, 'works_at', 'one')", (known,))
         conn.execute("select memory.assert_facts(%s, %s::jsonb)", (known, _employer_batch(500, 1)))
@@ -233,9 +220,7 @@ def test_edge_sync_probes_each_key_in_a_project_unknown_to_statistics(admin_dsn:
 
 def test_job_wakeup_check_reads_one_kind_not_a_backlog_of_another(admin_dsn: str) -> None:
     with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
-        conn.execute("set local role chronomem_app")
-        org = conn.execute("select memory.create_org('job plans')").fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.use_org(%s)", (org,))
+        org = _org(conn, "job plans")
         project = _new_project(conn, org, "p")
         conn.execute("reset role")
         # A backlog of another kind: 3,000 embed jobs ready for an hour (the embedder
