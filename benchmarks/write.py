@@ -745,39 +745,74 @@ def baseline_description(table: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def plot(path: Path, scenarios: list[dict[str, Any]], subtitle: str) -> None:
+def plot(
+    path: Path,
+    scenarios: list[dict[str, Any]],
+    per_call: list[dict[str, Any]],
+    subtitle: str,
+) -> None:
+    """Left: facts/s of both methods per writer count (100-fact batches). Right, when
+    measured: median time per call of both methods for the small batches and the
+    entity-object batches."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{s['writers']} writer{'s' if s['writers'] > 1 else ''}" for s in scenarios]
-    af = [s["assert_facts"]["facts_per_s"] for s in scenarios]
-    bl = [s["baseline"]["facts_per_s"] for s in scenarios]
-    xs = range(len(scenarios))
+    panels = 2 if per_call else 1
+    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 4.8), squeeze=False)
     width = 0.38
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    bars_af = ax.bar([x - width / 2 for x in xs], af, width, label="memory.assert_facts")
-    bars_bl = ax.bar([x + width / 2 for x in xs], bl, width, label="baseline: UPDATE + INSERT")
-    ax.bar_label(bars_af, fmt="%.0f", padding=2, fontsize=8)
-    ax.bar_label(bars_bl, fmt="%.0f", padding=2, fontsize=8)
-    top = max(af + bl)
-    for x, s, a, b in zip(xs, scenarios, af, bl, strict=True):
-        ax.annotate(
-            f"ratio {s['ratio']:.2f}",
-            (x, max(a, b) + top * 0.08),
-            ha="center",
-            fontsize=10,
-            fontweight="bold",
-        )
-    ax.set_ylim(0, top * 1.2)
-    ax.set_xticks(list(xs), labels)
+
+    def bars(ax: Any, labels: list[str], af: list[float], bl: list[float],
+             ratios: list[float], fmt: str) -> None:  # fmt: skip
+        xs = range(len(labels))
+        bars_af = ax.bar([x - width / 2 for x in xs], af, width, label="memory.assert_facts")
+        bars_bl = ax.bar([x + width / 2 for x in xs], bl, width, label="baseline: UPDATE + INSERT")
+        ax.bar_label(bars_af, fmt=fmt, padding=2, fontsize=8)
+        ax.bar_label(bars_bl, fmt=fmt, padding=2, fontsize=8)
+        top = max(af + bl)
+        for x, ratio, a, b in zip(xs, ratios, af, bl, strict=True):
+            ax.annotate(
+                f"ratio {ratio:.2f}",
+                (x, max(a, b) + top * 0.08),
+                ha="center",
+                fontsize=10,
+                fontweight="bold",
+            )
+        ax.set_ylim(0, top * 1.2)
+        ax.set_xticks(list(xs), labels)
+        ax.axhline(0, color="black", linewidth=0.5)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8, frameon=False)
+
+    ax = axes[0][0]
+    bars(
+        ax,
+        [f"{s['writers']} writer{'s' if s['writers'] > 1 else ''}" for s in scenarios],
+        [s["assert_facts"]["facts_per_s"] for s in scenarios],
+        [s["baseline"]["facts_per_s"] for s in scenarios],
+        [s["ratio"] for s in scenarios],
+        "%.0f",
+    )
     ax.set_ylabel("facts per second (100-fact batches)")
     ax.set_title(
         f"Write throughput: assert_facts vs plain set-based INSERT\n{subtitle}", fontsize=9
     )
-    ax.axhline(0, color="black", linewidth=0.5)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8, frameon=False)
+    if per_call:
+        ax = axes[0][1]
+        bars(
+            ax,
+            [
+                f"{r['batch_size']} fact{'s' if r['batch_size'] > 1 else ''}"
+                + (" (entity objects)" if r.get("entity_objects") else "")
+                for r in per_call
+            ],
+            [r["assert_facts"]["call_latency_ms"]["p50"] for r in per_call],
+            [r["baseline"]["call_latency_ms"]["p50"] for r in per_call],
+            [r["ratio_by_median_latency"] for r in per_call],
+            "%.1f",
+        )
+        ax.set_ylabel("median ms per call (1 writer, alternating call by call)")
+        ax.set_title("Per call: small batches, and batches of entity objects", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -854,7 +889,8 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         f"PostgreSQL {server['version']}, {machine['cores']} cores, {args.batches} timed "
         f"batches/writer,\nmix 50/30/20 new/superseding/identical, stats {args.stats}"
     )
-    plot(out / "write.png", scenarios, subtitle)
+    per_call = small + ([{**entities, "entity_objects": True}] if entities else [])
+    plot(out / "write.png", scenarios, per_call, subtitle)
     speed = machine["speed_reference"]
     print(f"  {speed_line(speed['before'], speed['after'])}", flush=True)
     for s in scenarios:
