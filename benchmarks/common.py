@@ -272,3 +272,36 @@ def normalized_indexes(conn: psycopg.Connection[Any], table: str) -> list[str]:
     return sorted(
         d.replace(f" {i} ", " <index> ").replace(f" ON {table} ", " ON <table> ") for i, d in rows
     )
+
+
+def ratio_bars(
+    ax: Any,
+    labels: list[str],
+    ours: list[float],
+    base: list[float],
+    ratios: list[float],
+    *,
+    fmt: str = "%.0f",
+    fontsize: int = 7,
+    headroom: float = 1.45,
+) -> tuple[Any, Any]:
+    """Paired bars (ours, then the baseline) per label on a matplotlib axis, each pair
+    topped by its ratio; returns the two bar containers (for a legend)."""
+    width = 0.38
+    xs = list(range(len(labels)))
+    a = ax.bar([x - width / 2 for x in xs], ours, width)
+    b = ax.bar([x + width / 2 for x in xs], base, width)
+    ax.bar_label(a, fmt=fmt, padding=2, fontsize=fontsize)
+    ax.bar_label(b, fmt=fmt, padding=2, fontsize=fontsize)
+    top = max(ours + base)
+    for x, r, o, s in zip(xs, ratios, ours, base, strict=True):
+        ax.annotate(
+            f"ratio {r:.2f}",
+            (x, max(o, s) + top * (headroom - 1) * 0.27),
+            ha="center",
+            fontsize=fontsize + 2,
+            fontweight="bold",
+        )
+    ax.set_ylim(0, top * headroom)
+    ax.set_xticks(xs, labels, fontsize=fontsize + 1)
+    return a, b

@@ -47,6 +47,7 @@ from benchmarks.common import (
     new_project,
     normalized_indexes,
     now_iso,
+    ratio_bars,
     scalar,
     server_info,
     write_json,
@@ -1054,28 +1055,6 @@ def describe(tables: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     }
 
 
-def _bars(
-    ax: Any, labels: list[str], ours: list[float], base: list[float], ratios: list[float]
-) -> None:
-    width = 0.38
-    xs = list(range(len(labels)))
-    a = ax.bar([x - width / 2 for x in xs], ours, width)
-    b = ax.bar([x + width / 2 for x in xs], base, width)
-    ax.bar_label(a, fmt="%.0f", padding=2, fontsize=7)
-    ax.bar_label(b, fmt="%.0f", padding=2, fontsize=7)
-    top = max(ours + base)
-    for x, r, o, s in zip(xs, ratios, ours, base, strict=True):
-        ax.annotate(
-            f"ratio {r:.2f}",
-            (x, max(o, s) + top * 0.12),
-            ha="center",
-            fontsize=9,
-            fontweight="bold",
-        )
-    ax.set_ylim(0, top * 1.45)
-    ax.set_xticks(xs, labels, fontsize=8)
-
-
 def plot(
     path: Path,
     ingest: list[dict[str, Any]],
@@ -1093,7 +1072,7 @@ def plot(
     panels = iter(axes[0])
     if ingest:
         ax = next(panels)
-        _bars(
+        ratio_bars(
             ax,
             [f"{s['writers']} writer{'s' if s['writers'] > 1 else ''}" for s in ingest],
             [s["ingest"]["episodes_per_s"] for s in ingest],
@@ -1105,7 +1084,7 @@ def plot(
         ax.legend(["memory.ingest", "bare INSERT"], fontsize=7, loc="upper right", framealpha=0.9)
     if queue:
         ax = next(panels)
-        _bars(
+        ratio_bars(
             ax,
             [f"{s['workers']}w x {s['claim_limit']}" for s in queue],
             [s["claim_jobs"]["jobs_per_s"] for s in queue],

@@ -40,6 +40,7 @@ from benchmarks.common import (
     new_project,
     normalized_indexes,
     now_iso,
+    ratio_bars,
     scalar,
     server_info,
     speed_line,
@@ -761,28 +762,20 @@ def plot(
 
     panels = 2 if per_call else 1
     fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 4.8), squeeze=False)
-    width = 0.38
 
     def bars(ax: Any, labels: list[str], af: list[float], bl: list[float],
              ratios: list[float], fmt: str) -> None:  # fmt: skip
-        xs = range(len(labels))
-        bars_af = ax.bar([x - width / 2 for x in xs], af, width, label="memory.assert_facts")
-        bars_bl = ax.bar([x + width / 2 for x in xs], bl, width, label="baseline: UPDATE + INSERT")
-        ax.bar_label(bars_af, fmt=fmt, padding=2, fontsize=8)
-        ax.bar_label(bars_bl, fmt=fmt, padding=2, fontsize=8)
-        top = max(af + bl)
-        for x, ratio, a, b in zip(xs, ratios, af, bl, strict=True):
-            ax.annotate(
-                f"ratio {ratio:.2f}",
-                (x, max(a, b) + top * 0.08),
-                ha="center",
-                fontsize=10,
-                fontweight="bold",
-            )
-        ax.set_ylim(0, top * 1.2)
-        ax.set_xticks(list(xs), labels)
+        ours, base = ratio_bars(ax, labels, af, bl, ratios, fmt=fmt, fontsize=8, headroom=1.25)
         ax.axhline(0, color="black", linewidth=0.5)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8, frameon=False)
+        ax.legend(
+            [ours, base],
+            ["memory.assert_facts", "baseline: UPDATE + INSERT"],
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.12),
+            ncol=2,
+            fontsize=8,
+            frameon=False,
+        )
 
     ax = axes[0][0]
     bars(
