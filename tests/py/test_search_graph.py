@@ -103,28 +103,16 @@ def test_graph_leg_takes_an_edge_between_two_seeds_once(graph: Any) -> None:
     ]  # fmt: skip
 
 
-# The graph walk's read of a level's edges, as memory_internal.search_graph_level
-# (functions/077_search.sql) writes it: per frontier entity, by source and by target.
+# One level of the graph walk as memory.search reads it (memory_internal.search_graph_level:
+# per frontier entity, by source and by target), as the edges its facts stand on (one
+# fact per edge in this graph).
 LEVEL_EDGES = """
-    select e.source_id, e.target_id, e.relation
-      from unnest(%(frontier)s::uuid[]) s(id)
-     cross join lateral (
-       select x.source_id, x.target_id, x.relation
-         from memory.edges_at(%(p)s, now(), now()) x
-        where x.source_id = s.id
-       offset 0) e
-     where (%(depth)s < 2 or e.target_id = any (%(frontier)s::uuid[]))
-       and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))
-    union all
-    select e.source_id, e.target_id, e.relation
-      from unnest(%(frontier)s::uuid[]) t(id)
-     cross join lateral (
-       select x.source_id, x.target_id, x.relation
-         from memory.edges_at(%(p)s, now(), now()) x
-        where x.target_id = t.id
-       offset 0) e
-     where %(depth)s < 2 and not e.source_id = any (%(frontier)s::uuid[])
-       and not (e.source_id = any (%(inner)s::uuid[]) or e.target_id = any (%(inner)s::uuid[]))"""
+    select f.subject_id, f.object_entity_id, f.predicate
+      from memory_internal.search_graph_level(%(p)s, now(), now(), %(frontier)s::uuid[],
+                                              %(inner)s::uuid[], %(frontier)s::uuid[],
+                                              %(depth)s) g
+     cross join lateral unnest(g.level) l(fact_id)
+      join memory.facts_at(%(p)s) f on f.fact_id = l.fact_id"""
 # The single read of session 4: an OR of source and target, which no one index holds.
 LEVEL_EDGES_OR = """
     select e.source_id, e.target_id, e.relation
@@ -134,8 +122,8 @@ LEVEL_EDGES_OR = """
 
 
 def test_graph_level_read_is_covered_by_the_edge_indexes(graph: Any) -> None:
-    """The two halves of a level's read return what the single OR read returned, and
-    each half's index (by source, by target) holds every column the read uses
+    """A level's read (search_graph_level, by source and by target) returns what the
+    single OR read returned, and each half's index holds every column the read uses
     (sql/0017: validity and record time included), so it can be an index-only range
     scan: a hub's edges cost no heap row each once the visibility map is current.
     (Which plan the planner picks depends on the statistics of the whole table; the
