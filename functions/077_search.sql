@@ -145,7 +145,7 @@ create or replace function memory_internal.project_sizes(p_org uuid, p_project u
        and c.metric in ('facts_inserted', 'facts_purged')
   $$;
 comment on function memory_internal.project_sizes(uuid, uuid) is
-  'A project''s fact versions (inserted less purged) and episodes (ingested less deleted), from its counters: the sizes by which memory.search picks its vector legs'' plans.';
+  'A project''s fact versions (inserted less purged, from its counters) and episodes (episode_collection''s count): the sizes by which memory.search picks its vector legs'' plans.';
 
 -- One level of the graph leg's walk (memory.search): the edges effective at
 -- p_at at the frontier entities whose other end is not an inner (nearer)
