@@ -20,10 +20,22 @@ create or replace function memory_internal.range_believed(
     limit 1
   $$;
 
+-- The instants a read asks about: p_at, else now(); p_known_at, else this
+-- transaction's record-time instant (txn_instant, so a transaction sees
+-- its own writes).  NULL and an omitted argument mean the same.  The
+-- reads below take them as the columns of a one-row subquery, which the
+-- planner pulls up: each is then the expression below wherever it is
+-- used, and the record-time default is a scalar subquery, run once per
+-- query.  As a default expression (defaults cannot hold a subquery) it was
+-- evaluated for every row at each of its uses (a GUC read each time):
+-- 19.5 ms against 10.5 for facts_at's 42,000 versions on the 100k
+-- benchmark load.  A constant argument folds the COALESCE away, so the
+-- planner estimates with the caller's own instants as before.
+
 create or replace function memory.facts_at(
   p_project uuid,
-  p_at timestamptz default now(),
-  p_known_at timestamptz default memory_internal.txn_instant())
+  p_at timestamptz default null,
+  p_known_at timestamptz default null)
   returns setof memory.facts
   language sql stable parallel safe
   as $$
@@ -36,32 +48,34 @@ create or replace function memory.facts_at(
            f.predicate_label, f.object_entity_id, f.object_literal, f.object_key,
            f.identity_object, f.content, f.content_key, f.confidence, f.source,
            f.source_episode_id, f.actor, f.valid_from, f.asserted_until,
-           case when f.range_changed_at <= p_known_at then f.valid_range
-                else memory_internal.range_believed(f.org_id, f.fact_id, p_known_at) end,
-           case when f.range_changed_at <= p_known_at then f.valid_until
+           case when f.range_changed_at <= k.known_at then f.valid_range
+                else memory_internal.range_believed(f.org_id, f.fact_id, k.known_at) end,
+           case when f.range_changed_at <= k.known_at then f.valid_until
                 else memory_internal.range_until(
-                       memory_internal.range_believed(f.org_id, f.fact_id, p_known_at), f.valid_from)
+                       memory_internal.range_believed(f.org_id, f.fact_id, k.known_at), f.valid_from)
            end,
            f.recorded_at, f.range_changed_at, f.invalid_at,
            f.support_count, f.last_seen_at, f.embedding, f.content_tsv
-      from memory.facts f
+      from memory.facts f,
+           (select coalesce(p_at, now()) as at,
+                   coalesce(p_known_at, (select memory_internal.txn_instant())) as known_at) k
      where f.project_id = p_project
-       and f.recorded_at <= p_known_at
+       and f.recorded_at <= k.known_at
        and (
-             -- Believed now and unchanged since p_known_at: the window as
+             -- Believed now and unchanged since known_at: the window as
              -- stored, tested as valid_from <= at < valid_until (same as
              -- valid_range @> at, but with statistics under RLS).
-             (f.invalid_at is null and f.range_changed_at <= p_known_at
-              and f.valid_from <= p_at and f.valid_until > p_at)
-             -- Retracted or re-windowed after p_known_at (few rows, found by
+             (f.invalid_at is null and f.range_changed_at <= k.known_at
+              and f.valid_from <= k.at and f.valid_until > k.at)
+             -- Retracted or re-windowed after known_at (few rows, found by
              -- their own indexes): the window as believed then.
-          or ((f.invalid_at > p_known_at or (f.invalid_at is null and f.range_changed_at > p_known_at))
-              and case when f.range_changed_at <= p_known_at then f.valid_range
-                       else memory_internal.range_believed(f.org_id, f.fact_id, p_known_at)
-                  end @> p_at))
+          or ((f.invalid_at > k.known_at or (f.invalid_at is null and f.range_changed_at > k.known_at))
+              and case when f.range_changed_at <= k.known_at then f.valid_range
+                       else memory_internal.range_believed(f.org_id, f.fact_id, k.known_at)
+                  end @> k.at))
   $$;
 comment on function memory.facts_at(uuid, timestamptz, timestamptz) is
-  'The effective-at predicate: facts of a project that hold at world instant p_at, as the store believed at p_known_at (both default now; known_at''s now includes this transaction''s own writes). Every read of facts goes through it.';
+  'The effective-at predicate: facts of a project that hold at world instant p_at, as the store believed at p_known_at (both default now, and NULL means now too; known_at''s now includes this transaction''s own writes). Every read of facts goes through it.';
 
 create or replace function memory_internal.fact_versions(p_project uuid)
   returns setof memory.facts
@@ -74,25 +88,28 @@ comment on function memory_internal.fact_versions(uuid) is
 
 create or replace function memory.edges_at(
   p_project uuid,
-  p_at timestamptz default now(),
-  p_known_at timestamptz default memory_internal.txn_instant())
+  p_at timestamptz default null,
+  p_known_at timestamptz default null)
   returns setof memory.edges
   language sql stable parallel safe
   as $$
+    -- The instants as in facts_at (see above).
     select e.*
-    from memory.edges e
+    from memory.edges e,
+         (select coalesce(p_at, now()) as at,
+                 coalesce(p_known_at, (select memory_internal.txn_instant())) as known_at) k
     where e.project_id = p_project
-      and e.recorded_at <= p_known_at
-      and (e.expired_at is null or e.expired_at > p_known_at)
-      and e.valid_range @> p_at
+      and e.recorded_at <= k.known_at
+      and (e.expired_at is null or e.expired_at > k.known_at)
+      and e.valid_range @> k.at
   $$;
 comment on function memory.edges_at(uuid, timestamptz, timestamptz) is
-  'Graph edges of a project effective at world instant p_at as believed at p_known_at.';
+  'Graph edges of a project effective at world instant p_at as believed at p_known_at (both default now, and NULL means now too, as in facts_at).';
 
 create or replace function memory.readable_facts_at(
   p_project uuid,
-  p_at timestamptz default now(),
-  p_known_at timestamptz default memory_internal.txn_instant())
+  p_at timestamptz default null,
+  p_known_at timestamptz default null)
   returns table (fact_id uuid, subject text, predicate text, object text, content text,
                  valid_from timestamptz, valid_until timestamptz, confidence real)
   language sql stable parallel safe

@@ -356,3 +356,85 @@ def test_subject_wipe_removes_the_subject_at_every_known_at(
         for at in (day(10), day(40)):
             assert store.facts_at(at, known_at) == frank, (at, known_at)
         assert store.edges_at(day(10), known_at or store.now()) == 1
+
+
+# ---------------------------------------------------------------- the default instants
+
+
+def _plan_fact(subject: str, obj: str, start: int) -> dict[str, Any]:
+    return {
+        "subject": subject,
+        "predicate": "plan",
+        "object": obj,
+        "valid_from": day(start).isoformat(),
+        "object_type": "entity",
+    }
+
+
+def test_null_instants_mean_now_as_the_defaults_do(store: Store) -> None:
+    """facts_at, readable_facts_at and edges_at read NULL at / known_at as now, like
+    an omitted argument; an explicit earlier instant still answers for then."""
+    store.assert_facts(_plan_fact("hana", "gold", -10))
+    store.assert_facts(_plan_fact("hana", "silver", -1))
+    reads = {
+        "facts_at": "select array_agg(f.object_key order by f.object_key)"
+        " from memory.facts_at(%s{args}) f",
+        "readable_facts_at": "select array_agg(r.object order by r.object)"
+        " from memory.readable_facts_at(%s{args}) r",
+        "edges_at": "select array_agg(o.normalized_name order by o.normalized_name)"
+        " from memory.edges_at(%s{args}) e join memory.entities o"
+        " on o.org_id = e.org_id and o.entity_id = e.target_id",
+    }
+    for name, query in reads.items():
+        omitted = store._one(query.format(args=""), (store.project,))
+        nulls = store._one(query.format(args=", null, null"), (store.project,))
+        null_known = store._one(query.format(args=", now(), null"), (store.project,))
+        explicit = store._one(
+            query.format(args=", now(), memory_internal.txn_instant()"), (store.project,)
+        )
+        assert omitted == nulls == null_known == explicit == ["silver"], name
+        # Positive control: an instant before the supersession sees the old object.
+        earlier = store._one(query.format(args=", %s, null"), (store.project, day(-5)))
+        assert earlier == ["gold"], name
+
+
+def test_default_known_at_sees_the_transactions_own_writes_stamped_after_now(
+    store: Store, app_dsn: str
+) -> None:
+    """A writer that waited for a lock while another committed stamps its rows later
+    than its now() (begin_write); its own reads with the default known_at see them."""
+    store.assert_facts(_plan_fact("ivan", "gold", 0))
+    with psycopg.connect(app_dsn, autocommit=False) as late:
+        # Its transaction (and so its now()) starts here.
+        late.execute("select memory.use_org(%s)", (store.org,))
+        # Another transaction, committed after `late` started, supersedes ivan's plan.
+        store.assert_facts(_plan_fact("ivan", "silver", 1))
+        # `late` supersedes it again: its floor is the silver row's stamp, after its now().
+        late.execute(
+            "select memory.assert_facts(%s, %s::jsonb)",
+            (store.project, json.dumps([_plan_fact("ivan", "bronze", 2)])),
+        )
+        query = "select array_agg(f.object_key) from memory.facts_at(%s, %s{known_at}) f"
+        stamp = late.execute("select memory_internal.txn_instant() > now()").fetchone()
+        assert stamp == (True,), "the write was not stamped after now(): no test"
+        for known_at in ("", ", null"):
+            row = late.execute(query.format(known_at=known_at), (store.project, day(5)))
+            assert row.fetchone() == (["bronze"],), known_at
+        # Positive control: at known_at = its now(), neither later write was known yet.
+        row = late.execute(query.format(known_at=", now()"), (store.project, day(5)))
+        assert row.fetchone() == (["gold"],)
+        late.rollback()
+
+
+def test_default_known_at_is_computed_once_per_query_not_per_row(store: Store) -> None:
+    """The record-time default is a subquery run once (an InitPlan), not the
+    write-instant setting read again for every row the scan filters."""
+    store.assert_facts(_plan_fact("jon", "gold", 0))
+    for read in ("memory.facts_at(%s)", "memory.edges_at(%s)", "memory.facts_at(%s, null, null)"):
+        query = f"explain (verbose, costs off) select count(*) from {read} x"
+        plan = "\n".join(r[0] for r in store._all(query, (store.project,)))
+        filters = [ln for ln in plan.splitlines() if "Filter:" in ln or "Index Cond:" in ln]
+        assert filters, plan
+        assert not [ln for ln in filters if "write_instant" in ln], plan
+        # Positive control: the setting is still read, once, by the InitPlan.
+        assert "InitPlan" in plan and "write_instant" in plan, plan
