@@ -74,11 +74,15 @@ begin
                  -- btree whatever the statistics say; invalid_at is tested
                  -- outside it, or the planner may probe the exclusion
                  -- constraint's GiST instead, several times slower and
-                 -- slower still as the project grows.
+                 -- slower still as the project grows.  The order is that
+                 -- btree's own (after the identity): on a table with no
+                 -- statistics its cost ties with a range of the project in
+                 -- another index, and only it gives the order free.
                  select y.* from (
                    select x.* from memory_internal.fact_versions(p_project) x
                     where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
                       and x.identity_object = ids.o
+                   order by x.valid_from, x.fact_seq
                    offset 0) y
                   where y.invalid_at is null) f
               union all
@@ -93,11 +97,13 @@ begin
   end if;
 
   -- (Each write only when it has rows: a statement costs its start-up
-  -- even then.)
+  -- even then.)  The rows are found by their keys (= any): as a join alone,
+  -- a plan made with no statistics read the org's whole key range.
   if v_shrinks > 0 then
     update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
       from unnest(v_ids, v_new, v_grew, v_is_new) c(id, want, grew, is_new)
-     where f.org_id = p_org and f.fact_id = c.id and not c.grew and not c.is_new;
+     where f.org_id = p_org and f.fact_id = any (v_ids) and f.fact_id = c.id
+       and not c.grew and not c.is_new;
   end if;
 
   insert into memory.facts (
@@ -115,7 +121,7 @@ begin
   if v_grows > 0 then
     update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
       from unnest(v_ids, v_new, v_grew) c(id, want, grew)
-     where f.org_id = p_org and f.fact_id = c.id and c.grew;
+     where f.org_id = p_org and f.fact_id = any (v_ids) and f.fact_id = c.id and c.grew;
   end if;
 
   insert into memory.fact_events
@@ -230,6 +236,7 @@ create or replace function memory_internal.identities_floor(
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
   set plan_cache_mode = force_generic_plan
+  set enable_seqscan = off
 as $$
 begin
   return (
@@ -243,6 +250,7 @@ begin
              from memory_internal.fact_versions(p_project) x
             where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
               and x.identity_object = ids.o
+            order by x.valid_from, x.fact_seq  -- the identity btree's order: see restitch
            offset 0) f),
       (select max(greatest(e.recorded_at, e.expired_at))
          from ids cross join lateral (
@@ -404,6 +412,9 @@ create or replace function memory.assert_facts(
   -- range_changed index, 3-5x slower per batch; a generic plan sees any
   -- project (tests/py/test_write_plans.py).
   set plan_cache_mode = force_generic_plan
+  -- And a session's first plans, made on a new install's empty tables,
+  -- must not scan them once they have grown (as restitch).
+  set enable_seqscan = off
 as $$
 declare
   c_max_batch constant integer := 1000;
@@ -618,11 +629,11 @@ begin
               -- arriving later cut the earlier window, and the end state would
               -- depend on arrival order.)  An open-ended claim repeats a stored
               -- one whatever end a contradiction or expiry has given that since.
-              -- (The identity btree finds the versions, invalid_at is tested
-              -- after it: see restitch.)  The same pass over the identity's
-              -- versions yields their latest record-time stamp for the floor,
-              -- as identities_floor reads it (that function's edges half is
-              -- read above, once per round).
+              -- (The identity btree finds the versions, in its order, and
+              -- invalid_at is tested after it: see restitch.)  The same pass
+              -- over the identity's versions yields their latest record-time
+              -- stamp for the floor, as identities_floor reads it (that
+              -- function's edges half is read above, once per round).
               left join lateral (
                 select (array_agg(v.fact_id) filter (
                           where v.invalid_at is null and v.valid_from = i.valid_from
@@ -635,6 +646,7 @@ begin
                     from memory_internal.fact_versions(p_project) y
                    where y.org_id = v_org and y.subject_id = i.subject_id
                      and y.predicate = i.predicate and y.identity_object = i.identity_object
+                   order by y.valid_from, y.fact_seq
                   offset 0) v) x on true) q) l;
 
     if v_r = 1 then

@@ -14,16 +14,29 @@ sync_edges, 4,000 edges in); each key's edges are now one index probe.
 
 And every write that queues a job asks whether a ready job of that kind already
 waits (then it skips NOTIFY): that read went through a backlog of other kinds.
+
+A table with no statistics at all (a new install until autovacuum's first ANALYZE,
+or one analyzed while empty) left the planner no reason to prefer the identity index:
+its costs tied with a range of the project, or a sequential scan, and the window
+updates read the org's whole key range (4x slower per batch, growing, until the
+first ANALYZE replaced the session's plans).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+import pytest
 from nested_plans import nested_plans
+from psycopg import sql
+
+from chronomem.bootstrap import bootstrap
+from chronomem.dsn import with_params
+from chronomem.migrate import migrate
 
 # The statements whose plans are checked, each by a phrase of its text: restitch's
 # layout of an identity's versions, assert_facts' per-fact outcome lookup, and
@@ -34,6 +47,7 @@ MARKERS = {
     "expire_edges": "update memory.edges e",
     "insert_edges": "insert into memory.edges",
     "job_wakeup": "from new_rows n)",
+    "close": "update memory.facts f set valid_range",
 }
 
 
@@ -138,6 +152,68 @@ def test_identity_lookups_are_generic_probes_in_a_project_unknown_to_statistics(
     assert len(plans["outcome"]) == 3, plans
     assert len(plans["layout"]) >= 1, plans
     _assert_identity_probes(plans["layout"] + plans["outcome"], new)
+
+
+@pytest.fixture
+def fresh_install(admin_dsn: str, owner_dsn: str) -> Iterator[str]:
+    """A new database on the test server, bootstrapped and migrated as `chronomem up`
+    sets one up, with nothing written and nothing analyzed; yields a superuser DSN."""
+    name = "chronomem_test_fresh"
+    server = with_params(admin_dsn, dbname="postgres")
+    drop = sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(drop)
+    bootstrap(server, name)
+    migrate(with_params(owner_dsn, dbname=name))
+    try:
+        yield with_params(admin_dsn, dbname=name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(drop)
+
+
+def test_first_plans_of_a_new_install_still_probe_keys_once_it_has_grown(
+    fresh_install: str,
+) -> None:
+    """A session's generic plans are made at its first call. On a new install the
+    tables are empty and have no statistics then, so any index on the org looked as
+    good as the identity btree, or a scan as good as either; the plans stayed (until
+    autovacuum's first ANALYZE) while the tables grew."""
+    with psycopg.connect(fresh_install) as conn, conn.transaction(force_rollback=True):
+        org = _org(conn, "new install")
+        project = _new_project(conn, org, "p")
+        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (project,))
+        # The first writes: every statement checked below runs once on empty tables.
+        for plan in ("free", "pro"):
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)", (project, _plan_batch("f", 2, plan, 1))
+            )
+        # The install grows (2,000 versions of 1,000 identities) under those plans.
+        for day in (2, 3):
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)",
+                (project, _plan_batch("k", 1000, f"p{day}", day)),
+            )
+        conn.execute("reset role")
+        batches = [_plan_batch("n", 40, "free", 4), _plan_batch("n", 40, "pro", 5)]
+        plans = _plans(conn, project, [*batches, batches[1]])
+        closed = _count(conn, "object_key = 'free' and not upper_inf(valid_range)", project)
+    # Control: the lookups ran and found what they had to (the 40 'free' facts and the
+    # first write's 2 closed), and each statement ran on every call that runs it.
+    assert closed == 42
+    assert len(plans["outcome"]) == 3 and len(plans["close"]) == 1, plans
+    assert len(plans["layout"]) >= 1, plans
+    _assert_identity_probes(plans["layout"] + plans["outcome"], project)
+    for plan in plans["outcome"]:
+        assert "Seq Scan on facts" not in plan, plan
+    # The window update reads the facts it changes by their keys, not the org's range.
+    for plan in plans["close"]:
+        lines = plan.splitlines()
+        reads = [i for i, line in enumerate(lines) if "Scan" in line and " on facts f" in line]
+        assert reads, plan
+        for i in reads:
+            cond = next((c for c in lines[i + 1 : i + 4] if "Index Cond" in c), "")
+            assert "fact_id =" in cond, (lines[i], plan)
 
 
 def test_retraction_restitches_by_identity_in_a_project_unknown_to_statistics(
