@@ -186,12 +186,10 @@ begin
   -- planner guessed the project had one edge scanned all of them for every
   -- key (tests/py/test_write_plans.py).  The probe is by the whole key,
   -- behind offset 0, with expired_at tested outside it (or the partial
-  -- GiST indexes apply).  (With no statistics on memory.edges at all, the
-  -- planner may take edges_target_idx for it, which reads every edge into
-  -- the key's target: a hub's are many.  Probing by (source, relation)
-  -- instead would avoid that, but reads every edge of the source with
-  -- that relation, and the user an agent remembers for is a hub source.
-  -- Autovacuum's first analyze of memory.edges settles it.)
+  -- GiST indexes apply), in record-time order: with no statistics on
+  -- memory.edges (a new install), edges_target_idx costs the same, and
+  -- reads every edge into the key's target (a hub's are many); only
+  -- edges_key_idx gives that order (sql/0019), so it wins the tie.
   with gone as (
     update memory.edges e
        set expired_at = memory_internal.txn_instant()
@@ -200,6 +198,7 @@ begin
        select y.edge_id, y.valid_range, y.expired_at from memory.edges y
         where y.org_id = p_org and y.project_id = p_project
           and y.source_id = k.s and y.target_id = k.t and y.relation = k.r
+        order by y.recorded_at
        offset 0) c
      where c.expired_at is null
        and not exists (select from unnest(v_src, v_tgt, v_rel, v_range) w(s, t, r, vr)
@@ -216,6 +215,7 @@ begin
                                    where y.org_id = p_org and y.project_id = p_project
                                      and y.source_id = w.s and y.target_id = w.t
                                      and y.relation = w.r
+                                   order by y.recorded_at
                                   offset 0) c
                       where c.expired_at is null and c.valid_range = w.vr);
   get diagnostics v_inserted = row_count;

@@ -299,6 +299,37 @@ def test_edge_sync_probes_each_key_in_a_project_unknown_to_statistics(admin_dsn:
                 assert "source_id =" in cond or "target_id =" in cond, (name, lines[i], plan)
 
 
+def test_first_edge_plans_of_a_new_install_probe_the_key_not_a_hub(fresh_install: str) -> None:
+    """sync_edges' probes, planned on a new install's empty memory.edges, by the key
+    index: the target index cost the same then and read every edge into a hub."""
+    with psycopg.connect(fresh_install) as conn, conn.transaction(force_rollback=True):
+        org = _org(conn, "new install edges")
+        project = _new_project(conn, org, "p")
+        conn.execute("select memory.declare_predicate(%s, 'works_at', 'one')", (project,))
+        # The first writes (an edge opened, then closed and another opened) plan every
+        # statement on empty tables; then 600 people on 7 companies: hubs of ~170 edges.
+        for day in (1, 2, 3, 4):
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)",
+                (project, _employer_batch(2 if day < 3 else 600, day)),
+            )
+        conn.execute("reset role")
+        plans = _plans(conn, project, [_employer_batch(60, 5)])
+        hub = conn.execute(
+            "select max(n) from (select count(*) n from memory.edges where project_id = %s "
+            "group by target_id) x",
+            (project,),
+        ).fetchone()
+    # Control: the hubs are there, and both statements ran.
+    assert hub is not None and hub[0] > 150, hub
+    assert len(plans["insert_edges"]) == 1 and len(plans["expire_edges"]) == 1, plans
+    for name in ("expire_edges", "insert_edges"):
+        for plan in plans[name]:
+            assert "edges_key_idx" in plan, (name, plan)
+            assert "edges_target_idx" not in plan, (name, plan)
+            assert "Seq Scan on edges" not in plan, (name, plan)
+
+
 def test_job_wakeup_check_reads_one_kind_not_a_backlog_of_another(admin_dsn: str) -> None:
     with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
         org = _org(conn, "job plans")
