@@ -124,7 +124,7 @@ LEVEL_EDGES_OR = """
 def test_graph_level_read_is_covered_by_the_edge_indexes(graph: Any) -> None:
     """A level's read (search_graph_level, by source and by target) returns what the
     single OR read returned, and each half's index holds every column the read uses
-    (sql/0017: validity and record time included), so it can be an index-only range
+    (sql/0017 and 0019: validity and record time), so it can be an index-only range
     scan: a hub's edges cost no heap row each once the visibility map is current.
     (Which plan the planner picks depends on the statistics of the whole table; the
     benchmark's plans are in benchmarks/README.md.)"""
