@@ -1,0 +1,12 @@
+-- 0020_drop_entity_trigram_index: entities_name_trgm_idx (GIN, pg_trgm on
+-- normalized_name) had no reader.  Every role the product uses reads
+-- memory.entities under forced row-level security, where pg_trgm's
+-- operators (not leakproof) are never index conditions: the entity leg
+-- reads its candidates from memory_internal.entity_name_tokens (sql/0011)
+-- and computes word_similarity on them, and entity resolution matches the
+-- unique (org_id, project_id, normalized_name).  Each created entity paid
+-- a GIN insertion for it: inserting 25 entities, as assert_facts creates
+-- them, took 3.85 ms with it and 3.34 ms without (median backend CPU,
+-- alternating blocks of 40 statements, 280 each).  pg_trgm stays: the
+-- entity leg's word_similarity and <% are its functions.
+drop index memory.entities_name_trgm_idx;
