@@ -231,6 +231,35 @@ $$;
 comment on function memory_internal.sync_edges(uuid, uuid, uuid[], uuid[], text[]) is
   'Make the current edges of the given keys equal to the union of the windows of the current facts asserting them (invariant 4).';
 
+-- The latest record-time stamp on the edges from some subjects with some
+-- relations (sources and relations paired): the edges half of the
+-- record-time floor, for identities_floor and assert_facts (whose outcome
+-- lookup reads the facts half itself, in its pass over the versions).
+-- One probe of edges_key_idx per (source, relation): as a join, a plan
+-- made on few statistics read all the org's edges.
+create or replace function memory_internal.edges_floor(
+  p_org uuid, p_project uuid, p_sources uuid[], p_relations text[])
+  returns timestamptz
+  -- plpgsql with generic plans: as identities_floor.
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  set plan_cache_mode = force_generic_plan
+  set enable_seqscan = off
+as $$
+begin
+  return (
+    select max(greatest(e.recorded_at, e.expired_at))
+      from (select distinct s, r from unnest(p_sources, p_relations) u(s, r)) k
+     cross join lateral (
+       select y.recorded_at, y.expired_at from memory.edges y
+        where y.org_id = p_org and y.project_id = p_project and y.source_id = k.s
+          and y.relation = k.r
+       offset 0) e);
+end
+$$;
+comment on function memory_internal.edges_floor(uuid, uuid, uuid[], text[]) is
+  'The latest record-time stamp (recorded_at, expired_at) on the edges from the given sources with the paired relations: the edges half of the record-time floor.';
+
 -- The latest record-time stamp on the facts and edges of some identities:
 -- the floor for a writer's record-time instant once it holds their locks.
 create or replace function memory_internal.identities_floor(
@@ -246,25 +275,18 @@ create or replace function memory_internal.identities_floor(
   set enable_sort = off
 as $$
 begin
-  return (
-    with ids as (
-      select distinct s, p, o from unnest(p_subjects, p_predicates, p_identity_objects) u(s, p, o)
-    )
-    select greatest(
-      (select max(greatest(f.recorded_at, f.range_changed_at, f.invalid_at))
-         from ids cross join lateral (
-           select x.recorded_at, x.range_changed_at, x.invalid_at
-             from memory_internal.fact_versions(p_project) x
-            where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
-              and x.identity_object = ids.o
-            order by x.valid_from, x.fact_seq  -- the identity btree's order: see restitch
-           offset 0) f),
-      (select max(greatest(e.recorded_at, e.expired_at))
-         from ids cross join lateral (
-           select y.recorded_at, y.expired_at from memory.edges y
-            where y.org_id = p_org and y.project_id = p_project and y.source_id = ids.s
-              and y.relation = ids.p
-           offset 0) e)));
+  return greatest(
+    (select max(greatest(f.recorded_at, f.range_changed_at, f.invalid_at))
+       from (select distinct s, p, o
+               from unnest(p_subjects, p_predicates, p_identity_objects) u(s, p, o)) ids
+      cross join lateral (
+        select x.recorded_at, x.range_changed_at, x.invalid_at
+          from memory_internal.fact_versions(p_project) x
+         where x.org_id = p_org and x.subject_id = ids.s and x.predicate = ids.p
+           and x.identity_object = ids.o
+         order by x.valid_from, x.fact_seq  -- the identity btree's order: see restitch
+        offset 0) f),
+    memory_internal.edges_floor(p_org, p_project, p_subjects, p_predicates));
 end
 $$;
 
@@ -591,19 +613,11 @@ begin
            v_refused + count(*) filter (where l.outcome = 'refused'),
            v_skipped + count(*) filter (where l.outcome = 'skipped'),
            -- The record-time floor: the identities' versions (above) and,
-           -- in round 1, their subjects' edges of their predicates, read as
-           -- identities_floor reads them.
+           -- in round 1, their subjects' edges of their predicates
+           -- (edges_floor, the half identities_floor shares).
            greatest(max(l.stamp),
-                    (select max(greatest(y.recorded_at, y.expired_at))
-                       from (select distinct i.subject_id, i.predicate from unnest(v_round) i) k
-                      cross join lateral (
-                        -- One probe per (subject, predicate): as a join, a
-                        -- plan made on few statistics read all the org's edges.
-                        select x.recorded_at, x.expired_at from memory.edges x
-                         where x.org_id = v_org and x.project_id = p_project
-                           and x.source_id = k.subject_id and x.relation = k.predicate
-                        offset 0) y
-                      where v_r = 1)),
+                    case when v_r = 1 then memory_internal.edges_floor(
+                      v_org, p_project, array_agg(l.subject_id), array_agg(l.predicate)) end),
            v_out || coalesce(array_agg(
              case l.outcome
                when 'refused' then jsonb_build_object(
