@@ -500,3 +500,188 @@ def test_writer_that_started_before_a_concurrent_commit_can_still_assert(
         assert edges_now(app) == 1
     finally:
         t1.close()
+
+
+# Every way a fact changes, at once: assertions (literal and entity objects, open and
+# closed windows, tombstone overrides), retractions, closings and subject wipes, by
+# 8 connections over a few identities.
+MIXED_OPS = 30
+PEOPLE = ("ada", "brook", "cyd", "dane")
+COMPANIES = ("acme", "globex", "initech")
+# A caller may lose a race for a fact another connection retracted or wiped first:
+# these are the answers it may get, and nothing else (no exclusion violation, no
+# deadlock, no check violation).
+LOST_RACES = {"P0002": "not found (wiped)", "22023": "retracted (closing it)"}
+
+
+def _mixed_facts(rng: random.Random, minutes: list[int]) -> list[Fact]:
+    facts: list[Fact] = []
+    for _ in range(rng.randint(1, 3)):
+        start = BASE + timedelta(minutes=minutes.pop())
+        subject = rng.choice(PEOPLE)
+        kind = rng.random()
+        if kind < 0.4:
+            fact: Fact = {"subject": subject, "predicate": "plan", "object": rng.choice(PLANS)}
+        elif kind < 0.75:
+            fact = {"subject": subject, "predicate": "works at",
+                    "object": rng.choice(COMPANIES), "object_type": "entity"}  # fmt: skip
+        else:
+            other = rng.choice([p for p in PEOPLE if p != subject])
+            fact = {"subject": subject, "predicate": "knows", "object": other,
+                    "object_type": "entity"}  # fmt: skip
+        fact["valid_from"] = start.isoformat()
+        if rng.random() < 0.2:
+            fact["valid_to"] = (start + timedelta(days=rng.randint(1, 400))).isoformat()
+        facts.append(fact)
+    return facts
+
+
+def _pick_fact(
+    conn: psycopg.Connection[Any], tenant: Tenant, rng: random.Random
+) -> uuid.UUID | None:
+    """A version not retracted (current in record time), chosen at random."""
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "select v.fact_id from memory_internal.fact_versions(%s) v "
+            "where v.invalid_at is null order by v.fact_id",
+            (tenant.project,),
+        ).fetchall()
+    ]
+    return rng.choice(ids) if ids else None
+
+
+def test_concurrent_assertions_retractions_closings_and_wipes(
+    app_dsn: str, app: psycopg.Connection[Any]
+) -> None:
+    """8 connections mix every write there is over a few identities. Whatever the
+    interleaving, every call either answers or loses a documented race, and the end
+    state is one the writers could have produced one at a time: each identity's current
+    versions laid out in world-time order, edges equal to their facts' windows, one
+    'asserted' event per version, the counters equal to the rows, no live tombstone of
+    a fact that still holds."""
+    tenant = _new_project(app, subjects=PEOPLE + COMPANIES)
+    with app.transaction():
+        app.execute("select memory.use_org(%s)", (tenant.org,))
+        app.execute("select memory.declare_predicate(%s, 'works at', 'one')", (tenant.project,))
+        app.execute("select memory.declare_predicate(%s, 'knows', 'many')", (tenant.project,))
+    # Distinct valid_from instants for every fact any writer asserts.
+    pool = random.Random(7).sample(range(60 * 24 * 365 * 3), WRITERS * MIXED_OPS * 3)
+
+    def writer(i: int, conn: psycopg.Connection[Any]) -> Counter[str]:
+        rng = random.Random(1000 + i)
+        minutes = pool[i::WRITERS]
+        done = Counter[str]()
+        for _ in range(MIXED_OPS):
+            op = rng.random()
+            try:
+                with conn.transaction():
+                    conn.execute("select memory.use_org(%s)", (tenant.org,))
+                    if op < 0.55:
+                        facts = _mixed_facts(rng, minutes)
+                        result = _scalar(
+                            conn,
+                            "select memory.assert_facts(%s, %s::jsonb, "
+                            "p_override_tombstones => %s)",
+                            (tenant.project, json.dumps(facts), rng.random() < 0.3),
+                        )
+                        assert [r["index"] for r in result["results"]] == list(range(len(facts)))
+                        done.update(r["status"] for r in result["results"])
+                    elif op < 0.97:
+                        fact_id = _pick_fact(conn, tenant, rng)
+                        if fact_id is None:
+                            continue
+                        if op < 0.8:
+                            result = _scalar(
+                                conn, "select memory.retract_fact(%s, %s, 'mixed')",
+                                (tenant.project, fact_id),
+                            )  # fmt: skip
+                        else:
+                            at = BASE + timedelta(minutes=rng.randrange(60 * 24 * 365 * 3))
+                            result = _scalar(
+                                conn, "select memory.close_fact(%s, %s, %s)",
+                                (tenant.project, fact_id, at),
+                            )  # fmt: skip
+                        done[result["status"]] += 1
+                    else:
+                        conn.execute(
+                            "select memory.wipe(%s, p_subject => %s)",
+                            (tenant.project, rng.choice(PEOPLE[1:])),
+                        )
+                        done["wiped"] += 1
+            except psycopg.Error as e:
+                if e.sqlstate not in LOST_RACES:
+                    raise
+                done[LOST_RACES[e.sqlstate]] += 1
+        return done
+
+    totals = sum(_run_writers(app_dsn, WRITERS, writer), Counter[str]())
+    # Positive controls: every kind of write happened, and they did collide.
+    for status in ("inserted", "retracted", "expired", "wiped"):
+        assert totals[status] > 0, totals
+    answers = {"inserted", "skipped", "refused", "retracted", "already_retracted", "expired",
+               "unchanged", "wiped", *LOST_RACES.values()}  # fmt: skip
+    assert set(totals) <= answers, totals
+
+    with app.transaction():
+        app.execute("select memory.use_org(%s)", (tenant.org,))
+        p = tenant.project
+        # Each identity's current versions hold [valid_from, the earlier of their claimed
+        # end and the next version's start): what restitch lays out, as one writer would.
+        misplaced = app.execute(
+            """
+            select v.fact_id, v.valid_range, v.want
+              from (select x.fact_id, x.valid_range,
+                           tstzrange(x.valid_from,
+                                     case when x.next_from is null then x.asserted_until
+                                          when x.asserted_until is null then x.next_from
+                                          else least(x.asserted_until, x.next_from) end) as want
+                      from (select f.*, lead(f.valid_from) over (
+                                     partition by f.subject_id, f.predicate, f.identity_object
+                                     order by f.valid_from, f.fact_seq) as next_from
+                              from memory_internal.fact_versions(%s) f
+                             where f.invalid_at is null) x) v
+             where v.valid_range <> v.want
+            """,
+            (p,),
+        ).fetchall()
+        versions = _scalar(app, "select count(*) from memory_internal.fact_versions(%s)", (p,))
+        reshaped = _scalar(
+            app,
+            "select count(*) from memory.fact_events e where e.project_id = %s "
+            "and e.event_type in ('superseded', 'restored')",
+            (p,),
+        )
+        asserted_events = app.execute(
+            """
+            select v.fact_id, count(e.event_id) filter (where e.event_type = 'asserted')
+              from memory_internal.fact_versions(%s) v
+              left join memory.fact_events e on e.org_id = v.org_id and e.fact_id = v.fact_id
+             group by v.fact_id
+            having count(e.event_id) filter (where e.event_type = 'asserted') <> 1
+            """,
+            (p,),
+        ).fetchall()
+        counted = _scalar(
+            app,
+            "select coalesce(sum(c.value) filter (where c.metric = 'facts_inserted'), 0) "
+            "- coalesce(sum(c.value) filter (where c.metric = 'facts_purged'), 0) "
+            "from memory.counters(%s) c",
+            (p,),
+        )
+        stale_tombstones = _scalar(
+            app,
+            "select count(*) from memory.tombstones t "
+            "join memory_internal.fact_versions(%s) v on v.fact_id = t.fact_id "
+            "where t.lifted_at is null and v.invalid_at is null",
+            (p,),
+        )
+        edges = _scalar(app, "select count(*) from memory.edges where project_id = %s", (p,))
+        drift = _scalar(app, "select memory.reconcile_edges(100000, %s)", (p,))
+    assert misplaced == []
+    assert reshaped > 0  # positive control: windows were closed and given back
+    assert asserted_events == []
+    assert counted == versions > 0
+    assert stale_tombstones == 0
+    assert edges > 0
+    assert drift["keys_checked"] == 0, drift
