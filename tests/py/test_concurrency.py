@@ -558,8 +558,8 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
     interleaving, every call either answers or loses a documented race, and the end
     state is one the writers could have produced one at a time: each identity's current
     versions laid out in world-time order, edges equal to their facts' windows, one
-    'asserted' event per version, the counters equal to the rows, no live tombstone of
-    a fact that still holds."""
+    'asserted' event per version, record time that never goes back within an identity,
+    the counters equal to the rows, no live tombstone of a fact that still holds."""
     tenant = _new_project(app, subjects=PEOPLE + COMPANIES)
     with app.transaction():
         app.execute("select memory.use_org(%s)", (tenant.org,))
@@ -676,9 +676,28 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
             "where t.lifted_at is null and v.invalid_at is null",
             (p,),
         )
+        # Writers of one identity take turns (its lock), so their events' ids follow
+        # their commits; record time must follow them too (begin_write's floor: a writer
+        # that waited for the lock is stamped no earlier than the one it waited for), or
+        # a read at some known_at would see a later change without an earlier one.
+        record_time = app.execute(
+            """
+            select count(*) filter (where x.occurred_at < x.before),
+                   count(*) filter (where x.occurred_at > x.before)
+              from (select e.occurred_at, lag(e.occurred_at) over (
+                             partition by v.subject_id, v.predicate, v.identity_object
+                             order by e.event_id) as before
+                      from memory.fact_events e
+                      join memory_internal.fact_versions(%s) v
+                        on v.org_id = e.org_id and v.fact_id = e.fact_id) x
+            """,
+            (p,),
+        ).fetchone()
         edges = _scalar(app, "select count(*) from memory.edges where project_id = %s", (p,))
         drift = _scalar(app, "select memory.reconcile_edges(100000, %s)", (p,))
     assert misplaced == []
+    # No identity's record time goes back; positive control: it moves on.
+    assert record_time is not None and record_time[0] == 0 and record_time[1] > 0, record_time
     assert reshaped > 0  # positive control: windows were closed and given back
     assert asserted_events == []
     assert counted == versions > 0
