@@ -1,11 +1,12 @@
 """Property test of record time: any history of writes can be read back as it was.
 
 A random sequence of writes (assertions of literal and entity objects, open and closed
-windows, tombstone overrides, retractions, closings), each its own committed
+windows, tombstone overrides, retractions, closings, subject wipes), each its own committed
 transaction as chronomem_app. After each write the test reads what holds (facts_at and
 edges_at with the default known_at, i.e. now) at every instant that matters; at the
 end, the same reads with known_at = that write's record-time instant must give exactly
-those answers, windows included. That is what known_at promises ("what did the store
+those answers, windows included (less what a wipe took: nothing wiped is readable at
+any instant). That is what known_at promises ("what did the store
 believe then?"), and it exercises every path that reconstructs a past window from the
 event log (range_believed) and every record-time stamp a write sets.
 """
@@ -44,6 +45,17 @@ DRAWN = ("plan", "plan", "plan", "works at", "works at", "works at", "likes", "k
 FactRow = tuple[str, str, str, str, str, tuple[datetime | None, datetime | None]]
 # (source, relation, target, (lower, upper))
 EdgeRow = tuple[str, str, str, tuple[datetime | None, datetime | None]]
+# What holds at each instant: facts and edges.
+Read = tuple[set[tuple[datetime, FactRow]], set[tuple[datetime, EdgeRow]]]
+
+
+def _without(read: Read, name: str) -> Read:
+    """A read with every fact and edge that names `name` taken out."""
+    facts, edges = read
+    return (
+        {(at, f) for at, f in facts if name not in (f[1], f[3])},
+        {(at, e) for at, e in edges if name not in (e[0], e[2])},
+    )
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,11 @@ class Close:
     at_hours: int
 
 
+@dataclass(frozen=True)
+class Wipe:
+    subject: str  # every fact naming it goes, at every instant
+
+
 def _assertion() -> st.SearchStrategy[Assert]:
     return st.sampled_from(DRAWN).flatmap(
         lambda p: st.builds(
@@ -97,7 +114,7 @@ def _assertion() -> st.SearchStrategy[Assert]:
     )
 
 
-Write = Assert | Retract | Close
+Write = Assert | Retract | Close | Wipe
 
 
 def histories() -> st.SearchStrategy[list[Write]]:
@@ -108,6 +125,7 @@ def histories() -> st.SearchStrategy[list[Write]]:
         _assertion(),
         st.builds(Retract, pick=st.integers(0, 50)),
         st.builds(Close, pick=st.integers(0, 50), at_hours=st.integers(0, 24 * 90)),
+        st.builds(Wipe, subject=st.sampled_from(("bob", "carol"))),
     )
     return st.tuples(_assertion(), st.lists(write, min_size=3, max_size=11)).map(
         lambda t: [t[0], *t[1]]
@@ -161,7 +179,9 @@ class Project:
     def write(self, w: Write) -> datetime:
         """Apply one write; returns its record-time instant (the transaction's stamp)."""
         with self._tx():
-            if isinstance(w, Assert):
+            if isinstance(w, Wipe):
+                self.conn.execute("select memory.wipe(%s, p_subject => %s)", (self.id, w.subject))
+            elif isinstance(w, Assert):
                 result = self._one(
                     "select memory.assert_facts(%s, %s::jsonb, p_override_tombstones => %s)",
                     (self.id, json.dumps([w.as_json()]), w.override),
@@ -192,14 +212,25 @@ class Project:
             instant: datetime = self._one("select memory_internal.txn_instant()")
         return instant
 
+    def can(self, w: Write) -> bool:
+        """Whether there is something for w to act on (a wipe of a subject the project
+        does not know, or a retraction in an empty project, is an error by design)."""
+        if isinstance(w, Assert):
+            return True
+        with self._tx():
+            if isinstance(w, Wipe):
+                query = "select count(*) from memory.entities where project_id = %s and name = %s"
+                n: int = self._one(query, (self.id, w.subject))
+            else:
+                n = self._one("select count(*) from memory_internal.fact_versions(%s)", (self.id,))
+        return n > 0
+
     def _one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
         row = self.conn.execute(query, params).fetchone()
         assert row is not None
         return row[0]
 
-    def read(
-        self, instants: Sequence[datetime], known_at: datetime | None
-    ) -> tuple[set[tuple[datetime, FactRow]], set[tuple[datetime, EdgeRow]]]:
+    def read(self, instants: Sequence[datetime], known_at: datetime | None) -> Read:
         """What holds at each instant as believed at known_at (None: the default, now)."""
         with self._tx():
             facts = self.conn.execute(
@@ -259,12 +290,19 @@ def test_every_past_state_reads_back_at_its_known_at(
 ) -> None:
     project = Project(conn, org)
     instants = instants_for(history)
-    seen = []
+    seen: list[tuple[Write, datetime, Read]] = []
     for w in history:
+        if not project.can(w):
+            continue  # nothing stored to retract or close, or no such subject to wipe
         stamp = project.write(w)
+        if isinstance(w, Wipe):
+            # A wipe rewrites the past too: what was believed about the subject is gone.
+            # (Here every fact naming it is in an identity of its own, so nothing else's
+            # window changes; tests/sql/test_08_wipe.sql has the case where one does.)
+            seen = [(x, t, _without(read, w.subject)) for x, t, read in seen]
         seen.append((w, stamp, project.read(instants, None)))
-    # Positive control: the first write (an assertion) made something hold.
-    assert seen[0][2][0]
+        # Positive control: the first write (an assertion) made something hold.
+        assert len(seen) > 1 or seen[0][2][0]
     for w, stamp, then in seen:
         assert project.read(instants, stamp) == then, w
     # Stamps follow the writes: a later write's changes are not read back earlier.
