@@ -34,6 +34,7 @@ from benchmarks.common import (
 )
 from benchmarks.search_load import LoadedProject, load_all
 from benchmarks.search_measure import (
+    LEGS,
     Query,
     by_statement,
     explain_nested,
@@ -161,7 +162,37 @@ def _goal(latency: dict[str, Any]) -> dict[str, Any]:
         out["cpu_all_legs_p95_ms"] = all_cpu
         for leg in ("episode_vector", "fact_vector"):
             out[f"cpu_ratio_to_{leg}_p95"] = round(all_cpu / max(cpu[f"leg_{leg}"]["p95"], 1e-9), 2)
+    out["split_p50_ms"] = _split(latency)
     return out
+
+
+def _split(latency: dict[str, Any]) -> dict[str, Any]:
+    """Where an all-legs search's median time goes, estimated from the single-leg runs
+    (backend CPU when measured, else wall time). Each single-leg call repeats the
+    per-call work F (set-up, fusion of its hits), so the legs alone add up to
+    all legs + (legs - 1) * F. What is left of all legs beyond F and the two vector
+    legs' own work is T. All legs / a vector leg alone <= 3 needs
+    T <= 2F + 3V(that leg) - V(fact) - V(episode): `t_budget_for_3x`."""
+    basis = "cpu" if all(v.get("cpu_ms") for v in latency.values()) else "wall"
+
+    def p50(workload: str) -> float:
+        v = latency[workload]
+        return float(v["cpu_ms"]["p50"] if basis == "cpu" else v["p50"])
+
+    whole = p50("search_all_legs")
+    per_call = (sum(p50(f"leg_{leg}") for leg in LEGS) - whole) / (len(LEGS) - 1)
+    vec = {leg: p50(f"leg_{leg}") - per_call for leg in ("episode_vector", "fact_vector")}
+    rest = whole - per_call - sum(vec.values())
+    budget = min(2 * per_call + 3 * v - sum(vec.values()) for v in vec.values())
+    return {
+        "basis": basis,
+        "all_legs": round(whole, 2),
+        "per_call": round(per_call, 2),
+        "episode_vector_own": round(vec["episode_vector"], 2),
+        "fact_vector_own": round(vec["fact_vector"], 2),
+        "rest": round(rest, 2),
+        "t_budget_for_3x": round(budget, 2),
+    }
 
 
 def _project_summary(lp: LoadedProject) -> dict[str, Any]:
@@ -282,5 +313,12 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
                 f"{goal['cpu_ratio_to_episode_vector_p95']}x / "
                 f"{goal['cpu_ratio_to_fact_vector_p95']}x the vector legs'"
             )
+        split = goal["split_p50_ms"]
+        print(
+            f"  {name}: p50 split ({split['basis']}): per call {split['per_call']:.1f} ms, "
+            f"vector legs' own {split['episode_vector_own']:.1f} / "
+            f"{split['fact_vector_own']:.1f}, the rest {split['rest']:.1f} "
+            f"(3x at these medians needs the rest <= {split['t_budget_for_3x']:.1f})"
+        )
     print(f"  {speed_line(speed['before'], speed['after'])}", flush=True)
     return json_path
