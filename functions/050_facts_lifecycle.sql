@@ -115,7 +115,16 @@ begin
     return jsonb_build_object('fact_id', p_fact, 'status', 'unchanged', 'valid_range', f.valid_range);
   end if;
 
-  update memory.facts set asserted_until = v_until where org_id = v_org and fact_id = p_fact;
+  -- The claimed end bounds the window (a retraction of a successor gives it
+  -- back only up to here), so moving it is a change of record like the
+  -- window's own: it is stamped on range_changed_at even when the window
+  -- stays, or the record-time floor of the next writer of this identity
+  -- would not see it, and that writer, if it began before this transaction
+  -- committed, would be stamped earlier than this change it builds on.
+  -- (Read at an earlier known_at, such a version takes its window from the
+  -- event log, which holds it unchanged.)
+  update memory.facts set asserted_until = v_until, range_changed_at = memory_internal.txn_instant()
+   where org_id = v_org and fact_id = p_fact;
   for r in select * from memory_internal.restitch(
              v_org, p_project, array[f.subject_id], array[f.predicate], array[f.identity_object],
              p_kind, v_actor, p_reason) loop

@@ -704,3 +704,56 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
     assert stale_tombstones == 0
     assert edges > 0
     assert drift["keys_checked"] == 0, drift
+
+
+def test_a_writer_that_waited_is_stamped_after_a_closing_that_changed_no_window(
+    app_dsn: str, app: psycopg.Connection[Any]
+) -> None:
+    """T1 begins; T2 closes gold at day 40, after silver already ended gold's window at
+    day 30 (the window stays [0, 30), only the claimed end moves), and commits; then T1
+    retracts silver, which gives gold its window back up to that claimed end. T1's
+    record time must come after T2's: read at an instant between the two writes, the
+    store believed silver held at day 35, not gold's [0, 40), which needs T2's close."""
+    tenant = _new_project(app, subjects=("alice",))
+
+    def fact(obj: str, day: int) -> Fact:
+        return {"subject": "alice", "predicate": "plan", "object": obj,
+                "valid_from": (BASE + timedelta(days=day)).isoformat()}  # fmt: skip
+
+    gold = _assert_batch(app, tenant.org, tenant.project, [fact("gold", 0)])
+    silver = _assert_batch(app, tenant.org, tenant.project, [fact("silver", 30)])
+    gold_id, silver_id = (r["results"][0]["fact_id"] for r in (gold, silver))
+
+    def holding_at_day_35(known_at: datetime | None) -> set[tuple[str, Any]]:
+        with app.transaction():
+            app.execute("select memory.use_org(%s)", (tenant.org,))
+            rows = app.execute(
+                "select object_key, valid_range from memory.facts_at(%s, %s, %s)",
+                (tenant.project, BASE + timedelta(days=35), known_at),
+            ).fetchall()
+        return {(o, _bounds(r)) for o, r in rows}
+
+    t1 = _connect(app_dsn)
+    try:
+        with t1.transaction():
+            t1.execute("select memory.use_org(%s)", (tenant.org,))  # T1's now() is fixed here
+            with app.transaction():  # T2
+                app.execute("select memory.use_org(%s)", (tenant.org,))
+                closed = _scalar(
+                    app, "select memory.close_fact(%s, %s, %s)",
+                    (tenant.project, gold_id, BASE + timedelta(days=40)),
+                )  # fmt: skip
+                between = _scalar(app, "select memory_internal.txn_instant()")
+            assert closed["status"] == "expired"
+            t1.execute("select memory.retract_fact(%s, %s)", (tenant.project, silver_id))
+            stamp = _scalar(t1, "select memory_internal.txn_instant()")
+    finally:
+        t1.close()
+
+    assert stamp >= between
+    # Positive control: afterwards gold holds again, up to its claimed end.
+    assert holding_at_day_35(None) == {("gold", (BASE, BASE + timedelta(days=40)))}
+    # Just before T1's writes, silver still held.
+    assert holding_at_day_35(stamp - timedelta(microseconds=1)) == {
+        ("silver", (BASE + timedelta(days=30), None))
+    }
