@@ -8,6 +8,7 @@ conftest to tests below it, and the pgTAP files in tests/sql/ need the same data
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,26 @@ def app_dsn(chronomem_db: TestDatabase) -> str:
 @pytest.fixture(scope="session")
 def analyst_dsn(chronomem_db: TestDatabase) -> str:
     return chronomem_db.analyst
+
+
+@pytest.fixture(scope="module")
+def conn(app_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """One app-role connection for a test module (no autocommit; a stuck lock fails
+    after 30 s instead of hanging). Modules that need another kind define their own."""
+    with psycopg.connect(app_dsn, autocommit=False) as c:
+        c.execute("set statement_timeout = '30s'")
+        c.commit()
+        yield c
+
+
+@pytest.fixture(scope="module")
+def org(conn: psycopg.Connection[Any], request: pytest.FixtureRequest) -> uuid.UUID:
+    """An org of the test module's own, named after it."""
+    with conn.transaction():
+        row = conn.execute("select memory.create_org(%s)", (request.module.__name__,)).fetchone()
+    assert row is not None
+    org_id: uuid.UUID = row[0]
+    return org_id
 
 
 PGTAP_FIXTURES = Path(__file__).parent / "sql" / "fixtures.sql"

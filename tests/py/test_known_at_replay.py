@@ -23,7 +23,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.types.range import Range
@@ -261,29 +260,14 @@ class Project:
         )
 
 
-@pytest.fixture(scope="module")
-def conn(app_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(app_dsn, autocommit=False) as c:
-        c.execute("set statement_timeout = '30s'")
-        c.commit()
-        yield c
-
-
-@pytest.fixture(scope="module")
-def org(conn: psycopg.Connection[Any]) -> uuid.UUID:
-    with conn.transaction():
-        row = conn.execute("select memory.create_org('known_at replay')").fetchone()
-    assert row is not None
-    org_id: uuid.UUID = row[0]
-    return org_id
-
-
-@settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-    database=None,
+# Each example writes committed transactions of its own (its own project): slow to
+# shrink, so no deadline; the module's connection is shared by every example.
+SETTINGS = settings(
+    deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], database=None
 )
+
+
+@settings(SETTINGS, max_examples=80)
 @given(history=histories())
 def test_every_past_state_reads_back_at_its_known_at(
     conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
@@ -316,12 +300,7 @@ QUESTION = (
 )
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-    database=None,
-)
+@settings(SETTINGS, max_examples=40)
 @given(history=histories())
 def test_search_finds_only_what_holds_at_its_instants(
     conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]

@@ -14,13 +14,12 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from psycopg.types.range import Range
@@ -143,23 +142,6 @@ def expected_state(
 # --------------------------------------------------------------------------------------
 # Database side
 # --------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def conn(app_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(app_dsn, autocommit=False) as c:
-        c.execute("set statement_timeout = '30s'")
-        c.commit()
-        yield c
-
-
-@pytest.fixture(scope="module")
-def org(conn: psycopg.Connection[Any]) -> uuid.UUID:
-    with conn.transaction():
-        row = conn.execute("select memory.create_org('state machine properties')").fetchone()
-    assert row is not None
-    org_id: uuid.UUID = row[0]
-    return org_id
-
-
 class Example:
     """One hypothesis example: a transaction, rolled back at the end, scoped to the org."""
 
