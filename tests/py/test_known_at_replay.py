@@ -307,7 +307,9 @@ def test_search_finds_only_what_holds_at_its_instants(
 ) -> None:
     """After any history, memory.search at any (at, known_at) returns facts only if
     facts_at holds them there, and entities only if they existed then: every leg that
-    returns facts (full text, graph) reads through the same effective-at predicate."""
+    returns facts (vector, full text, graph) reads through the same effective-at
+    predicate. Every version, closed and retracted ones too, has the query's own
+    embedding and shares its words, so each leg has every chance to return it."""
     project = Project(conn, org)
     stamps = []
     for w in history:
@@ -316,13 +318,22 @@ def test_search_finds_only_what_holds_at_its_instants(
     instants = instants_for(history)[::2]
     found = 0
     with project._tx():
+        dim = project._one("select memory.embedding_dim()")
+        embedding = "[" + ",".join(["0.5"] * dim) + "]"
+        conn.execute(
+            "select memory.store_embeddings('fact', array_agg(v.fact_id), "
+            "array_agg(%s::vector)) from memory_internal.fact_versions(%s) v",
+            (embedding, project.id),
+        )
         for known_at in [*stamps[::2], stamps[-1]]:
             for at in instants:
                 answer = project._one(
-                    "select memory.search(%s, %s, p_at => %s, p_known_at => %s, p_k => 200)",
-                    (project.id, QUESTION, at, known_at),
+                    "select memory.search(%s, %s, %s::vector, p_at => %s, p_known_at => %s, "
+                    "p_k => 200)",
+                    (project.id, QUESTION, embedding, at, known_at),
                 )
                 assert not answer["degraded"], answer["failed_legs"]
+                assert "fact_vector" in answer["legs"]
                 hits = {(r["kind"], r["id"]) for r in answer["results"]}
                 holding = {
                     ("fact", str(r[0]))
