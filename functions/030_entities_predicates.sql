@@ -182,6 +182,9 @@ declare
   v_pred text := memory.normalize_text(p_predicate);
   v_card text := lower(btrim(p_cardinality));
   v_example text;
+  v_rekeyed integer;
+  v_subjects uuid[]; v_objects text[];
+  v_src uuid[]; v_tgt uuid[];
 begin
   if v_pred is null or v_pred = '' then
     raise exception 'predicate "%" is empty after normalization', p_predicate
@@ -191,6 +194,10 @@ begin
     raise exception 'cardinality must be ''one'' or ''many'', not %', coalesce(quote_literal(p_cardinality), 'NULL')
       using errcode = 'invalid_parameter_value';
   end if;
+  -- A redeclaration changes the identities of every fact of the predicate:
+  -- no other writer of the project runs meanwhile (they hold this lock
+  -- shared, as for wipe).
+  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
   perform pg_advisory_xact_lock(memory_internal.predicate_lock_key(p_project, v_pred));
 
   insert into memory.predicates as d (org_id, project_id, predicate, cardinality)
@@ -210,6 +217,7 @@ begin
               where v.predicate = v_pred
                 and v.identity_object <> case v_card when 'one' then '' else v.object_key end)
        and f.org_id = v_org;
+    get diagnostics v_rekeyed = row_count;
   exception when exclusion_violation then
     select e.name into v_example
       from memory.facts_at(p_project) a
@@ -222,11 +230,45 @@ begin
       using errcode = 'exclusion_violation',
             hint = 'Retract or expire the extra facts first, then declare again.';
   end;
+
+  -- From 'one' to 'many': each object is an identity of its own now, so a
+  -- window that another object's later fact ended runs to its own claimed
+  -- end again, as if the predicate had been 'many' when the facts arrived
+  -- (the state does not depend on when the declaration came).  Logged as
+  -- 'restored'; reads at an earlier known_at still see the old windows.
+  -- (From 'many' to 'one' nothing moves: it is refused above while two
+  -- objects overlap, and without overlaps each window already ends where
+  -- 'one' would end it.)
+  if v_card = 'many' and v_rekeyed > 0 then
+    select array_agg(k.subject_id order by k.subject_id, k.identity_object),
+           array_agg(k.identity_object order by k.subject_id, k.identity_object)
+      into v_subjects, v_objects
+      from (select distinct v.subject_id, v.identity_object
+              from memory_internal.fact_versions(p_project) v
+             where v.org_id = v_org and v.predicate = v_pred and v.invalid_at is null) k;
+  end if;
+  if v_subjects is not null then  -- some version of the predicate is still believed
+    perform pg_advisory_xact_lock(k)
+       from (select distinct memory_internal.identity_lock_key(p_project, u.s, v_pred, u.o) as k
+               from unnest(v_subjects, v_objects) u(s, o) order by 1) keys;
+    perform memory_internal.begin_write(memory_internal.identities_floor(
+      v_org, p_project, v_subjects, array_fill(v_pred, array[cardinality(v_subjects)]), v_objects));
+    select coalesce(array_agg(r.subject_id), '{}'), coalesce(array_agg(r.object_entity_id), '{}')
+      into v_src, v_tgt
+      from memory_internal.restitch(
+             v_org, p_project, v_subjects, array_fill(v_pred, array[cardinality(v_subjects)]),
+             v_objects, 'superseded', session_user, format('%s declared many', v_pred)) r
+     where r.object_entity_id is not null;
+    if cardinality(v_src) > 0 then
+      perform memory_internal.sync_edges(
+        v_org, p_project, v_src, v_tgt, array_fill(v_pred, array[cardinality(v_src)]));
+    end if;
+  end if;
   return v_card;
 end
 $$;
 comment on function memory.declare_predicate(uuid, text, text) is
-  'Declare a predicate ''one'' (a new object supersedes the old: works_at, lives_in) or ''many'' (likes, knows). Undeclared predicates are ''many''.';
+  'Declare a predicate ''one'' (a new object supersedes the old: works_at, lives_in) or ''many'' (likes, knows). Undeclared predicates are ''many''. Stored facts follow: switching to ''one'' is refused while a subject holds two objects at once; switching to ''many'' gives back the windows other objects had ended (logged as restored).';
 
 create or replace function memory.predicates_of(p_project uuid)
   returns table (predicate text, cardinality text, declared_at timestamptz)

@@ -587,11 +587,11 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
                         )
                         assert [r["index"] for r in result["results"]] == list(range(len(facts)))
                         done.update(r["status"] for r in result["results"])
-                    elif op < 0.93:
+                    elif op < 0.9:
                         fact_id = _pick_fact(conn, tenant, rng)
                         if fact_id is None:
                             continue
-                        if op < 0.8:
+                        if op < 0.78:
                             result = _scalar(
                                 conn, "select memory.retract_fact(%s, %s, 'mixed')",
                                 (tenant.project, fact_id),
@@ -603,6 +603,20 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
                                 (tenant.project, fact_id, at),
                             )  # fmt: skip
                         done[result["status"]] += 1
+                    elif op < 0.93:
+                        # Redeclared while others write: 'many' gives back the windows
+                        # other plans ended; 'one' is refused while two plans overlap.
+                        cardinality = rng.choice(("one", "many"))
+                        try:
+                            with conn.transaction():
+                                conn.execute(
+                                    "select memory.declare_predicate(%s, 'plan', %s)",
+                                    (tenant.project, cardinality),
+                                )
+                            done[f"declared {cardinality}"] += 1
+                        except psycopg.errors.ExclusionViolation:
+                            assert cardinality == "one"
+                            done["refused: plans overlap"] += 1
                     elif op < 0.97:
                         # An operator's drift check, among the writers: what it reads
                         # (facts and edges in one snapshot) is always in step.
@@ -629,7 +643,8 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
         assert totals[status] > 0, totals
     assert totals["healed"] == 0, totals
     answers = {"inserted", "skipped", "refused", "retracted", "already_retracted", "expired",
-               "unchanged", "wiped", "reconciled", "healed", *LOST_RACES.values()}  # fmt: skip
+               "unchanged", "wiped", "reconciled", "healed", "declared one", "declared many",
+               "refused: plans overlap", *LOST_RACES.values()}  # fmt: skip
     assert set(totals) <= answers, totals
 
     with app.transaction():

@@ -358,6 +358,47 @@ def test_subject_wipe_removes_the_subject_at_every_known_at(
         assert store.edges_at(day(10), known_at or store.now()) == 1
 
 
+def test_declaring_many_gives_back_the_windows_other_objects_ended(
+    conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    """Under 'one', gold's window ended where silver began; once 'plan' is declared
+    'many', gold runs to its own (open) end again: the state the same facts give in a
+    project that declared 'many' first. Reads at an earlier known_at keep the old
+    window, and the edge follows the fact."""
+
+    def plan(obj: str, start: int) -> dict[str, Any]:
+        return {"subject": "dana", "predicate": "plan", "object": obj, "object_type": "entity",
+                "valid_from": day(start).isoformat()}  # fmt: skip
+
+    store = new_store(conn, org, "redeclared")  # 'plan' declared one
+    store.assert_facts(plan("gold", 0), plan("silver", 10))
+    t1 = store.now()
+    # Positive control: under 'one', silver ended gold's window.
+    assert store.facts_at(day(20)) == {("dana", "plan", "silver", (day(10), None))}
+    assert store.edges_at(day(20), t1) == 1
+
+    assert store._one("select memory.declare_predicate(%s, 'plan', 'many')", (store.project,))
+    both = {("dana", "plan", "gold", (day(0), None)), ("dana", "plan", "silver", (day(10), None))}
+    assert store.facts_at(day(20)) == both
+    assert store.edges_at(day(20), store.now()) == 2
+    # As believed before the declaration: the windows (and edges) as they were.
+    assert store.facts_at(day(20), t1) == {("dana", "plan", "silver", (day(10), None))}
+    assert store.edges_at(day(20), t1) == 1
+    restored = store._all(
+        "select event_type from memory.fact_events where project_id = %s "
+        "and event_type = 'restored'",
+        (store.project,),
+    )
+    assert len(restored) == 1
+
+    # The same facts where 'plan' was 'many' from the start.
+    first = new_store(conn, org, "many from the start")
+    first._one("select memory.declare_predicate(%s, 'plan', 'many')", (first.project,))
+    first.assert_facts(plan("gold", 0), plan("silver", 10))
+    for at in (day(5), day(20)):
+        assert first.facts_at(at) == store.facts_at(at)
+
+
 # ---------------------------------------------------------------- the default instants
 
 
