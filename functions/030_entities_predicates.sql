@@ -136,9 +136,9 @@ comment on function memory.add_alias(uuid, text, text) is
 
 -- Advisory lock keys, always taken in this order: project, predicates,
 -- identities (each group sorted).  Writers hold the project and predicate
--- locks shared and identity locks exclusive; wipe holds the project lock
--- exclusive and declare_predicate the predicate lock, so neither races a
--- write.
+-- locks shared and identity locks exclusive; wipe and declare_predicate
+-- hold the project lock exclusive (declare_predicate its predicate's too),
+-- so neither races a write.
 create or replace function memory_internal.project_lock_key(p_project uuid)
   returns bigint
   language sql immutable parallel safe
