@@ -159,6 +159,23 @@ create or replace function memory_internal.identity_lock_key(
       || p_predicate || ':' || p_identity_object, 0)
   $$;
 
+-- Lock the given identities (subjects, predicates and identity objects
+-- paired) in the one fixed order, so writers over the same identities queue
+-- instead of deadlocking.  (assert_facts takes its batch's precomputed keys
+-- in the same order itself.)
+create or replace function memory_internal.lock_identities(
+  p_project uuid, p_subjects uuid[], p_predicates text[], p_identity_objects text[])
+  returns void
+  language plpgsql
+as $$
+begin
+  perform pg_advisory_xact_lock(keys.k)
+     from (select distinct memory_internal.identity_lock_key(p_project, u.s, u.p, u.o) as k
+             from unnest(p_subjects, p_predicates, p_identity_objects) u(s, p, o)
+            order by 1) keys;
+end
+$$;
+
 create or replace function memory_internal.cardinality(
   p_org uuid, p_project uuid, p_predicate text)
   returns text
@@ -183,7 +200,7 @@ declare
   v_card text := lower(btrim(p_cardinality));
   v_example text;
   v_rekeyed integer;
-  v_subjects uuid[]; v_objects text[];
+  v_subjects uuid[]; v_preds text[]; v_objects text[];
   v_src uuid[]; v_tgt uuid[];
 begin
   if v_pred is null or v_pred = '' then
@@ -240,28 +257,26 @@ begin
   -- objects overlap, and without overlaps each window already ends where
   -- 'one' would end it.)
   if v_card = 'many' and v_rekeyed > 0 then
-    select array_agg(k.subject_id order by k.subject_id, k.identity_object),
-           array_agg(k.identity_object order by k.subject_id, k.identity_object)
-      into v_subjects, v_objects
+    -- The identities of the versions still believed (none: nothing to give back).
+    select array_agg(k.subject_id), array_agg(v_pred), array_agg(k.identity_object)
+      into v_subjects, v_preds, v_objects
       from (select distinct v.subject_id, v.identity_object
               from memory_internal.fact_versions(p_project) v
              where v.org_id = v_org and v.predicate = v_pred and v.invalid_at is null) k;
-  end if;
-  if v_subjects is not null then  -- some version of the predicate is still believed
-    perform pg_advisory_xact_lock(k)
-       from (select distinct memory_internal.identity_lock_key(p_project, u.s, v_pred, u.o) as k
-               from unnest(v_subjects, v_objects) u(s, o) order by 1) keys;
-    perform memory_internal.begin_write(memory_internal.identities_floor(
-      v_org, p_project, v_subjects, array_fill(v_pred, array[cardinality(v_subjects)]), v_objects));
-    select coalesce(array_agg(r.subject_id), '{}'), coalesce(array_agg(r.object_entity_id), '{}')
-      into v_src, v_tgt
-      from memory_internal.restitch(
-             v_org, p_project, v_subjects, array_fill(v_pred, array[cardinality(v_subjects)]),
-             v_objects, 'superseded', session_user, format('%s declared many', v_pred)) r
-     where r.object_entity_id is not null;
-    if cardinality(v_src) > 0 then
-      perform memory_internal.sync_edges(
-        v_org, p_project, v_src, v_tgt, array_fill(v_pred, array[cardinality(v_src)]));
+    if v_subjects is not null then
+      perform memory_internal.lock_identities(p_project, v_subjects, v_preds, v_objects);
+      perform memory_internal.begin_write(memory_internal.identities_floor(
+        v_org, p_project, v_subjects, v_preds, v_objects));
+      select coalesce(array_agg(r.subject_id), '{}'), coalesce(array_agg(r.object_entity_id), '{}')
+        into v_src, v_tgt
+        from memory_internal.restitch(
+               v_org, p_project, v_subjects, v_preds, v_objects, 'superseded', session_user,
+               format('%s declared many', v_pred)) r
+       where r.object_entity_id is not null;
+      if cardinality(v_src) > 0 then
+        perform memory_internal.sync_edges(
+          v_org, p_project, v_src, v_tgt, array_fill(v_pred, array[cardinality(v_src)]));
+      end if;
     end if;
   end if;
   return v_card;

@@ -162,10 +162,9 @@ begin
     delete from memory.facts where org_id = v_org and fact_id = any (v_facts);
     get diagnostics v_n_facts = row_count;
 
-    perform pg_advisory_xact_lock(l.k)
-       from (select distinct memory_internal.identity_lock_key(
-                               p_project, k.subject_id, k.predicate, k.identity_object) as k
-               from pg_temp.chronomem_wiped_keys k order by 1) l;
+    perform memory_internal.lock_identities(
+      p_project, array_agg(k.subject_id), array_agg(k.predicate), array_agg(k.identity_object))
+      from pg_temp.chronomem_wiped_keys k;
     -- restitch reports the facts that stay whose windows it changed (the
     -- ones the wiped facts had closed): their edge keys are synced too.
     insert into pg_temp.chronomem_wiped_keys (subject_id, predicate, identity_object, object_entity_id)
