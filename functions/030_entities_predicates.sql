@@ -85,6 +85,10 @@ declare
   v_org uuid := memory_internal.project_org(p_project);
   v_id uuid := memory_internal.ensure_entity(v_org, p_project, p_name, p_type);
 begin
+  -- Facts stored with the name as a plain-name object are the entity's
+  -- (none once adopted: a probe of an index).
+  perform memory_internal.adopt_named_objects(
+    v_org, p_project, array[memory.normalize_text(p_name)]);
   if p_type is not null or p_summary is not null then
     update memory.entities e
        set entity_type = coalesce(p_type, e.entity_type),
@@ -97,7 +101,7 @@ begin
 end
 $$;
 comment on function memory.upsert_entity(uuid, text, text, text) is
-  'Resolve a name to its entity in the project (exact normalized name or alias), creating it if missing; sets type/summary when given.';
+  'Resolve a name to its entity in the project (exact normalized name or alias), creating it if missing; sets type/summary when given. Stored facts whose object was written as that name (object_type auto) become the entity''s.';
 
 create or replace function memory.add_alias(p_project uuid, p_entity text, p_alias text)
   returns uuid
@@ -128,11 +132,155 @@ begin
   end if;
   insert into memory.entity_aliases (org_id, project_id, normalized_alias, alias, entity_id)
   values (v_org, p_project, v_norm, btrim(p_alias), v_entity);
+  -- Facts stored with the alias as a plain-name object are the entity's.
+  perform memory_internal.adopt_named_objects(v_org, p_project, array[v_norm]);
   return v_entity;
 end
 $$;
 comment on function memory.add_alias(uuid, text, text) is
-  'Make another name resolve to an existing entity. Refused when the name already resolves to a different entity.';
+  'Make another name resolve to an existing entity. Refused when the name already resolves to a different entity. Stored facts whose object was written as that name (object_type auto) become the entity''s, as if the alias had come first; when there are such facts it takes the project lock, so call it before writes in a transaction.';
+
+-- Objects written as a plain name (object_type auto) that named no entity
+-- then and that some entity now bears, by its name or an alias: the stored
+-- versions (retracted ones included) whose object is one of p_names (NULL:
+-- any), with the entity, its canonical key and the identity object that
+-- key gives (unchanged under a 'one' predicate).
+create or replace function memory_internal.named_auto_objects(
+  p_org uuid, p_project uuid, p_names text[])
+  returns table (fact_id uuid, subject_id uuid, predicate text, identity_object text,
+                 invalid_at timestamptz, entity_id uuid, canonical text, new_identity_object text)
+  language sql stable
+  as $$
+    select v.fact_id, v.subject_id, v.predicate, v.identity_object, v.invalid_at,
+           n.entity_id, n.canonical,
+           case when v.identity_object = '' then '' else n.canonical end
+      from memory_internal.find_entities(p_org, p_project, coalesce(p_names, array(
+             select distinct x.object_key from memory_internal.fact_versions(p_project) x
+              where x.org_id = p_org and x.object_auto))) n
+      join memory_internal.fact_versions(p_project) v
+        on v.org_id = p_org and v.object_auto and v.object_key = n.normalized
+  $$;
+comment on function memory_internal.named_auto_objects(uuid, uuid, text[]) is
+  'Stored fact versions whose object was written as a plain name that an entity now bears (by name or alias), with that entity and the key and identity object it gives.';
+
+-- Give those objects to their entities (see named_auto_objects), so that
+-- the state is what it would have been had the entity or alias come first:
+-- the fact gets the entity, its canonical key and the identity that key
+-- gives, its edge, and its tombstone follows it.  When an alias joins two
+-- identities, their windows are first laid out as one (restitch: a later
+-- start closes an earlier window, logged as superseded), then re-keyed.
+-- Of two live tombstones that come to name one claim, the older stays.
+-- p_lock_keys: only the identities whose lock keys are listed (the caller
+-- holds them; assert_facts); else the caller holds the project lock
+-- exclusively.  Returns how many versions were taken over.
+create or replace function memory_internal.adopt_auto_objects(
+  p_org uuid, p_project uuid, p_names text[], p_lock_keys bigint[] default null,
+  p_actor text default null)
+  returns integer
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_ids uuid[]; v_s uuid[]; v_p text[]; v_old text[]; v_new text[];
+  v_entities uuid[]; v_keys text[]; v_current boolean[];
+  v_ms uuid[]; v_mp text[]; v_mo text[]; v_ml text[];
+  v_src uuid[] := '{}'; v_tgt uuid[] := '{}'; v_rel text[] := '{}';
+begin
+  select array_agg(a.fact_id), array_agg(a.subject_id), array_agg(a.predicate),
+         array_agg(a.identity_object), array_agg(a.new_identity_object),
+         array_agg(a.entity_id), array_agg(a.canonical), array_agg(a.invalid_at is null)
+    into v_ids, v_s, v_p, v_old, v_new, v_entities, v_keys, v_current
+    from memory_internal.named_auto_objects(p_org, p_project, p_names) a
+   where p_lock_keys is null
+      or memory_internal.identity_lock_key(p_project, a.subject_id, a.predicate, a.identity_object)
+         = any (p_lock_keys);
+  if v_ids is null then
+    return 0;
+  end if;
+
+  -- Identities an alias joins: the name's and the entity's, laid out as
+  -- the entity's.
+  select array_agg(m.s), array_agg(m.p), array_agg(m.o), array_agg(m.l)
+    into v_ms, v_mp, v_mo, v_ml
+    from (select distinct c.s, c.p, u.o, c.l
+            from unnest(v_s, v_p, v_old, v_new) c(s, p, old, l)
+           cross join lateral (values (c.old), (c.l)) u(o)
+           where c.old <> c.l) m;
+
+  -- Changes land after every stamp on what they change.
+  perform memory_internal.begin_write(memory_internal.identities_floor(
+    p_org, p_project, v_s || coalesce(v_ms, '{}'), v_p || coalesce(v_mp, '{}'),
+    v_old || coalesce(v_mo, '{}')));
+
+  if v_ms is not null then
+    select v_src || coalesce(array_agg(r.subject_id), '{}'),
+           v_tgt || coalesce(array_agg(r.object_entity_id), '{}'),
+           v_rel || coalesce(array_agg(r.predicate), '{}')
+      into v_src, v_tgt, v_rel
+      from memory_internal.restitch(
+             p_org, p_project, v_ms, v_mp, v_mo, 'superseded', coalesce(p_actor, session_user),
+             'an alias joined two names', p_layout_objects => v_ml) r
+     where r.object_entity_id is not null;
+  end if;
+
+  update memory.facts f
+     set object_entity_id = c.entity, object_literal = null, object_key = c.key,
+         identity_object = c.ident, object_auto = false
+    from unnest(v_ids, v_entities, v_keys, v_new) c(id, entity, key, ident)
+   where f.org_id = p_org and f.fact_id = any (v_ids) and f.fact_id = c.id;
+
+  -- The tombstones of the versions taken over name the entity's key too;
+  -- first lift those that would repeat an older live tombstone of the
+  -- same claim.
+  update memory.tombstones t
+     set lifted_at = memory_internal.txn_instant()
+    from (select x.fact_id,
+                 row_number() over (partition by x.subject_id, x.predicate, x.key
+                                    order by x.created_at, x.fact_id) as nth
+            from (select tb.fact_id, tb.subject_id, tb.predicate, tb.created_at,
+                         coalesce(c.key, tb.object_key) as key
+                    from memory.tombstones tb
+                    left join unnest(v_ids, v_keys) c(id, key) on c.id = tb.fact_id
+                   where tb.org_id = p_org and tb.project_id = p_project
+                     and tb.subject_id = any (v_s) and tb.lifted_at is null) x) d
+   where t.org_id = p_org and t.fact_id = d.fact_id and d.nth > 1;
+  update memory.tombstones t
+     set object_key = c.key
+    from unnest(v_ids, v_keys) c(id, key)
+   where t.org_id = p_org and t.fact_id = any (v_ids) and t.fact_id = c.id;
+
+  -- Edges: of the versions taken over that are believed, and of the
+  -- entity's own facts whose windows the layout closed.
+  perform memory_internal.sync_edges(
+    p_org, p_project,
+    v_src || array(select c.s from unnest(v_s, v_current) c(s, cur) where c.cur),
+    v_tgt || array(select c.e from unnest(v_entities, v_current) c(e, cur) where c.cur),
+    v_rel || array(select c.p from unnest(v_p, v_current) c(p, cur) where c.cur));
+  return cardinality(v_ids);
+end
+$$;
+comment on function memory_internal.adopt_auto_objects(uuid, uuid, text[], bigint[], text) is
+  'Give stored objects written as a plain name to the entity that now bears the name (named_auto_objects): entity, key, identity, edge and tombstone follow, and identities an alias joins are laid out as one first. Caller holds the project lock exclusively, or the listed identity locks.';
+
+-- Whether stored auto objects wait for a name: then take the project lock
+-- exclusively (no writer runs meanwhile; writers hold it shared) and give
+-- them to their entity.  For add_alias, upsert_entity and reconcile_edges.
+create or replace function memory_internal.adopt_named_objects(
+  p_org uuid, p_project uuid, p_names text[])
+  returns integer
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  if not exists (select from memory_internal.named_auto_objects(p_org, p_project, p_names)) then
+    return 0;
+  end if;
+  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  return memory_internal.adopt_auto_objects(p_org, p_project, p_names);
+end
+$$;
+comment on function memory_internal.adopt_named_objects(uuid, uuid, text[]) is
+  'When stored objects written as one of these names (NULL: any) now name an entity, take the project lock exclusively and adopt them (adopt_auto_objects). Returns how many versions were taken over.';
 
 -- Advisory lock keys, always taken in this order: project, predicates,
 -- identities (each group sorted).  Writers hold the project and predicate

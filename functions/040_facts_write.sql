@@ -14,14 +14,18 @@
 -- stored windows, so the exclusion constraint holds after each statement.
 -- Every change is an event whose new_range lets facts_at answer for
 -- earlier known_at instants (p_forget_old_ranges: wipe, whose events must
--- not keep the windows wiped facts had imposed).  Callers hold the
--- identities' locks.
+-- not keep the windows wiped facts had imposed).  p_layout_objects
+-- (paired with the identities) lays several identities out as one, under
+-- the one given: adopt_auto_objects, before it merges them.  Callers hold
+-- the identities' locks.
+drop function if exists memory_internal.restitch(
+  uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean);
 create or replace function memory_internal.restitch(
   p_org uuid, p_project uuid,
   p_subjects uuid[], p_predicates text[], p_identity_objects text[],
   p_shrink_event text, p_actor text, p_reason text default null,
   p_new memory_internal.fact_input[] default '{}', p_source text default 'api',
-  p_forget_old_ranges boolean default false)
+  p_forget_old_ranges boolean default false, p_layout_objects text[] default null)
   returns table (fact_id uuid, subject_id uuid, predicate text, object_entity_id uuid,
                  old_range tstzrange, new_range tstzrange, closed_by uuid, grew boolean)
   language plpgsql
@@ -69,10 +73,12 @@ begin
                  lead(v.valid_from) over w as next_from,
                  lead(v.fact_id) over w as next_id
             from (
-              select f.fact_id, f.subject_id, f.predicate, f.identity_object, f.object_entity_id,
-                     f.valid_range, f.valid_from, f.asserted_until, f.fact_seq, false as is_new
-                from (select distinct s, p, o
-                        from unnest(p_subjects, p_predicates, p_identity_objects) u(s, p, o)) ids
+              select f.fact_id, f.subject_id, f.predicate, ids.m as layout_object,
+                     f.object_entity_id, f.valid_range, f.valid_from, f.asserted_until, f.fact_seq,
+                     false as is_new
+                from (select distinct s, p, o, m
+                        from unnest(p_subjects, p_predicates, p_identity_objects,
+                                    coalesce(p_layout_objects, p_identity_objects)) u(s, p, o, m)) ids
                cross join lateral (
                  -- offset 0 keeps this a per-identity probe of the identity
                  -- btree whatever the statistics say; invalid_at is tested
@@ -95,7 +101,7 @@ begin
               select n.fact_id, n.subject_id, n.predicate, n.identity_object, n.object_entity_id,
                      'empty'::tstzrange, n.valid_from, n.valid_to, null::bigint, true
                 from unnest(p_new) n) v
-          window w as (partition by v.subject_id, v.predicate, v.identity_object
+          window w as (partition by v.subject_id, v.predicate, v.layout_object
                        order by v.valid_from, v.is_new, v.fact_seq)) o) d
    where d.is_new or d.valid_range <> d.want;
   if v_ids is null then
@@ -115,11 +121,12 @@ begin
   insert into memory.facts (
     org_id, project_id, fact_id, subject_id, predicate, predicate_label, object_entity_id,
     object_literal, object_key, identity_object, content, content_key, confidence,
-    source, source_episode_id, actor, valid_from, asserted_until, valid_range)
+    source, source_episode_id, actor, valid_from, asserted_until, valid_range, object_auto)
   select p_org, p_project, n.fact_id, n.subject_id, n.predicate, n.predicate_label,
          n.object_entity_id, case when n.object_entity_id is null then n.object_name end,
          n.object_key, n.identity_object, n.content, n.content_key, n.confidence, p_source,
-         n.source_episode_id, p_actor, n.valid_from, n.valid_to, c.want
+         n.source_episode_id, p_actor, n.valid_from, n.valid_to, c.want,
+         n.object_kind = 'auto' and n.object_entity_id is null
     from unnest(p_new) n
     join unnest(v_ids, v_new) c(id, want) on c.id = n.fact_id
    order by n.idx;
@@ -150,7 +157,7 @@ begin
    where not c.is_new;
 end
 $$;
-comment on function memory_internal.restitch(uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean) is
+comment on function memory_internal.restitch(uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean, text[]) is
   'Lay out the given identities'' current facts (and p_new, inserted here) in world-time order and log every window change. Caller holds the identity locks.';
 
 -- Make the current edges of the given (source, target, relation) keys equal
@@ -467,6 +474,7 @@ declare
   v_inserted integer := 0; v_superseded integer := 0; v_skipped integer := 0;
   v_refused integer := 0; v_invalid integer := 0;
   v_names text[]; v_found text[]; v_found_ids uuid[]; v_found_canon text[];
+  v_created text[]; v_adopt_keys bigint[] := '{}';
 begin
   if current_setting('transaction_isolation') <> 'read committed' then
     raise exception 'assert_facts needs READ COMMITTED isolation, not %',
@@ -536,8 +544,9 @@ begin
                except
                select f.norm from unnest(v_found) f(norm)
                except
-               select c2.normalized_name from created c2)
-    into v_found, v_found_ids, v_found_canon, v_names
+               select c2.normalized_name from created c2),
+         coalesce(array_agg(c.normalized_name), '{}')
+    into v_found, v_found_ids, v_found_canon, v_names, v_created
     from created c;
   -- Its row is visible to this new statement.  (The names go in as a
   -- variable: a subquery argument would keep find_entities from being
@@ -587,8 +596,20 @@ begin
   -- The record-time floor (see begin_write) is read by round 1's lookup
   -- below, which visits every identity of the batch once anyway, and is
   -- fixed before anything is written.
+  -- Stored objects written as a name this batch made an entity of become
+  -- that entity's (adopt_auto_objects, in round 1): their identities are
+  -- locked with the batch's, in the same order.
+  if cardinality(v_created) > 0 then
+    v_adopt_keys := array(
+      select distinct memory_internal.identity_lock_key(
+               p_project, a.subject_id, a.predicate, a.identity_object)
+        from memory_internal.named_auto_objects(v_org, p_project, v_created) a);
+  end if;
   perform pg_advisory_xact_lock(k)
-     from (select distinct i.lock_key as k from unnest(v_items) i order by 1) keys;
+     from (select i.lock_key as k from unnest(v_items) i
+           union
+           select unnest(v_adopt_keys)
+           order by 1) keys;
 
   -- 5. Apply in rounds: round n holds the n-th fact of each identity in
   -- batch order, so within a round identities are distinct and the work is
@@ -674,6 +695,9 @@ begin
 
     if v_r = 1 then
       perform memory_internal.begin_write(v_floor);
+      if cardinality(v_adopt_keys) > 0 then
+        perform memory_internal.adopt_auto_objects(v_org, p_project, v_created, v_adopt_keys, v_actor);
+      end if;
     end if;
     if cardinality(v_skip) > 0 then
       update memory.facts f set support_count = f.support_count + 1, last_seen_at = memory_internal.txn_instant()

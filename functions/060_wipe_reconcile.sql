@@ -229,6 +229,7 @@ declare
   v_project uuid;
   v_healed jsonb := '[]';
   v_expired integer := 0; v_inserted integer := 0; v_keys integer := 0;
+  v_adopted integer := 0;
   r record;
   s record;
 begin
@@ -244,6 +245,10 @@ begin
      order by p.project_id
   loop
     exit when v_keys >= p_batch;
+    -- Objects written as a name that an entity bears now but not when the
+    -- writer looked (it was created by a transaction that had not yet
+    -- committed): the entity's from now on, with their edges.
+    v_adopted := v_adopted + memory_internal.adopt_named_objects(v_org, v_project, null);
     -- Keys whose current edges differ from the union of their facts' windows.
     for r in
       with wanted as (
@@ -297,8 +302,8 @@ begin
   end loop;
   return jsonb_build_object('keys_checked', v_keys, 'keys_healed', jsonb_array_length(v_healed),
                             'edges_expired', v_expired, 'edges_inserted', v_inserted,
-                            'healed', v_healed);
+                            'objects_adopted', v_adopted, 'healed', v_healed);
 end
 $$;
 comment on function memory.reconcile_edges(integer, uuid) is
-  'Heal drift between edges and facts in the current org (or one project), at most p_batch edge keys per call; reports each key it healed.';
+  'Heal drift between edges and facts in the current org (or one project), at most p_batch edge keys per call; reports each key it healed. First gives objects written as a plain name to the entity that now bears it, when a concurrent writer created the entity too late for the fact''s writer to see (objects_adopted).';

@@ -134,7 +134,7 @@ select is((select count(*)::int from memory.edges where target_id = pg_temp.ent(
 select set_eq('select * from pg_temp.have()', 'select * from pg_temp.want()', 'invariant 4 before reconciliation');
 insert into res values ('rec0', memory.reconcile_edges(1000, pg_temp.id('p')));
 select is(pg_temp.r('rec0') - 'keys_checked',
-          '{"keys_healed": 0, "edges_expired": 0, "edges_inserted": 0, "healed": []}'::jsonb,
+          '{"keys_healed": 0, "edges_expired": 0, "edges_inserted": 0, "objects_adopted": 0, "healed": []}'::jsonb,
           'reconcile_edges reports nothing on a consistent project');
 
 -- ... and heals drift made behind its back (as superuser).
@@ -150,7 +150,7 @@ select is((select count(*)::int from ((select * from pg_temp.have() except selec
           'the drift is visible (control): a missing, a bogus and a wrong row');
 insert into res values ('rec1', memory.reconcile_edges(1000, pg_temp.id('p')));
 select is(pg_temp.r('rec1') - 'healed' - 'keys_checked',
-          '{"keys_healed": 3, "edges_expired": 2, "edges_inserted": 2}'::jsonb, 'three keys healed');
+          '{"keys_healed": 3, "edges_expired": 2, "edges_inserted": 2, "objects_adopted": 0}'::jsonb, 'three keys healed');
 select set_eq($$ select h->>'relation' as rel, (h->>'expired')::int as expired, (h->>'inserted')::int as inserted
                    from jsonb_array_elements(pg_temp.r('rec1')->'healed') h $$,
               $$ values ('knows', 1, 0), ('likes', 1, 1), ('likes', 0, 1) $$,
