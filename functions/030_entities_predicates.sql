@@ -151,14 +151,24 @@ create or replace function memory_internal.named_auto_objects(
                  invalid_at timestamptz, entity_id uuid, canonical text, new_identity_object text)
   language sql stable
   as $$
+    -- Per name, one probe of facts_auto_object_idx (offset 0: a probe
+    -- whatever the statistics say, not a read of every auto object of the
+    -- project), and entities looked up only for the names some fact uses
+    -- (usually none).
     select v.fact_id, v.subject_id, v.predicate, v.identity_object, v.invalid_at,
            n.entity_id, n.canonical,
            case when v.identity_object = '' then '' else n.canonical end
-      from memory_internal.find_entities(p_org, p_project, coalesce(p_names, array(
-             select distinct x.object_key from memory_internal.fact_versions(p_project) x
-              where x.org_id = p_org and x.object_auto))) n
-      join memory_internal.fact_versions(p_project) v
-        on v.org_id = p_org and v.object_auto and v.object_key = n.normalized
+      from memory_internal.find_entities(p_org, p_project, array(
+             select k.name
+               from unnest(coalesce(p_names, array(
+                      select distinct x.object_key from memory_internal.fact_versions(p_project) x
+                       where x.org_id = p_org and x.object_auto))) k(name)
+              where exists (select from memory_internal.fact_versions(p_project) x
+                             where x.org_id = p_org and x.object_auto and x.object_key = k.name))) n
+     cross join lateral (
+       select y.* from memory_internal.fact_versions(p_project) y
+        where y.org_id = p_org and y.object_auto and y.object_key = n.normalized
+       offset 0) v
   $$;
 comment on function memory_internal.named_auto_objects(uuid, uuid, text[]) is
   'Stored fact versions whose object was written as a plain name that an entity now bears (by name or alias), with that entity and the key and identity object it gives.';

@@ -332,3 +332,32 @@ def test_reconcile_takes_over_what_a_concurrent_writer_could_not_see(
     assert {e[:3] for e in p.edges(Y2021)} == {("Bob", "works at", "Zenith")}
     again = p.one("select memory.reconcile_edges(1000, %s)", (p.id,))
     assert (again["objects_adopted"], again["keys_healed"]) == (0, 0)
+
+
+def test_a_writer_of_a_fact_being_taken_over_waits_and_keeps_its_edge_in_step(
+    app_dsn: str, conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    """T1's batch creates the entity "Pro" and so takes over Bob's plan fact (not yet
+    committed); T2 supersedes that fact meanwhile. T2 must wait for T1 (the fact's
+    identity lock, taken with T1's own), then see the fact as the entity's, and close
+    its edge with it: afterwards edges equal their facts' windows."""
+    p = Project(conn, org, "taken over while written")
+    p.one("select memory.declare_predicate(%s, 'plan', 'one')", (p.id,))
+    p.assert_facts(fact("Bob", "plan", "Pro", Y2020))
+    with psycopg.connect(app_dsn, autocommit=False) as t1:
+        t1.execute("select memory.use_org(%s)", (org,))
+        t1.execute(
+            "select memory.assert_facts(%s, %s::jsonb)",
+            (p.id, json.dumps([fact("Pro", "tier", "paid", Y2020)], default=str)),
+        )
+        writer = threading.Thread(target=lambda: p.assert_facts(fact("Bob", "plan", "Team", Y2022)))
+        writer.start()
+        writer.join(timeout=1)
+        assert writer.is_alive(), "T2 did not wait for the fact's new owner"
+        t1.commit()
+        writer.join(timeout=30)
+        assert not writer.is_alive()
+    edges = {(e[:3], e[3].lower, e[3].upper) for e in p.edges(Y2021)}
+    assert edges == {(("Bob", "plan", "Pro"), Y2020, Y2022)}
+    report = p.one("select memory.reconcile_edges(1000, %s)", (p.id,))
+    assert (report["keys_healed"], report["objects_adopted"]) == (0, 0), report

@@ -617,6 +617,22 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
                         except psycopg.errors.ExclusionViolation:
                             assert cardinality == "one"
                             done["refused: plans overlap"] += 1
+                    elif op < 0.95:
+                        # Plans are written as plain names: an entity of that name, made
+                        # by upsert_entity or by a batch that names it as a subject,
+                        # takes the plan facts over (and their edges) while others write.
+                        name = rng.choice(PLANS)
+                        if rng.random() < 0.5:
+                            conn.execute(
+                                "select memory.upsert_entity(%s, %s)", (tenant.project, name)
+                            )
+                        else:
+                            facts = [{"subject": name, "predicate": "tier", "object": "paid"}]
+                            conn.execute(
+                                "select memory.assert_facts(%s, %s::jsonb)",
+                                (tenant.project, json.dumps(facts)),
+                            )
+                        done["named"] += 1
                     elif op < 0.97:
                         # An operator's drift check, among the writers: what it reads
                         # (facts and edges in one snapshot) is always in step.
@@ -639,12 +655,12 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
 
     totals = sum(_run_writers(app_dsn, WRITERS, writer), Counter[str]())
     # Positive controls: every kind of write happened, and they did collide.
-    for status in ("inserted", "retracted", "expired", "wiped", "reconciled"):
+    for status in ("inserted", "retracted", "expired", "wiped", "reconciled", "named"):
         assert totals[status] > 0, totals
     assert totals["healed"] == 0, totals
     answers = {"inserted", "skipped", "refused", "retracted", "already_retracted", "expired",
                "unchanged", "wiped", "reconciled", "healed", "declared one", "declared many",
-               "refused: plans overlap", *LOST_RACES.values()}  # fmt: skip
+               "refused: plans overlap", "named", *LOST_RACES.values()}  # fmt: skip
     assert set(totals) <= answers, totals
 
     with app.transaction():
@@ -718,7 +734,21 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
             (p,),
         ).fetchone()
         edges = _scalar(app, "select count(*) from memory.edges where project_id = %s", (p,))
+        plan_edges = _scalar(
+            app,
+            "select count(*) from memory.edges where project_id = %s and relation = 'plan'",
+            (p,),
+        )
         drift = _scalar(app, "select memory.reconcile_edges(100000, %s)", (p,))
+        # Whatever a writer could not see (an entity committed after it looked) is
+        # taken over by that reconciliation: no plain name is left naming an entity.
+        unadopted = _scalar(
+            app,
+            "select count(*) from memory_internal.fact_versions(%s) v where v.object_auto "
+            "and exists (select from memory.entities e where e.org_id = v.org_id "
+            "and e.project_id = v.project_id and e.normalized_name = v.object_key)",
+            (p,),
+        )
     assert misplaced == []
     # No identity's record time goes back; positive control: it moves on.
     assert record_time is not None and record_time[0] == 0 and record_time[1] > 0, record_time
@@ -727,7 +757,9 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
     assert counted == versions > 0
     assert stale_tombstones == 0
     assert edges > 0
+    assert plan_edges > 0  # positive control: plan facts were taken over by entities
     assert drift["keys_checked"] == 0, drift
+    assert unadopted == 0
 
 
 def test_a_writer_that_waited_is_stamped_after_a_closing_that_changed_no_window(
