@@ -1,8 +1,9 @@
 """Property test of record time: any history of writes can be read back as it was.
 
-A random sequence of writes (assertions of literal and entity objects, open and closed
-windows, tombstone overrides, retractions, closings, subject wipes, redeclared
-cardinalities), each its own committed transaction as chronomem_app. After each write
+A random sequence of writes (assertions of literal, plain-name and entity objects, open
+and closed windows, tombstone overrides, retractions, closings, subject wipes, redeclared
+cardinalities, entities and aliases named after plain-name objects, which take those
+facts over), each its own committed transaction as chronomem_app. After each write
 the test reads what holds (facts_at and edges_at with the default known_at, i.e. now)
 at every instant that matters; at the end, the same reads with known_at = that write's
 record-time instant must give exactly those answers, windows included (less what a
@@ -29,17 +30,20 @@ from hypothesis import strategies as st
 from psycopg.types.range import Range
 
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
-# predicate -> (cardinality, objects, entity objects?)
+# predicate -> (cardinality, objects, object_type: an "auto" object is a plain name that
+# an entity or alias named like it later takes over)
 PREDICATES = {
-    "plan": ("one", ("free", "pro", "team"), False),
-    "likes": ("many", ("tea", "jazz"), False),
-    "works at": ("one", ("Acme", "Globex"), True),
-    "knows": ("many", ("alice", "bob", "carol"), True),
+    "plan": ("one", ("free", "pro", "team"), "literal"),
+    "likes": ("many", ("tea", "jazz"), "auto"),
+    "works at": ("one", ("Acme", "Globex"), "entity"),
+    "knows": ("many", ("alice", "bob", "carol"), "entity"),
 }
+LIKED = PREDICATES["likes"][1]
 # Mostly alice, and cardinality-one predicates most, so that assertions collide: over
-# 300 examples a quarter superseded a window and one in ten had one given back.
+# 300 examples a quarter superseded a window and one in ten had one given back. (likes
+# twice: an alias joins two identities only when a subject likes both names.)
 SUBJECTS = ("alice", "alice", "alice", "bob")
-DRAWN = ("plan", "plan", "plan", "works at", "works at", "works at", "likes", "knows")
+DRAWN = ("plan", "plan", "plan", "works at", "works at", "works at", "likes", "likes", "knows")
 
 # (fact_id, subject, predicate, object, content, (lower, upper)): what holds.
 FactRow = tuple[str, str, str, str, str, tuple[datetime | None, datetime | None]]
@@ -73,7 +77,7 @@ class Assert:
             "subject": self.subject,
             "predicate": self.predicate,
             "object": self.obj,
-            "object_type": "entity" if PREDICATES[self.predicate][2] else "literal",
+            "object_type": PREDICATES[self.predicate][2],
             "content": f"{self.subject} {self.predicate} {self.obj} #{self.variant}",
             "valid_from": (BASE + timedelta(hours=self.start_hours)).isoformat(),
         }
@@ -105,6 +109,35 @@ class Declare:
     cardinality: str
 
 
+@dataclass(frozen=True)
+class Name:
+    name: str  # an entity of that name takes over the plain-name objects it matches
+
+
+@dataclass(frozen=True)
+class Alias:
+    """The entity is named first (upsert_entity); then the alias's plain-name objects
+    become the entity's: under 'many' two identities join, and the later start closes
+    the earlier window."""
+
+    entity: str
+    alias: str
+
+
+def _renamed(read: Read, alias: str, entity: str) -> Read:
+    """A read with the plain-name objects `alias` shown as the entity they now are.
+    (Naming is not a belief about the world, so it is not versioned: a past read shows
+    today's names, with the windows believed then.)"""
+    facts, _ = read
+    return (
+        {
+            (at, (i, s, p, entity if p == "likes" and o == alias else o, c, r))
+            for at, (i, s, p, o, c, r) in facts
+        },
+        read[1],
+    )
+
+
 def _assertion() -> st.SearchStrategy[Assert]:
     return st.sampled_from(DRAWN).flatmap(
         lambda p: st.builds(
@@ -120,7 +153,7 @@ def _assertion() -> st.SearchStrategy[Assert]:
     )
 
 
-Write = Assert | Retract | Close | Wipe | Declare
+Write = Assert | Retract | Close | Wipe | Declare | Name | Alias
 
 
 def histories() -> st.SearchStrategy[list[Write]]:
@@ -137,6 +170,8 @@ def histories() -> st.SearchStrategy[list[Write]]:
             predicate=st.sampled_from(("plan", "works at", "likes")),
             cardinality=st.sampled_from(("one", "many")),
         ),
+        st.builds(Name, name=st.sampled_from(LIKED)),
+        st.sampled_from(LIKED).map(lambda e: Alias(e, next(x for x in LIKED if x != e))),
     )
     return st.tuples(_assertion(), st.lists(write, min_size=3, max_size=11)).map(
         lambda t: [t[0], *t[1]]
@@ -201,8 +236,21 @@ class Project:
             except psycopg.errors.ExclusionViolation:
                 return None  # 'one' while a subject holds two objects at once
             return instant
+        if isinstance(w, Alias):
+            try:
+                with self._tx():
+                    self.conn.execute("select memory.upsert_entity(%s, %s)", (self.id, w.entity))
+                    self.conn.execute(
+                        "select memory.add_alias(%s, %s, %s)", (self.id, w.entity, w.alias)
+                    )
+                    instant = self._one("select memory_internal.txn_instant()")
+            except psycopg.errors.UniqueViolation:
+                return None  # the alias is an entity's own name
+            return instant
         with self._tx():
-            if isinstance(w, Wipe):
+            if isinstance(w, Name):
+                self.conn.execute("select memory.upsert_entity(%s, %s)", (self.id, w.name))
+            elif isinstance(w, Wipe):
                 self.conn.execute("select memory.wipe(%s, p_subject => %s)", (self.id, w.subject))
             elif isinstance(w, Assert):
                 result = self._one(
@@ -238,7 +286,7 @@ class Project:
     def can(self, w: Write) -> bool:
         """Whether there is something for w to act on (a wipe of a subject the project
         does not know, or a retraction in an empty project, is an error by design)."""
-        if isinstance(w, Assert | Declare):
+        if isinstance(w, Assert | Declare | Name | Alias):
             return True
         with self._tx():
             if isinstance(w, Wipe):
@@ -247,6 +295,17 @@ class Project:
             else:
                 n = self._one("select count(*) from memory_internal.fact_versions(%s)", (self.id,))
         return n > 0
+
+    def alias_of(self, alias: str) -> str | None:
+        """The name of the entity `alias` is an alias of (None: it is no alias)."""
+        with self._tx():
+            row = self.conn.execute(
+                "select e.name from memory.entity_aliases a join memory.entities e "
+                "on e.org_id = a.org_id and e.entity_id = a.entity_id "
+                "where a.project_id = %s and a.normalized_alias = %s",
+                (self.id, alias),
+            ).fetchone()
+        return None if row is None else str(row[0])
 
     def _one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
         row = self.conn.execute(query, params).fetchone()
@@ -310,6 +369,8 @@ def test_every_past_state_reads_back_at_its_known_at(
             # (Here every fact naming it is in an identity of its own, so nothing else's
             # window changes; tests/sql/test_08_wipe.sql has the case where one does.)
             seen = [(x, t, _without(read, w.subject)) for x, t, read in seen]
+        if isinstance(w, Alias) and (entity := project.alias_of(w.alias)) is not None:
+            seen = [(x, t, _renamed(read, w.alias, entity)) for x, t, read in seen]
         seen.append((w, stamp, project.read(instants, None)))
         # Positive control: the first write (an assertion) made something hold.
         assert len(seen) > 1 or seen[0][2][0]
