@@ -202,7 +202,11 @@ class FactIn(BaseModel):
     subject: JsonValue = Field(None, description="Entity name (string, required).")
     predicate: JsonValue = Field(None, description="Relation (string, required).")
     object: JsonValue = Field(None, description="Entity name or literal (required).")
-    object_type: JsonValue = Field(None, description="entity, literal or auto (default).")
+    object_type: JsonValue = Field(
+        None,
+        description="entity, literal or auto (default): the entity of that name or alias, else a "
+        "literal that an entity or alias of that name created later takes over.",
+    )
     content: JsonValue = Field(None, description="The sentence; default from the triple.")
     confidence: JsonValue = Field(None, description="0..1, default 1.")
     valid_from: JsonValue = Field(None, description="ISO 8601; default now. Zone-less = UTC.")
