@@ -195,6 +195,7 @@ declare
   v_entities uuid[]; v_keys text[]; v_current boolean[];
   v_ms uuid[]; v_mp text[]; v_mo text[]; v_ml text[];
   v_src uuid[] := '{}'; v_tgt uuid[] := '{}'; v_rel text[] := '{}';
+  v_closed integer;
 begin
   select array_agg(a.fact_id), array_agg(a.subject_id), array_agg(a.predicate),
          array_agg(a.identity_object), array_agg(a.new_identity_object),
@@ -223,14 +224,16 @@ begin
     v_old || coalesce(v_mo, '{}')));
 
   if v_ms is not null then
-    select v_src || coalesce(array_agg(r.subject_id), '{}'),
-           v_tgt || coalesce(array_agg(r.object_entity_id), '{}'),
-           v_rel || coalesce(array_agg(r.predicate), '{}')
-      into v_src, v_tgt, v_rel
+    select v_src || coalesce(array_agg(r.subject_id) filter (where r.object_entity_id is not null), '{}'),
+           v_tgt || coalesce(array_agg(r.object_entity_id) filter (where r.object_entity_id is not null), '{}'),
+           v_rel || coalesce(array_agg(r.predicate) filter (where r.object_entity_id is not null), '{}'),
+           count(*) filter (where not r.grew)
+      into v_src, v_tgt, v_rel, v_closed
       from memory_internal.restitch(
              p_org, p_project, v_ms, v_mp, v_mo, 'superseded', coalesce(p_actor, session_user),
-             'an alias joined two names', p_layout_objects => v_ml) r
-     where r.object_entity_id is not null;
+             'an alias joined two names', p_layout_objects => v_ml) r;
+    -- Counted as assert_facts counts them, had the alias come first.
+    perform memory_internal.bump_counter(p_org, p_project, 'facts_superseded', v_closed);
   end if;
 
   update memory.facts f
