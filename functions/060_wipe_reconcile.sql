@@ -133,9 +133,19 @@ begin
         raise exception 'subject "%" not found in project %', p_subject, p_project
           using errcode = 'no_data_found';
       end if;
+      -- Every fact naming it: as subject, as object, and as a plain name
+      -- not taken over yet (written while the entity was being created).
       select coalesce(array_agg(v.fact_id), '{}') into v_facts
         from memory_internal.fact_versions(p_project) v
        where v.org_id = v_org and (v.subject_id = v_entity or v.object_entity_id = v_entity);
+      select v_facts || coalesce(array_agg(a.fact_id), '{}') into v_facts
+        from memory_internal.named_auto_objects(v_org, p_project, array(
+               select e.normalized_name from memory.entities e
+                where e.org_id = v_org and e.entity_id = v_entity
+               union all
+               select a.normalized_alias from memory.entity_aliases a
+                where a.org_id = v_org and a.entity_id = v_entity)) a
+       where a.entity_id = v_entity;
     end if;
 
     -- The identities and edge keys the wiped facts shared with facts that
@@ -215,7 +225,7 @@ begin
 end
 $$;
 comment on function memory.wipe(uuid, text, text, text) is
-  'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction.';
+  'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it, by a plain name too). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction.';
 
 create or replace function memory.reconcile_edges(
   p_batch integer default 1000, p_project uuid default null)

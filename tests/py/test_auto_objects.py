@@ -308,20 +308,16 @@ def test_two_tombstones_that_come_to_name_one_claim_leave_one_live(
     assert p.assert_facts(fact("Bob", "likes", "ACME Corp", Y2021))["refused"] == 1
 
 
-def test_reconcile_takes_over_what_a_concurrent_writer_could_not_see(
-    app_dsn: str, conn: psycopg.Connection[Any], org: uuid.UUID
-) -> None:
-    """A writer that names "Zenith" while another transaction is creating the entity
-    cannot see it, and stores a literal; reconcile_edges gives the fact to the entity
-    and writes its edge."""
-    p = Project(conn, org, "race")
+def _race(app_dsn: str, p: Project, *facts: dict[str, Any]) -> None:
+    """Write `facts` while another transaction is creating the entity "Zenith": the
+    writer cannot see it, and stores its plain names as literals."""
     with psycopg.connect(app_dsn, autocommit=False) as creator:
-        creator.execute("select memory.use_org(%s)", (org,))
+        creator.execute("select memory.use_org(%s)", (p.org,))
         creator.execute("select memory.upsert_entity(%s, 'Zenith')", (p.id,))
         done = threading.Event()
 
         def write() -> None:
-            p.assert_facts(fact("Bob", "works_at", "Zenith", Y2020))
+            p.assert_facts(*facts)
             done.set()
 
         writer = threading.Thread(target=write)
@@ -329,13 +325,48 @@ def test_reconcile_takes_over_what_a_concurrent_writer_could_not_see(
         writer.join(timeout=30)
         assert done.is_set(), "the writer waited on the uncommitted entity"
         creator.commit()
-    assert {r[2:4] for r in p.facts(Y2021)} == {(None, "Zenith")}, "control: the race happened"
+    assert (None, "Zenith") in {r[2:4] for r in p.facts(Y2021)}, "control: the race happened"
+
+
+def test_reconcile_takes_over_what_a_concurrent_writer_could_not_see(
+    app_dsn: str, conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    """reconcile_edges gives the fact the racing writer stored to the entity, with its
+    edge."""
+    p = Project(conn, org, "race")
+    _race(app_dsn, p, fact("Bob", "works_at", "Zenith", Y2020))
     report = p.one("select memory.reconcile_edges(1000, %s)", (p.id,))
     assert report["objects_adopted"] == 1
     assert {r[2:4] for r in p.facts(Y2021)} == {("Zenith", None)}
     assert {e[:3] for e in p.edges(Y2021)} == {("Bob", "works at", "Zenith")}
     again = p.one("select memory.reconcile_edges(1000, %s)", (p.id,))
     assert (again["objects_adopted"], again["keys_healed"]) == (0, 0)
+
+
+def test_wiping_a_subject_takes_the_plain_names_of_it_not_yet_taken_over(
+    app_dsn: str, conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    """Forgetting Zenith forgets the fact that names it by a plain name even before
+    reconciliation gave it to the entity; an explicit literal "Zenith" is no reference
+    to the entity and stays (the control), as does Bob's other plan."""
+    p = Project(conn, org, "race then wipe")
+    _race(
+        app_dsn,
+        p,
+        fact("Bob", "works_at", "Zenith", Y2020),
+        fact("Bob", "mentions", "Zenith", Y2020, object_type="literal"),
+        fact("Bob", "plan", "Pro", Y2020),
+    )
+    p.one("select memory.wipe(%s, p_subject => 'Zenith')", (p.id,))
+    assert {r[1:4] for r in p.facts(Y2021)} == {
+        ("mentions", None, "Zenith"),
+        ("plan", None, "Pro"),
+    }
+    left = p.one(
+        "select count(*) from memory_internal.fact_versions(%s) where object_key = 'zenith'",
+        (p.id,),
+    )
+    assert left == 1  # the explicit literal only, at every instant
 
 
 def test_a_writer_of_a_fact_being_taken_over_waits_and_keeps_its_edge_in_step(
