@@ -269,6 +269,7 @@ begin
     v_src || array(select c.s from unnest(v_s, v_current) c(s, cur) where c.cur),
     v_tgt || array(select c.e from unnest(v_entities, v_current) c(e, cur) where c.cur),
     v_rel || array(select c.p from unnest(v_p, v_current) c(p, cur) where c.cur));
+  perform memory_internal.bump_counter(p_org, p_project, 'objects_adopted', cardinality(v_ids));
   return cardinality(v_ids);
 end
 $$;
