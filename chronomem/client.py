@@ -32,6 +32,7 @@ from thin_api.models import (
     AssertResult,
     CommunityList,
     ContextResult,
+    Entity,
     EntityPage,
     FactHistory,
     FactPage,
@@ -338,6 +339,22 @@ class Calls:
             params=_query(cursor=cursor, limit=limit),
         )
 
+    def upsert_entity(
+        self,
+        project: Id,
+        name: str,
+        *,
+        entity_type: str | None = None,
+        summary: str | None = None,
+        aliases: Sequence[str] = (),
+    ) -> Call[Entity]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/entities",
+            Entity,
+            json=_body(name=name, entity_type=entity_type, summary=summary, aliases=list(aliases)),
+        )
+
     def communities(self, project: Id) -> Call[CommunityList]:
         return Call("GET", f"/v1/projects/{project}/communities", CommunityList)
 
@@ -479,6 +496,7 @@ class Client:
     context = _sync(Calls.context)
     neighbors = _sync(Calls.neighbors)
     entities = _sync(Calls.entities)
+    upsert_entity = _sync(Calls.upsert_entity)
     communities = _sync(Calls.communities)
     create_webhook = _sync(Calls.create_webhook)
     list_webhooks = _sync(Calls.list_webhooks)
@@ -541,6 +559,7 @@ class AsyncClient:
     context = _async(Calls.context)
     neighbors = _async(Calls.neighbors)
     entities = _async(Calls.entities)
+    upsert_entity = _async(Calls.upsert_entity)
     communities = _async(Calls.communities)
     create_webhook = _async(Calls.create_webhook)
     list_webhooks = _async(Calls.list_webhooks)

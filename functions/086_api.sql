@@ -501,6 +501,61 @@ $$;
 comment on function memory.api_declare_predicate(uuid, text, text) is
   'API: memory.declare_predicate as the authorized key (needs configuration:write); audited.';
 
+-- An entity with its type, summary and aliases, as one write: facts stored
+-- with any of its names as a plain-name object become its own (see
+-- memory.add_alias).  Names are checked here as assert_facts checks a
+-- subject, so that the error names the field.
+create or replace function memory.api_upsert_entity(
+  p_project uuid, p_name text, p_entity_type text default null, p_summary text default null,
+  p_aliases text[] default '{}')
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+declare
+  v_org uuid;
+  v_id uuid;
+  v_alias text;
+  v_entity memory.entities;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_org := memory_internal.project_org(p_project);
+  if coalesce(memory.normalize_text(p_name), '') = '' then
+    raise exception 'name is required and must contain letters or digits'
+      using errcode = 'invalid_parameter_value';
+  elsif length(p_name) > 500 then
+    raise exception 'name is longer than 500 characters' using errcode = 'invalid_parameter_value';
+  elsif length(p_summary) > 8192 then
+    raise exception 'summary is longer than 8192 characters'
+      using errcode = 'invalid_parameter_value';
+  elsif cardinality(p_aliases) > 100 then
+    raise exception 'aliases: at most 100 per call, got %', cardinality(p_aliases)
+      using errcode = 'invalid_parameter_value';
+  end if;
+  foreach v_alias in array coalesce(p_aliases, '{}') loop
+    if coalesce(memory.normalize_text(v_alias), '') = '' then
+      raise exception 'aliases: "%" has no letters or digits', coalesce(v_alias, 'null')
+        using errcode = 'invalid_parameter_value';
+    elsif length(v_alias) > 500 then
+      raise exception 'aliases: an alias is longer than 500 characters'
+        using errcode = 'invalid_parameter_value';
+    end if;
+  end loop;
+  v_id := memory.upsert_entity(p_project, p_name, p_entity_type, p_summary);
+  foreach v_alias in array coalesce(p_aliases, '{}') loop
+    perform memory.add_alias(p_project, p_name, v_alias);
+  end loop;
+  perform memory_internal.audit(v_org, p_project, 'entity.upsert', 'entity:' || v_id,
+    jsonb_build_object('aliases', coalesce(cardinality(p_aliases), 0)));
+  select * into v_entity from memory.entities e where e.org_id = v_org and e.entity_id = v_id;
+  return memory_internal.entity_json(v_entity);
+end
+$$;
+comment on function memory.api_upsert_entity(uuid, text, text, text, text[]) is
+  'API: memory.upsert_entity and memory.add_alias for each alias, as the authorized key (needs project:write), in one transaction; audited. Facts stored with any of the names as a plain-name object become the entity''s.';
+
 --------------------------------------------------------------------------
 -- Reads for the API (JSON, keyset-paged).  Timestamps come out in UTC.
 --------------------------------------------------------------------------
@@ -817,6 +872,22 @@ $$;
 comment on function memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer) is
   'The entities within p_depth (1-3) edges of an entity, over the edges effective at p_at as believed at p_known_at (defaults: now), with those edges.';
 
+-- One entity as the API shows it: in the entity list, and as the answer
+-- to an upsert.
+create or replace function memory_internal.entity_json(p_entity memory.entities)
+  returns jsonb
+  language sql stable
+  as $$
+    select jsonb_build_object(
+             'entity_id', p_entity.entity_id, 'name', p_entity.name,
+             'entity_type', p_entity.entity_type, 'summary', p_entity.summary,
+             'created_at', p_entity.created_at,
+             'aliases', coalesce((select jsonb_agg(a.alias order by a.normalized_alias)
+                                    from memory.entity_aliases a
+                                   where a.org_id = p_entity.org_id
+                                     and a.entity_id = p_entity.entity_id), '[]'))
+  $$;
+
 create or replace function memory.list_entities(
   p_project uuid, p_after text default null, p_limit integer default 100)
   returns jsonb
@@ -835,13 +906,7 @@ begin
          max(x.normalized_name) filter (where x.rn = p_limit)
     into v_entities, v_n, v_last
     from (select n.normalized_name, row_number() over (order by n.normalized_name) as rn,
-                 jsonb_build_object(
-                   'entity_id', n.entity_id, 'name', n.name, 'entity_type', n.entity_type,
-                   'summary', n.summary, 'created_at', n.created_at,
-                   'aliases', coalesce((select jsonb_agg(a.alias order by a.normalized_alias)
-                                          from memory.entity_aliases a
-                                         where a.org_id = n.org_id and a.entity_id = n.entity_id),
-                                       '[]')) as j
+                 memory_internal.entity_json(n) as j
             from memory.entities n
            where n.org_id = v_org and n.project_id = p_project
              and (p_after is null or n.normalized_name > p_after)
@@ -920,6 +985,7 @@ grant execute on function
   memory.api_retract_fact(uuid, uuid, text),
   memory.api_wipe(uuid, text, text),
   memory.api_declare_predicate(uuid, text, text),
+  memory.api_upsert_entity(uuid, text, text, text, text[]),
   memory.list_facts(uuid, timestamptz, timestamptz, text, text, uuid, integer),
   memory.api_fact_history(uuid, uuid),
   memory.api_timeline(uuid, text, text),
@@ -949,7 +1015,8 @@ grant execute on function
   memory_internal.api_key_id(),
   memory_internal.api_actor(),
   memory_internal.check_limit(integer, integer),
-  memory_internal.api_query_embedding(vector, vector)
+  memory_internal.api_query_embedding(vector, vector),
+  memory_internal.entity_json(memory.entities)
   to chronomem_app, chronomem_analyst;
 -- readyz compares the schema's revision with the code's.
 grant select on public.alembic_version to chronomem_app;

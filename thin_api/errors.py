@@ -73,10 +73,11 @@ _FIELD_RULES: Sequence[tuple[re.Pattern[str], str]] = [
         (r"\bbatch holds at most\b", "facts"),
         (r"\bat most \d+ messages\b", "messages"),
         (r"^wipe takes a session or a subject", "session"),
+        (r"^alias(es)?\b", "aliases"),
         (r"^at and known_at\b", "as_of"),
         (
             r"^(k|max_tokens|session|messages|facts|cardinality|predicate|depth|limit|subject"
-            r"|name|permissions|query_embedding|query|as_of|known_at|cursor)\b",
+            r"|name|summary|permissions|query_embedding|query|as_of|known_at|cursor)\b",
             r"\1",
         ),
     ]

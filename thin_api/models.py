@@ -472,6 +472,19 @@ class Entity(Model):
     aliases: list[str]
 
 
+class EntityUpsert(Model):
+    name: str = Field(
+        description="The entity's name; an existing entity of that name or alias is updated."
+    )
+    entity_type: str | None = Field(None, description="Kept when omitted.")
+    summary: str | None = Field(None, description="Kept when omitted.")
+    aliases: list[str] = Field(
+        default_factory=list,
+        description="Other names for it (at most 100). Facts stored with any of its names as "
+        "a plain-name object (object_type auto) become the entity's.",
+    )
+
+
 class EntityPage(Model):
     entities: list[Entity]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")

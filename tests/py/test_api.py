@@ -343,6 +343,51 @@ def test_graph_entities_and_communities(api: Client, project: uuid.UUID, tenant:
     assert groups[0].size == 3
 
 
+def test_an_entity_and_its_aliases_take_over_the_plain_names_of_it(
+    api: Client, project: uuid.UUID, admin_dsn: str
+) -> None:
+    """POST /entities: the facts stored with "ACME Corp" as a plain name become Acme's
+    (object, edge) when Acme is created with that alias; the explicit literal stays."""
+    api.assert_facts(
+        project,
+        [
+            {"subject": "bob", "predicate": "works at", "object": "ACME Corp",
+             "valid_from": T_JAN},
+            {"subject": "dee", "predicate": "mentions", "object": "ACME Corp",
+             "object_type": "literal", "valid_from": T_JAN},
+        ],
+    )  # fmt: skip
+    before = {f.subject: (f.object, f.object_entity_id) for f in api.list_facts(project).facts}
+    assert before == {"bob": ("ACME Corp", None), "dee": ("ACME Corp", None)}
+
+    acme = api.upsert_entity(project, "Acme", entity_type="org", aliases=["ACME Corp"])
+    assert (acme.name, acme.entity_type, acme.aliases) == ("Acme", "org", ["ACME Corp"])
+    after = {f.subject: (f.object, f.object_entity_id) for f in api.list_facts(project).facts}
+    assert after == {"bob": ("Acme", acme.entity_id), "dee": ("ACME Corp", None)}
+    assert [e.relation for e in api.neighbors(project, "acme corp").edges] == ["works at"]
+
+    # Again, by an alias and with a summary: the same entity, its type kept.
+    again = api.upsert_entity(project, "acme corp", summary="a company")
+    assert (again.entity_id, again.entity_type, again.summary) == (
+        acme.entity_id,
+        "org",
+        "a company",
+    )
+    assert audit_rows(admin_dsn, project)[-1][:2] == ("entity.upsert", f"entity:{acme.entity_id}")
+
+    # Bad input names its field and writes nothing.
+    api.upsert_entity(project, "Globex")
+    for name, aliases, status, field in [
+        ("Acme", ["Globex"], 409, "aliases"),  # an entity's own name
+        ("  ", [], 422, "name"),
+        ("Initech", ["!!"], 422, "aliases"),
+    ]:
+        with pytest.raises(ChronomemError) as err:
+            api.upsert_entity(project, name, aliases=aliases)
+        assert (err.value.status, err.value.field) == (status, field), err.value
+    assert [e.name for e in api.entities(project).entities] == ["Acme", "bob", "dee", "Globex"]
+
+
 # -- wipe -----------------------------------------------------------------------------
 def test_wipe_is_verified_by_a_fresh_connection(
     api: Client, project: uuid.UUID, admin_dsn: str
@@ -397,6 +442,7 @@ def test_every_mutating_request_writes_one_audit_row(
         ("facts.assert", lambda: api.assert_facts(project, [plan("pro", T_JAN)])),
         ("memory.ingest", lambda: api.ingest(project, "s", [{"role": "user", "content": "hi"}])),
         ("api_key.create", lambda: api.create_api_key(project, "k", ["project:read"])),
+        ("entity.upsert", lambda: api.upsert_entity(project, "Acme", aliases=["ACME Corp"])),
     ]
     for action, step in steps:
         before = len(audit_rows(admin_dsn, project))
@@ -506,7 +552,8 @@ def test_openapi_documents_every_route(base: str) -> None:
         if path.startswith("/v1/")
         for method, op in item.items()
     ]
-    assert len(operations) == 29  # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects
+    # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities
+    assert len(operations) == 30
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

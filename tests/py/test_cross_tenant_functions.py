@@ -228,6 +228,12 @@ CASES: dict[str, Case] = {
         control="select memory.add_alias(%(project)s, 'Alice', 'Ace') is not null",
         mutates=True,
     ),
+    P + "api_upsert_entity(uuid,text,text,text,text[])": Case(
+        probes=("select memory.api_upsert_entity(%(project)s, 'Alice', null, 'changed')",),
+        control="select memory.api_upsert_entity(%(project)s, 'Mallory', null, null, "
+        "array['Mal']) ->> 'name' = 'Mallory'",
+        mutates=True,
+    ),
     P + "list_entities(uuid,text,integer)": Case(
         probes=("select memory.list_entities(%(project)s)",),
         control="select jsonb_array_length(memory.list_entities(%(project)s) -> 'entities') > 0",

@@ -16,14 +16,16 @@ from thin_api.models import (
     CommunityList,
     ContextRequest,
     ContextResult,
+    Entity,
     EntityPage,
+    EntityUpsert,
     Instant,
     Int32,
     Neighbors,
     SearchRequest,
     SearchResult,
 )
-from thin_api.routes import ERRORS, READ
+from thin_api.routes import ERRORS, READ, WRITE
 
 router = APIRouter(prefix="/v1", tags=["retrieval"], responses=ERRORS)
 
@@ -139,6 +141,18 @@ def entities(
         Access(token, READ, project_id),
         "select memory.list_entities(%s::uuid, %s::text, %s::integer)",
         (project_id, cursor, limit),
+    )
+
+
+@router.post("/projects/{project_id}/entities", response_model=Entity, tags=["graph"])
+def upsert_entity(project_id: UUID, body: EntityUpsert, token: Token, db: DB) -> Any:
+    """Create or update an entity and add aliases, in one transaction. Facts stored with
+    any of its names as a plain-name object become the entity's, as if it had come
+    first."""
+    return db.call(
+        Access(token, WRITE, project_id),
+        "select memory.api_upsert_entity(%s::uuid, %s::text, %s::text, %s::text, %s::text[])",
+        (project_id, body.name, body.entity_type, body.summary, body.aliases),
     )
 
 
