@@ -304,6 +304,28 @@ def build_server(backend: Backend) -> MCPServer:
         )
         return {**row, "declared_at": row["declared_at"].isoformat()}
 
+    @server.tool()
+    def name_entity(
+        project_id: ProjectId,
+        name: str,
+        ctx: Context,
+        aliases: Annotated[
+            list[str] | None, Field(description="Other names for it (at most 100).")
+        ] = None,
+        entity_type: str | None = None,
+        summary: str | None = None,
+    ) -> dict[str, Any]:
+        """Create or update an entity and its aliases ("ACME Corp" is Acme). Facts whose
+        object was written as any of its names become facts about it, whenever they came."""
+        entity: dict[str, Any] = call(
+            ctx,
+            WRITE,
+            project_id,
+            "select memory.api_upsert_entity(%s::uuid, %s::text, %s::text, %s::text, %s::text[])",
+            (project_id, name, entity_type, summary, aliases or []),
+        )
+        return entity
+
     return server
 
 

@@ -31,6 +31,7 @@ TOOLS = {
     "fact_history",
     "retract_fact",
     "declare_predicate",
+    "name_entity",
 }
 
 
@@ -178,6 +179,27 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
                 abs(hit["score"] - sum(1 / (60 + r) for r in hit["ranks"].values())) < 1e-6
                 for hit in rrf["results"]
             )
+
+            # A plain name written before its entity: naming the entity with that alias
+            # makes the fact the entity's.
+            ok(
+                await mcp.call_tool(
+                    "add_facts",
+                    {"project_id": p, "facts": [
+                        {"subject": "user 42", "predicate": "works at", "object": "ACME Corp"}
+                    ]},
+                )
+            )  # fmt: skip
+            named = ok(
+                await mcp.call_tool(
+                    "name_entity", {"project_id": p, "name": "Acme", "aliases": ["ACME Corp"]}
+                )
+            )
+            assert (named["name"], named["aliases"]) == ("Acme", ["ACME Corp"])
+            works = ok(await mcp.call_tool("list_facts", {"project_id": p, "subject": "user 42"}))
+            assert {(f["object"], f["object_entity_id"]) for f in works["facts"]} >= {
+                ("Acme", named["entity_id"])
+            }
 
             added = ok(
                 await mcp.call_tool(
