@@ -300,7 +300,8 @@ comment on function memory_internal.adopt_named_objects(uuid, uuid, text[]) is
 -- identities (each group sorted).  Writers hold the project and predicate
 -- locks shared and identity locks exclusive; wipe and declare_predicate
 -- hold the project lock exclusive (declare_predicate its predicate's too),
--- so neither races a write.
+-- as do add_alias and upsert_entity when they re-key stored facts
+-- (adopt_named_objects), so none of them races a write.
 create or replace function memory_internal.project_lock_key(p_project uuid)
   returns bigint
   language sql immutable parallel safe
