@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from org_scope import one_in, rows_in
 
 Y2020 = datetime(2020, 1, 1, tzinfo=UTC)
 Y2021 = datetime(2021, 1, 1, tzinfo=UTC)
@@ -33,16 +34,10 @@ class Project:
         self.id: uuid.UUID = self.one("select memory.create_project(%s, %s)", (org, name))
 
     def one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
-        with self.conn.transaction():
-            self.conn.execute("select memory.use_org(%s)", (self.org,))
-            row = self.conn.execute(query, params).fetchone()
-        assert row is not None
-        return row[0]
+        return one_in(self.conn, self.org, query, params)
 
     def all(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self.conn.transaction():
-            self.conn.execute("select memory.use_org(%s)", (self.org,))
-            return self.conn.execute(query, params).fetchall()
+        return rows_in(self.conn, self.org, query, params)
 
     def assert_facts(self, *facts: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.one(

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from org_scope import one_in, rows_in
 from psycopg.types.range import Range
 
 JAN = datetime(2024, 1, 1, tzinfo=UTC)
@@ -38,16 +39,10 @@ class Store:
     project: uuid.UUID
 
     def _one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
-        with self.conn.transaction():
-            self.conn.execute("select memory.use_org(%s)", (self.org,))
-            row = self.conn.execute(query, params).fetchone()
-        assert row is not None
-        return row[0]
+        return one_in(self.conn, self.org, query, params)
 
     def _all(self, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self.conn.transaction():
-            self.conn.execute("select memory.use_org(%s)", (self.org,))
-            return self.conn.execute(query, params).fetchall()
+        return rows_in(self.conn, self.org, query, params)
 
     def now(self) -> datetime:
         """An instant after every transaction committed so far, before any later one."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from org_scope import one_in
 
 EMBEDDING = "[" + ",".join("0.05" for _ in range(384)) + "]"
 QUERY = "Where is Erin employed? Initrode"
@@ -25,11 +26,7 @@ class Store:
         self.conn, self.org, self.project = conn, org, project
 
     def one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
-        with self.conn.transaction():
-            self.conn.execute("select memory.use_org(%s)", (self.org,))
-            row = self.conn.execute(query, params).fetchone()
-        assert row is not None
-        return row[0]
+        return one_in(self.conn, self.org, query, params)
 
     def now(self) -> Any:
         return self.one("select now()")
