@@ -59,7 +59,7 @@ declare
   v_id uuid;
 begin
   if v_norm is null or v_norm = '' then
-    raise exception 'entity name "%" is empty after normalization', p_name
+    raise exception 'name "%" is empty after normalization', p_name
       using errcode = 'invalid_parameter_value';
   end if;
   v_id := memory_internal.find_entity(p_org, p_project, v_norm);

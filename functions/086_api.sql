@@ -503,8 +503,9 @@ comment on function memory.api_declare_predicate(uuid, text, text) is
 
 -- An entity with its type, summary and aliases, as one write: facts stored
 -- with any of its names as a plain-name object become its own (see
--- memory.add_alias).  Names are checked here as assert_facts checks a
--- subject, so that the error names the field.
+-- memory.add_alias).  The lengths are checked here, as assert_facts checks
+-- a subject's, so that the error names the field (upsert_entity and
+-- add_alias refuse a name with no letters or digits).
 create or replace function memory.api_upsert_entity(
   p_project uuid, p_name text, p_entity_type text default null, p_summary text default null,
   p_aliases text[] default '{}')
@@ -522,10 +523,7 @@ declare
 begin
   perform memory_internal.require_api('project:write', p_project);
   v_org := memory_internal.project_org(p_project);
-  if coalesce(memory.normalize_text(p_name), '') = '' then
-    raise exception 'name is required and must contain letters or digits'
-      using errcode = 'invalid_parameter_value';
-  elsif length(p_name) > 500 then
+  if length(p_name) > 500 then
     raise exception 'name is longer than 500 characters' using errcode = 'invalid_parameter_value';
   elsif length(p_summary) > 8192 then
     raise exception 'summary is longer than 8192 characters'
@@ -535,10 +533,7 @@ begin
       using errcode = 'invalid_parameter_value';
   end if;
   foreach v_alias in array coalesce(p_aliases, '{}') loop
-    if coalesce(memory.normalize_text(v_alias), '') = '' then
-      raise exception 'aliases: "%" has no letters or digits', coalesce(v_alias, 'null')
-        using errcode = 'invalid_parameter_value';
-    elsif length(v_alias) > 500 then
+    if length(v_alias) > 500 then
       raise exception 'aliases: an alias is longer than 500 characters'
         using errcode = 'invalid_parameter_value';
     end if;

@@ -380,6 +380,7 @@ def test_an_entity_and_its_aliases_take_over_the_plain_names_of_it(
     for name, aliases, status, field in [
         ("Acme", ["Globex"], 409, "aliases"),  # an entity's own name
         ("  ", [], 422, "name"),
+        ("x" * 501, [], 422, "name"),
         ("Initech", ["!!"], 422, "aliases"),
     ]:
         with pytest.raises(ChronomemError) as err:
