@@ -350,11 +350,9 @@ SETTINGS = settings(
 )
 
 
-@settings(SETTINGS, max_examples=80)
-@given(history=histories())
-def test_every_past_state_reads_back_at_its_known_at(
-    conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
-) -> None:
+def _replays(conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]) -> int:
+    """Write `history` into a new project, reading what holds after each write; then read
+    each of those states back at its write's known_at. Returns how many writes landed."""
     project = Project(conn, org)
     instants = instants_for(history)
     seen: list[tuple[Write, datetime, Read]] = []
@@ -379,6 +377,52 @@ def test_every_past_state_reads_back_at_its_known_at(
     # Stamps follow the writes: a later write's changes are not read back earlier.
     stamps = [stamp for _, stamp, _ in seen]
     assert stamps == sorted(stamps)
+    return len(seen)
+
+
+@settings(SETTINGS, max_examples=80)
+@given(history=histories())
+def test_every_past_state_reads_back_at_its_known_at(
+    conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
+) -> None:
+    _replays(conn, org, history)
+
+
+def alias_histories() -> st.SearchStrategy[list[Write]]:
+    """Alice's plain-name likes of tea and jazz (windows mostly open, so that they
+    overlap), then more of them, closings, retractions, and the names becoming one
+    entity, in either direction: two identities that both hold somewhere are joined."""
+    like = st.builds(
+        Assert,
+        subject=st.just("alice"),
+        predicate=st.just("likes"),
+        obj=st.sampled_from(LIKED),
+        variant=st.integers(0, 1),
+        start_hours=st.integers(0, 24 * 30),
+        length_hours=st.one_of(st.none(), st.none(), st.integers(1, 24 * 30)),
+        override=st.booleans(),
+    )
+    naming = st.sampled_from(LIKED).map(lambda e: Alias(e, next(x for x in LIKED if x != e)))
+    write = st.one_of(
+        like,
+        like,
+        naming,
+        st.builds(Retract, pick=st.integers(0, 50)),
+        st.builds(Close, pick=st.integers(0, 50), at_hours=st.integers(0, 24 * 90)),
+    )
+    return st.tuples(
+        st.lists(like, min_size=2, max_size=4), st.lists(write, max_size=6), naming
+    ).map(lambda t: [*t[0], *t[1], t[2]])
+
+
+@settings(SETTINGS, max_examples=40)
+@given(history=alias_histories())
+def test_names_joined_by_an_alias_read_back_at_every_known_at(
+    conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
+) -> None:
+    """The replay property where an alias joins two identities: the joint layout's
+    closings are logged, so every earlier state reads back with its own windows."""
+    _replays(conn, org, history)
 
 
 QUESTION = (
