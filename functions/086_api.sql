@@ -519,7 +519,7 @@ declare
   v_org uuid;
   v_id uuid;
   v_alias text;
-  v_entity memory.entities;
+  v_answer jsonb;
 begin
   perform memory_internal.require_api('project:write', p_project);
   v_org := memory_internal.project_org(p_project);
@@ -544,8 +544,10 @@ begin
   end loop;
   perform memory_internal.audit(v_org, p_project, 'entity.upsert', 'entity:' || v_id,
     jsonb_build_object('aliases', coalesce(cardinality(p_aliases), 0)));
-  select * into v_entity from memory.entities e where e.org_id = v_org and e.entity_id = v_id;
-  return memory_internal.entity_json(v_entity);
+  select ej.j into v_answer
+    from memory.entities e cross join lateral memory_internal.entity_api_json(e) ej
+   where e.org_id = v_org and e.entity_id = v_id;
+  return v_answer;
 end
 $$;
 comment on function memory.api_upsert_entity(uuid, text, text, text, text[]) is
@@ -868,9 +870,14 @@ comment on function memory.graph_neighbors(uuid, text, integer, timestamptz, tim
   'The entities within p_depth (1-3) edges of an entity, over the edges effective at p_at as believed at p_known_at (defaults: now), with those edges.';
 
 -- One entity as the API shows it: in the entity list, and as the answer
--- to an upsert.
-create or replace function memory_internal.entity_json(p_entity memory.entities)
-  returns jsonb
+-- to an upsert.  A set-returning SQL function, called with cross join
+-- lateral, so that the planner inlines it: as a scalar function (its alias
+-- subquery keeps those from being inlined) it was called per row, and a
+-- page of 1,000 entities took 8.2-8.7 ms against 5.0-5.8 written inline
+-- (the list's query alone, on the 100k benchmark load).
+drop function if exists memory_internal.entity_json(memory.entities);
+create or replace function memory_internal.entity_api_json(p_entity memory.entities)
+  returns table (j jsonb)
   language sql stable
   as $$
     select jsonb_build_object(
@@ -901,8 +908,9 @@ begin
          max(x.normalized_name) filter (where x.rn = p_limit)
     into v_entities, v_n, v_last
     from (select n.normalized_name, row_number() over (order by n.normalized_name) as rn,
-                 memory_internal.entity_json(n) as j
+                 ej.j
             from memory.entities n
+           cross join lateral memory_internal.entity_api_json(n) ej
            where n.org_id = v_org and n.project_id = p_project
              and (p_after is null or n.normalized_name > p_after)
            order by n.normalized_name
@@ -1011,7 +1019,7 @@ grant execute on function
   memory_internal.api_actor(),
   memory_internal.check_limit(integer, integer),
   memory_internal.api_query_embedding(vector, vector),
-  memory_internal.entity_json(memory.entities)
+  memory_internal.entity_api_json(memory.entities)
   to chronomem_app, chronomem_analyst;
 -- readyz compares the schema's revision with the code's.
 grant select on public.alembic_version to chronomem_app;
