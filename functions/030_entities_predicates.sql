@@ -296,6 +296,187 @@ $$;
 comment on function memory_internal.adopt_named_objects(uuid, uuid, text[]) is
   'When stored objects written as one of these names (NULL: any) now name an entity, take the project lock exclusively and adopt them (adopt_auto_objects). Returns how many versions were taken over.';
 
+-- Two entities found to be one thing (an extractor named "Mel" and
+-- "Melanie" apart): the absorbed entity's facts, edges, aliases and notes
+-- become the kept one's and its name an alias of it, as if that name had
+-- been an alias from the start, the merge's counterpart of add_alias.
+-- Identities the merge joins are laid out as one first (restitch: a later
+-- start closes an earlier window, logged as superseded, "two entities
+-- merged"), then the versions are re-keyed; reads at an earlier known_at
+-- still show the windows believed then, under the kept entity (naming is
+-- not versioned: the absorbed entity's edge history is re-pointed too, and
+-- its row deleted).  Takes the project lock exclusively, so call it before
+-- writes in a transaction.
+create or replace function memory.merge_entities(p_project uuid, p_keep text, p_absorb text)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_keep uuid;
+  v_absorb uuid;
+  v_kept memory.entities;
+  v_gone memory.entities;
+  v_names text[];
+  v_ids uuid[]; v_s uuid[]; v_p text[]; v_o text[]; v_ns uuid[]; v_no text[];
+  v_obj uuid[]; v_nobj uuid[]; v_current boolean[];
+  v_src uuid[] := '{}'; v_tgt uuid[] := '{}'; v_rel text[] := '{}';
+  v_closed integer := 0;
+  v_edges integer;
+  v_notes integer;
+  v_alias_norms text[];
+  v_alias_texts text[];
+begin
+  -- No writer runs meanwhile (writers hold it shared), and the names are
+  -- resolved under it.
+  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  v_keep := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_keep));
+  v_absorb := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_absorb));
+  -- (The detail names the argument: the API's error names it as the field.)
+  if v_keep is null then
+    raise exception 'entity "%" not found in project %', p_keep, p_project
+      using errcode = 'no_data_found', detail = 'keep';
+  end if;
+  if v_absorb is null then
+    raise exception 'entity "%" not found in project %', p_absorb, p_project
+      using errcode = 'no_data_found', detail = 'absorb';
+  end if;
+  if v_keep = v_absorb then
+    return jsonb_build_object('entity_id', v_keep, 'merged', false, 'facts_rekeyed', 0,
+                              'facts_superseded', 0, 'edges_repointed', 0, 'aliases', '[]'::jsonb);
+  end if;
+  select * into strict v_kept from memory.entities e where e.org_id = v_org and e.entity_id = v_keep;
+  select * into strict v_gone from memory.entities e where e.org_id = v_org and e.entity_id = v_absorb;
+  v_names := array[v_gone.normalized_name] || array(
+    select a.normalized_alias from memory.entity_aliases a
+     where a.org_id = v_org and a.project_id = p_project and a.entity_id = v_absorb
+     order by a.normalized_alias);
+
+  -- Every stored version naming the absorbed entity (retracted ones too),
+  -- with the identity it gets: the kept entity as subject, and as object its
+  -- key (unchanged under a 'one' predicate, whose identity has no object).
+  select array_agg(v.fact_id), array_agg(v.subject_id), array_agg(v.predicate),
+         array_agg(v.identity_object),
+         array_agg(case when v.subject_id = v_absorb then v_keep else v.subject_id end),
+         array_agg(case when v.object_entity_id = v_absorb and v.identity_object <> ''
+                        then v_kept.normalized_name else v.identity_object end),
+         array_agg(v.object_entity_id),
+         array_agg(case when v.object_entity_id = v_absorb then v_keep else v.object_entity_id end),
+         array_agg(v.invalid_at is null)
+    into v_ids, v_s, v_p, v_o, v_ns, v_no, v_obj, v_nobj, v_current
+    from (select x.* from memory_internal.fact_versions(p_project) x
+           where x.org_id = v_org and x.subject_id = v_absorb
+          union
+          select x.* from memory_internal.fact_versions(p_project) x
+           where x.org_id = v_org and x.object_entity_id = v_absorb) v;
+
+  if v_ids is not null then
+    -- Changes land after every stamp on what they change.
+    perform memory_internal.begin_write(memory_internal.identities_floor(
+      v_org, p_project, v_s || v_ns, v_p || v_p, v_o || v_no));
+    -- The absorbed entity's identities and those they become, laid out as
+    -- the latter.
+    select coalesce(array_agg(r.subject_id) filter (where r.object_entity_id is not null), '{}'),
+           coalesce(array_agg(r.object_entity_id) filter (where r.object_entity_id is not null), '{}'),
+           coalesce(array_agg(r.predicate) filter (where r.object_entity_id is not null), '{}'),
+           count(*) filter (where not r.grew)
+      into v_src, v_tgt, v_rel, v_closed
+      from memory_internal.restitch(
+             v_org, p_project, v_s || v_ns, v_p || v_p, v_o || v_no, 'superseded', session_user,
+             'two entities merged', p_layout_objects => v_no || v_no,
+             p_layout_subjects => v_ns || v_ns) r;
+    perform memory_internal.bump_counter(v_org, p_project, 'facts_superseded', v_closed);
+
+    -- Tombstones follow their versions; of two live ones that come to name
+    -- one claim, the older stays.
+    update memory.tombstones t
+       set lifted_at = memory_internal.txn_instant()
+      from (select x.fact_id,
+                   row_number() over (partition by x.subject_id, x.predicate, x.key
+                                      order by x.created_at, x.fact_id) as nth
+              from (select tb.fact_id, coalesce(c.ns, tb.subject_id) as subject_id, tb.predicate,
+                           tb.created_at,
+                           case when c.obj = v_absorb then v_kept.normalized_name
+                                else tb.object_key end as key
+                      from memory.tombstones tb
+                      left join unnest(v_ids, v_ns, v_obj) c(id, ns, obj) on c.id = tb.fact_id
+                     where tb.org_id = v_org and tb.project_id = p_project
+                       and tb.subject_id = any (v_s || v_ns) and tb.lifted_at is null) x) d
+     where t.org_id = v_org and t.fact_id = d.fact_id and d.nth > 1;
+    update memory.tombstones t
+       set subject_id = c.ns,
+           object_key = case when c.obj = v_absorb then v_kept.normalized_name else t.object_key end
+      from unnest(v_ids, v_ns, v_obj) c(id, ns, obj)
+     where t.org_id = v_org and t.fact_id = any (v_ids) and t.fact_id = c.id;
+
+    update memory.facts f
+       set subject_id = c.ns, object_entity_id = c.nobj, identity_object = c.no,
+           object_key = case when c.obj = v_absorb then v_kept.normalized_name else f.object_key end
+      from unnest(v_ids, v_ns, v_no, v_obj, v_nobj) c(id, ns, no, obj, nobj)
+     where f.org_id = v_org and f.fact_id = any (v_ids) and f.fact_id = c.id;
+
+    -- Edges: the absorbed entity's keys end (no fact asserts them now), the
+    -- kept entity's are the union of both windows.
+    perform memory_internal.sync_edges(
+      v_org, p_project,
+      v_src || array(select c.s from unnest(v_s, v_obj) c(s, o) where c.o is not null)
+            || array(select c.s from unnest(v_ns, v_nobj) c(s, o) where c.o is not null),
+      v_tgt || array(select c.o from unnest(v_obj) c(o) where c.o is not null)
+            || array(select c.o from unnest(v_nobj) c(o) where c.o is not null),
+      v_rel || array(select c.p from unnest(v_p, v_obj) c(p, o) where c.o is not null)
+            || array(select c.p from unnest(v_p, v_nobj) c(p, o) where c.o is not null));
+  end if;
+
+  -- The absorbed entity's edge history (all of it ended now) under the
+  -- kept one, so its row can go.
+  update memory.edges e
+     set source_id = case when e.source_id = v_absorb then v_keep else e.source_id end,
+         target_id = case when e.target_id = v_absorb then v_keep else e.target_id end
+   where e.org_id = v_org and e.project_id = p_project
+     and (e.source_id = v_absorb or e.target_id = v_absorb);
+  get diagnostics v_edges = row_count;
+  update memory.notes n set subject_id = v_keep
+   where n.org_id = v_org and n.project_id = p_project and n.subject_id = v_absorb;
+  get diagnostics v_notes = row_count;
+
+  -- Its names: aliases of the kept entity (re-inserted, so that the name
+  -- tokens the entity leg reads follow), its type and summary where the
+  -- kept entity has none.
+  with gone as (
+    delete from memory.entity_aliases a
+     where a.org_id = v_org and a.project_id = p_project and a.entity_id = v_absorb
+    returning a.normalized_alias, a.alias)
+  select array_agg(g.normalized_alias), array_agg(g.alias) into v_alias_norms, v_alias_texts
+    from gone g;
+  delete from memory.entities e where e.org_id = v_org and e.entity_id = v_absorb;
+  insert into memory.entity_aliases (org_id, project_id, normalized_alias, alias, entity_id)
+  select v_org, p_project, x.normalized_alias, x.alias, v_keep
+    from unnest(array[v_gone.normalized_name] || coalesce(v_alias_norms, '{}'),
+                array[v_gone.name] || coalesce(v_alias_texts, '{}')) x(normalized_alias, alias)
+  -- (An alias the kept entity already has stays as it is.)
+  on conflict do nothing;
+  update memory.entities e
+     set entity_type = coalesce(e.entity_type, v_gone.entity_type),
+         summary = coalesce(e.summary, v_gone.summary)
+   where e.org_id = v_org and e.entity_id = v_keep
+     and ((e.entity_type is null and v_gone.entity_type is not null)
+          or (e.summary is null and v_gone.summary is not null));
+
+  -- Plain-name objects some writer stored under one of those names before
+  -- it named an entity here: the kept entity's now.
+  perform memory_internal.adopt_named_objects(v_org, p_project, v_names);
+  perform memory_internal.bump_counter(v_org, p_project, 'entities_merged', 1);
+  return jsonb_build_object(
+    'entity_id', v_keep, 'merged', true,
+    'facts_rekeyed', coalesce(cardinality(v_ids), 0), 'facts_superseded', v_closed,
+    'edges_repointed', v_edges, 'notes_moved', v_notes, 'aliases', to_jsonb(v_names));
+end
+$$;
+comment on function memory.merge_entities(uuid, text, text) is
+  'Merge the entity p_absorb names into the one p_keep names (each by name or alias): its facts (every version), edges, tombstones, notes, aliases and name become the kept entity''s, as if its name had been an alias from the start. Identities the merge joins are laid out as one first (a later start closes an earlier window, logged as superseded). Returns a report; merging an entity with itself changes nothing. Takes the project lock exclusively, so call it before writes in a transaction.';
+
 -- Advisory lock keys, always taken in this order: project, predicates,
 -- identities (each group sorted).  Writers hold the project and predicate
 -- locks shared and identity locks exclusive; wipe and declare_predicate

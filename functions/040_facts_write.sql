@@ -14,18 +14,23 @@
 -- stored windows, so the exclusion constraint holds after each statement.
 -- Every change is an event whose new_range lets facts_at answer for
 -- earlier known_at instants (p_forget_old_ranges: wipe, whose events must
--- not keep the windows wiped facts had imposed).  p_layout_objects
--- (paired with the identities) lays several identities out as one, under
--- the one given: adopt_auto_objects, before it merges them.  Callers hold
--- the identities' locks.
+-- not keep the windows wiped facts had imposed).  p_layout_objects and
+-- p_layout_subjects (paired with the identities) lay several identities
+-- out as one, under the subject and object given: adopt_auto_objects and
+-- merge_entities, before they re-key them.  Callers hold the identities'
+-- locks.
 drop function if exists memory_internal.restitch(
   uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean);
+drop function if exists memory_internal.restitch(
+  uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean,
+  text[]);
 create or replace function memory_internal.restitch(
   p_org uuid, p_project uuid,
   p_subjects uuid[], p_predicates text[], p_identity_objects text[],
   p_shrink_event text, p_actor text, p_reason text default null,
   p_new memory_internal.fact_input[] default '{}', p_source text default 'api',
-  p_forget_old_ranges boolean default false, p_layout_objects text[] default null)
+  p_forget_old_ranges boolean default false, p_layout_objects text[] default null,
+  p_layout_subjects uuid[] default null)
   returns table (fact_id uuid, subject_id uuid, predicate text, object_entity_id uuid,
                  old_range tstzrange, new_range tstzrange, closed_by uuid, grew boolean)
   language plpgsql
@@ -73,12 +78,14 @@ begin
                  lead(v.valid_from) over w as next_from,
                  lead(v.fact_id) over w as next_id
             from (
-              select f.fact_id, f.subject_id, f.predicate, ids.m as layout_object,
+              select f.fact_id, f.subject_id, f.predicate, ids.ms as layout_subject,
+                     ids.m as layout_object,
                      f.object_entity_id, f.valid_range, f.valid_from, f.asserted_until, f.fact_seq,
                      false as is_new
-                from (select distinct s, p, o, m
+                from (select distinct s, p, o, m, ms
                         from unnest(p_subjects, p_predicates, p_identity_objects,
-                                    coalesce(p_layout_objects, p_identity_objects)) u(s, p, o, m)) ids
+                                    coalesce(p_layout_objects, p_identity_objects),
+                                    coalesce(p_layout_subjects, p_subjects)) u(s, p, o, m, ms)) ids
                cross join lateral (
                  -- offset 0 keeps this a per-identity probe of the identity
                  -- btree whatever the statistics say; invalid_at is tested
@@ -98,10 +105,11 @@ begin
                    offset 0) y
                   where y.invalid_at is null) f
               union all
-              select n.fact_id, n.subject_id, n.predicate, n.identity_object, n.object_entity_id,
+              select n.fact_id, n.subject_id, n.predicate, n.subject_id, n.identity_object,
+                     n.object_entity_id,
                      'empty'::tstzrange, n.valid_from, n.valid_to, null::bigint, true
                 from unnest(p_new) n) v
-          window w as (partition by v.subject_id, v.predicate, v.layout_object
+          window w as (partition by v.layout_subject, v.predicate, v.layout_object
                        order by v.valid_from, v.is_new, v.fact_seq)) o) d
    where d.is_new or d.valid_range <> d.want;
   if v_ids is null then
@@ -157,7 +165,7 @@ begin
    where not c.is_new;
 end
 $$;
-comment on function memory_internal.restitch(uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean, text[]) is
+comment on function memory_internal.restitch(uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean, text[], uuid[]) is
   'Lay out the given identities'' current facts (and p_new, inserted here) in world-time order and log every window change. Caller holds the identity locks.';
 
 -- Make the current edges of the given (source, target, relation) keys equal

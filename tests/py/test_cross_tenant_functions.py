@@ -234,6 +234,12 @@ CASES: dict[str, Case] = {
         "array['Mal']) ->> 'name' = 'Mallory'",
         mutates=True,
     ),
+    P + "merge_entities(uuid,text,text)": Case(
+        probes=("select memory.merge_entities(%(project)s, 'Globex', 'Acme')",),
+        control="select (memory.merge_entities(%(project)s, 'Globex', 'Acme') ->> 'merged')"
+        "::boolean",
+        mutates=True,
+    ),
     P + "list_entities(uuid,text,integer)": Case(
         probes=("select memory.list_entities(%(project)s)",),
         control="select jsonb_array_length(memory.list_entities(%(project)s) -> 'entities') > 0",
