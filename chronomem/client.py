@@ -33,6 +33,7 @@ from thin_api.models import (
     CommunityList,
     ContextResult,
     Entity,
+    EntityMerged,
     EntityPage,
     FactHistory,
     FactPage,
@@ -355,6 +356,15 @@ class Calls:
             json=_body(name=name, entity_type=entity_type, summary=summary, aliases=list(aliases)),
         )
 
+    def merge_entities(self, project: Id, keep: str, absorb: str) -> Call[EntityMerged]:
+        """Merge the entity `absorb` names into the one `keep` names."""
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/entities/merge",
+            EntityMerged,
+            json=_body(keep=keep, absorb=absorb),
+        )
+
     def communities(self, project: Id) -> Call[CommunityList]:
         return Call("GET", f"/v1/projects/{project}/communities", CommunityList)
 
@@ -497,6 +507,7 @@ class Client:
     neighbors = _sync(Calls.neighbors)
     entities = _sync(Calls.entities)
     upsert_entity = _sync(Calls.upsert_entity)
+    merge_entities = _sync(Calls.merge_entities)
     communities = _sync(Calls.communities)
     create_webhook = _sync(Calls.create_webhook)
     list_webhooks = _sync(Calls.list_webhooks)
@@ -560,6 +571,7 @@ class AsyncClient:
     neighbors = _async(Calls.neighbors)
     entities = _async(Calls.entities)
     upsert_entity = _async(Calls.upsert_entity)
+    merge_entities = _async(Calls.merge_entities)
     communities = _async(Calls.communities)
     create_webhook = _async(Calls.create_webhook)
     list_webhooks = _async(Calls.list_webhooks)

@@ -553,6 +553,39 @@ $$;
 comment on function memory.api_upsert_entity(uuid, text, text, text, text[]) is
   'API: memory.upsert_entity and memory.add_alias for each alias, as the authorized key (needs project:write), in one transaction; audited. Facts stored with any of the names as a plain-name object become the entity''s.';
 
+-- Two entities that are one thing, merged (memory.merge_entities): the
+-- kept entity as the API shows it, and what the merge moved.
+create or replace function memory.api_merge_entities(p_project uuid, p_keep text, p_absorb text)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+declare
+  v_org uuid;
+  v_report jsonb;
+  v_answer jsonb;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_org := memory_internal.project_org(p_project);
+  if length(p_keep) > 500 then
+    raise exception 'keep is longer than 500 characters' using errcode = 'invalid_parameter_value';
+  elsif length(p_absorb) > 500 then
+    raise exception 'absorb is longer than 500 characters' using errcode = 'invalid_parameter_value';
+  end if;
+  v_report := memory.merge_entities(p_project, p_keep, p_absorb);
+  perform memory_internal.audit(v_org, p_project, 'entity.merge',
+    'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id' - 'aliases');
+  select ej.j into v_answer
+    from memory.entities e cross join lateral memory_internal.entity_api_json(e) ej
+   where e.org_id = v_org and e.entity_id = (v_report ->> 'entity_id')::uuid;
+  return jsonb_build_object('entity', v_answer) || (v_report - 'entity_id');
+end
+$$;
+comment on function memory.api_merge_entities(uuid, text, text) is
+  'API: memory.merge_entities as the authorized key (needs project:write); audited with the counts. Returns the kept entity and what the merge moved.';
+
 --------------------------------------------------------------------------
 -- Reads for the API (JSON, keyset-paged).  Timestamps come out in UTC.
 --------------------------------------------------------------------------
@@ -989,6 +1022,7 @@ grant execute on function
   memory.api_wipe(uuid, text, text),
   memory.api_declare_predicate(uuid, text, text),
   memory.api_upsert_entity(uuid, text, text, text, text[]),
+  memory.api_merge_entities(uuid, text, text),
   memory.list_facts(uuid, timestamptz, timestamptz, text, text, uuid, integer),
   memory.api_fact_history(uuid, uuid),
   memory.api_timeline(uuid, text, text),

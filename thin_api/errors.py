@@ -77,7 +77,8 @@ _FIELD_RULES: Sequence[tuple[re.Pattern[str], str]] = [
         (r"^at and known_at\b", "as_of"),
         (
             r"^(k|max_tokens|session|messages|facts|cardinality|predicate|depth|limit|subject"
-            r"|name|summary|permissions|query_embedding|query|as_of|known_at|cursor)\b",
+            r"|name|summary|keep|absorb|permissions|query_embedding|query|as_of|known_at"
+            r"|cursor)\b",
             r"\1",
         ),
     ]
@@ -113,7 +114,10 @@ def from_db_error(err: psycopg.Error) -> ApiError:
     message = diag.message_primary or "invalid request"
     # The field is in DETAIL (086) or in the diagnostics' column (087's webhook checks).
     named = diag.message_detail or (diag.column_name if state.startswith("22") else None)
-    field = sql_field(message, named) if status in (409, 422) else None
+    if status in (409, 422):
+        field = sql_field(message, named)
+    else:  # a 404 names a field only when DETAIL does (a name in the body not found)
+        field = named if status == 404 and named and _FIELD_NAME.match(named) else None
     return ApiError(status, code, message, field)
 
 

@@ -326,6 +326,24 @@ def build_server(backend: Backend) -> MCPServer:
         )
         return entity
 
+    @server.tool()
+    def merge_entities(
+        project_id: ProjectId,
+        keep: Annotated[str, Field(description="The entity that stays (name or alias).")],
+        absorb: Annotated[str, Field(description="The entity merged into it (name or alias).")],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        """Two entities are one thing ("Mel" is Melanie): the absorbed one's facts, edges,
+        aliases and notes become the kept one's, and its name an alias of it."""
+        merged: dict[str, Any] = call(
+            ctx,
+            WRITE,
+            project_id,
+            "select memory.api_merge_entities(%s::uuid, %s::text, %s::text)",
+            (project_id, keep, absorb),
+        )
+        return merged
+
     return server
 
 

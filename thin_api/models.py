@@ -485,6 +485,26 @@ class EntityUpsert(Model):
     )
 
 
+class EntityMerge(Model):
+    keep: str = Field(description="The entity that stays (its name or an alias).")
+    absorb: str = Field(
+        description="The entity merged into it (its name or an alias): its facts, edges, "
+        "aliases and notes become the kept entity's and its name an alias of it."
+    )
+
+
+class EntityMerged(Model):
+    entity: Entity
+    merged: bool = Field(description="False when both names already meant one entity.")
+    facts_rekeyed: int = Field(description="Fact versions that named the absorbed entity.")
+    facts_superseded: int = Field(
+        description="Windows closed where the merge joined two claims into one."
+    )
+    edges_repointed: int
+    notes_moved: int = 0
+    aliases: list[str] = Field(description="Names (normalized) the kept entity took over.")
+
+
 class EntityPage(Model):
     entities: list[Entity]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")

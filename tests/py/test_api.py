@@ -389,6 +389,45 @@ def test_an_entity_and_its_aliases_take_over_the_plain_names_of_it(
     assert [e.name for e in api.entities(project).entities] == ["Acme", "bob", "dee", "Globex"]
 
 
+def test_merging_two_entities_that_are_one(api: Client, project: uuid.UUID, admin_dsn: str) -> None:
+    """POST /entities/merge: Mel's fact and edge become Melanie's and Mel an alias of her;
+    the answer counts what moved, the audit row has the counts. Unknown names are a 404
+    naming the field, too long a name a 422; neither writes anything."""
+    api.assert_facts(
+        project,
+        [
+            {"subject": "Mel", "predicate": "works at", "object": "Globex",
+             "object_type": "entity", "valid_from": T_JAN},
+            {"subject": "Melanie", "predicate": "likes", "object": "tea", "valid_from": T_JAN},
+        ],
+    )  # fmt: skip
+    merged = api.merge_entities(project, "Melanie", "Mel")
+    assert (merged.entity.name, merged.entity.aliases, merged.merged) == ("Melanie", ["Mel"], True)
+    assert (merged.facts_rekeyed, merged.facts_superseded, merged.edges_repointed) == (1, 0, 1)
+    facts = {(f.subject, f.predicate, f.object) for f in api.list_facts(project).facts}
+    assert {("Melanie", "works at", "Globex"), ("Melanie", "likes", "tea")} <= facts
+    assert not {f for f in facts if f[0] == "Mel"}
+    assert [e.relation for e in api.neighbors(project, "mel").edges] == ["works at"]
+    assert audit_rows(admin_dsn, project)[-1][:2] == (
+        "entity.merge",
+        f"entity:{merged.entity.entity_id}",
+    )
+    again = api.merge_entities(project, "mel", "MELANIE")
+    assert (again.merged, again.facts_rekeyed) == (False, 0)
+
+    names = sorted(e.name for e in api.entities(project).entities)
+    for keep, absorb, status, field in [
+        ("Nobody", "Melanie", 404, "keep"),
+        ("Melanie", "Nobody", 404, "absorb"),
+        ("x" * 501, "Melanie", 422, "keep"),
+        ("Melanie", "x" * 501, 422, "absorb"),
+    ]:
+        with pytest.raises(ChronomemError) as err:
+            api.merge_entities(project, keep, absorb)
+        assert (err.value.status, err.value.field) == (status, field), err.value
+    assert sorted(e.name for e in api.entities(project).entities) == names
+
+
 # -- wipe -----------------------------------------------------------------------------
 def test_wipe_is_verified_by_a_fresh_connection(
     api: Client, project: uuid.UUID, admin_dsn: str
@@ -553,8 +592,9 @@ def test_openapi_documents_every_route(base: str) -> None:
         if path.startswith("/v1/")
         for method, op in item.items()
     ]
-    # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities
-    assert len(operations) == 30
+    # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities,
+    # POST /v1/.../entities/merge
+    assert len(operations) == 31
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

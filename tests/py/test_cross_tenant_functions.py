@@ -240,6 +240,12 @@ CASES: dict[str, Case] = {
         "::boolean",
         mutates=True,
     ),
+    P + "api_merge_entities(uuid,text,text)": Case(
+        probes=("select memory.api_merge_entities(%(project)s, 'Globex', 'Acme')",),
+        control="select memory.api_merge_entities(%(project)s, 'Globex', 'Acme') "
+        "#>> '{entity,name}' = 'Globex'",
+        mutates=True,
+    ),
     P + "list_entities(uuid,text,integer)": Case(
         probes=("select memory.list_entities(%(project)s)",),
         control="select jsonb_array_length(memory.list_entities(%(project)s) -> 'entities') > 0",

@@ -32,6 +32,7 @@ TOOLS = {
     "retract_fact",
     "declare_predicate",
     "name_entity",
+    "merge_entities",
 }
 
 
@@ -200,6 +201,27 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
             assert {(f["object"], f["object_entity_id"]) for f in works["facts"]} >= {
                 ("Acme", named["entity_id"])
             }
+            # Acme Inc turns out to be Acme: user 43's employer is Acme, Acme Inc a name of it.
+            ok(
+                await mcp.call_tool(
+                    "add_facts",
+                    {"project_id": p, "facts": [
+                        {"subject": "user 43", "predicate": "works at", "object": "Acme Inc",
+                         "object_type": "entity"}
+                    ]},
+                )
+            )  # fmt: skip
+            merged = ok(
+                await mcp.call_tool(
+                    "merge_entities", {"project_id": p, "keep": "Acme", "absorb": "Acme Inc"}
+                )
+            )
+            assert (merged["entity"]["aliases"], merged["facts_rekeyed"]) == (
+                ["ACME Corp", "Acme Inc"],
+                1,
+            )
+            works = ok(await mcp.call_tool("list_facts", {"project_id": p, "subject": "user 43"}))
+            assert [f["object_entity_id"] for f in works["facts"]] == [named["entity_id"]]
 
             added = ok(
                 await mcp.call_tool(

@@ -17,6 +17,8 @@ from thin_api.models import (
     ContextRequest,
     ContextResult,
     Entity,
+    EntityMerge,
+    EntityMerged,
     EntityPage,
     EntityUpsert,
     Instant,
@@ -153,6 +155,18 @@ def upsert_entity(project_id: UUID, body: EntityUpsert, token: Token, db: DB) ->
         Access(token, WRITE, project_id),
         "select memory.api_upsert_entity(%s::uuid, %s::text, %s::text, %s::text, %s::text[])",
         (project_id, body.name, body.entity_type, body.summary, body.aliases),
+    )
+
+
+@router.post("/projects/{project_id}/entities/merge", response_model=EntityMerged, tags=["graph"])
+def merge_entities(project_id: UUID, body: EntityMerge, token: Token, db: DB) -> Any:
+    """Merge two entities that are one thing ("Mel" and "Melanie"): the absorbed one's
+    facts, edges, aliases and notes become the kept one's, as if its name had been an
+    alias from the start; claims the merge makes one are laid out in world-time order."""
+    return db.call(
+        Access(token, WRITE, project_id),
+        "select memory.api_merge_entities(%s::uuid, %s::text, %s::text)",
+        (project_id, body.keep, body.absorb),
     )
 
 
