@@ -124,6 +124,29 @@ class Alias:
     alias: str
 
 
+@dataclass(frozen=True)
+class Merge:
+    """memory.merge_entities: the absorbed entity's facts and edges become the kept
+    one's (identities it joins laid out as one), and its name an alias of it."""
+
+    keep: str
+    absorb: str
+
+
+def _merged(read: Read, absorb: str, keep: str) -> Read:
+    """A read with the absorbed entity shown as the kept one, wherever it is named (a
+    merge is naming too: past reads show today's names, with the windows then)."""
+    facts, edges = read
+
+    def n(name: str) -> str:
+        return keep if name == absorb else name
+
+    return (
+        {(at, (i, n(s), p, n(o), c, r)) for at, (i, s, p, o, c, r) in facts},
+        {(at, (n(s), rel, n(t), r)) for at, (s, rel, t, r) in edges},
+    )
+
+
 def _renamed(read: Read, alias: str, entity: str) -> Read:
     """A read with the plain-name objects `alias` shown as the entity they now are.
     (Naming is not a belief about the world, so it is not versioned: a past read shows
@@ -153,7 +176,7 @@ def _assertion() -> st.SearchStrategy[Assert]:
     )
 
 
-Write = Assert | Retract | Close | Wipe | Declare | Name | Alias
+Write = Assert | Retract | Close | Wipe | Declare | Name | Alias | Merge
 
 
 def histories() -> st.SearchStrategy[list[Write]]:
@@ -247,6 +270,16 @@ class Project:
             except psycopg.errors.UniqueViolation:
                 return None  # the alias is an entity's own name
             return instant
+        if isinstance(w, Merge):
+            try:
+                with self._tx():
+                    report = self._one(
+                        "select memory.merge_entities(%s, %s, %s)", (self.id, w.keep, w.absorb)
+                    )
+                    instant = self._one("select memory_internal.txn_instant()")
+            except psycopg.errors.NoDataFound:
+                return None  # one of the two is no entity (yet, or any more)
+            return instant if report["merged"] else None
         with self._tx():
             if isinstance(w, Name):
                 self.conn.execute("select memory.upsert_entity(%s, %s)", (self.id, w.name))
@@ -286,7 +319,7 @@ class Project:
     def can(self, w: Write) -> bool:
         """Whether there is something for w to act on (a wipe of a subject the project
         does not know, or a retraction in an empty project, is an error by design)."""
-        if isinstance(w, Assert | Declare | Name | Alias):
+        if isinstance(w, Assert | Declare | Name | Alias | Merge):
             return True
         with self._tx():
             if isinstance(w, Wipe):
@@ -369,6 +402,8 @@ def _replays(conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
             seen = [(x, t, _without(read, w.subject)) for x, t, read in seen]
         if isinstance(w, Alias) and (entity := project.alias_of(w.alias)) is not None:
             seen = [(x, t, _renamed(read, w.alias, entity)) for x, t, read in seen]
+        if isinstance(w, Merge):
+            seen = [(x, t, _merged(read, w.absorb, w.keep)) for x, t, read in seen]
         seen.append((w, stamp, project.read(instants, None)))
         # Positive control: the first write (an assertion) made something hold.
         assert len(seen) > 1 or seen[0][2][0]
@@ -422,6 +457,39 @@ def test_names_joined_by_an_alias_read_back_at_every_known_at(
 ) -> None:
     """The replay property where an alias joins two identities: the joint layout's
     closings are logged, so every earlier state reads back with its own windows."""
+    _replays(conn, org, history)
+
+
+MERGES = [("alice", "bob"), ("bob", "alice"), ("carol", "alice"), ("Acme", "Globex"),
+          ("Globex", "Acme")]  # fmt: skip
+
+
+def merge_histories() -> st.SearchStrategy[list[Write]]:
+    """Assertions (alice's and bob's plans and employers, who knows whom), closings and
+    retractions, with one or two merges among them: two people or two employers found
+    to be one, after which their names resolve to the kept one."""
+    merge = st.sampled_from(MERGES).map(lambda m: Merge(*m))
+    write = st.one_of(
+        _assertion(),
+        _assertion(),
+        _assertion(),
+        st.builds(Retract, pick=st.integers(0, 50)),
+        st.builds(Close, pick=st.integers(0, 50), at_hours=st.integers(0, 24 * 90)),
+        merge,
+    )
+    return st.tuples(
+        st.lists(_assertion(), min_size=2, max_size=5), st.lists(write, max_size=6), merge
+    ).map(lambda t: [*t[0], *t[1], t[2]])
+
+
+@settings(SETTINGS, max_examples=40)
+@given(history=merge_histories())
+def test_merged_entities_read_back_at_every_known_at(
+    conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
+) -> None:
+    """The replay property across merges: the joint layout's closings are logged and
+    the absorbed entity's edge history moves with it, so every earlier state reads back
+    with its own windows, under today's names."""
     _replays(conn, org, history)
 
 
