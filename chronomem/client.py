@@ -356,13 +356,16 @@ class Calls:
             json=_body(name=name, entity_type=entity_type, summary=summary, aliases=list(aliases)),
         )
 
-    def merge_entities(self, project: Id, keep: str, absorb: str) -> Call[EntityMerged]:
-        """Merge the entity `absorb` names into the one `keep` names."""
+    def merge_entities(
+        self, project: Id, keep: str, absorb: str, *, dry_run: bool = False
+    ) -> Call[EntityMerged]:
+        """Merge the entity `absorb` names into the one `keep` names (dry_run: only say
+        what that would do)."""
         return Call(
             "POST",
             f"/v1/projects/{project}/entities/merge",
             EntityMerged,
-            json=_body(keep=keep, absorb=absorb),
+            json=_body(keep=keep, absorb=absorb, dry_run=dry_run),
         )
 
     def communities(self, project: Id) -> Call[CommunityList]:

@@ -306,8 +306,11 @@ comment on function memory_internal.adopt_named_objects(uuid, uuid, text[]) is
 -- still show the windows believed then, under the kept entity (naming is
 -- not versioned: the absorbed entity's edge history is re-pointed too, and
 -- its row deleted).  Takes the project lock exclusively, so call it before
--- writes in a transaction.
-create or replace function memory.merge_entities(p_project uuid, p_keep text, p_absorb text)
+-- writes in a transaction.  p_dry_run: the same merge, rolled back (a
+-- subtransaction), answering what it would do; a merge cannot be undone.
+drop function if exists memory.merge_entities(uuid, text, text);
+create or replace function memory.merge_entities(
+  p_project uuid, p_keep text, p_absorb text, p_dry_run boolean default false)
   returns jsonb
   language plpgsql
   security definer
@@ -328,7 +331,19 @@ declare
   v_notes integer;
   v_alias_norms text[];
   v_alias_texts text[];
+  v_preview text;
 begin
+  if p_dry_run then
+    -- The merge itself, undone with its subtransaction; its report leaves
+    -- through the exception that undoes it.
+    begin
+      v_preview := memory.merge_entities(p_project, p_keep, p_absorb, false)::text;
+      raise exception 'merge preview' using errcode = 'CMDRY', detail = v_preview;
+    exception when sqlstate 'CMDRY' then
+      get stacked diagnostics v_preview = pg_exception_detail;
+    end;
+    return v_preview::jsonb || jsonb_build_object('dry_run', true);
+  end if;
   -- No writer runs meanwhile (writers hold it shared), and the names are
   -- resolved under it.
   perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
@@ -344,8 +359,9 @@ begin
       using errcode = 'no_data_found', detail = 'absorb';
   end if;
   if v_keep = v_absorb then
-    return jsonb_build_object('entity_id', v_keep, 'merged', false, 'facts_rekeyed', 0,
-                              'facts_superseded', 0, 'edges_repointed', 0, 'aliases', '[]'::jsonb);
+    return jsonb_build_object('entity_id', v_keep, 'merged', false, 'dry_run', false,
+                              'facts_rekeyed', 0, 'facts_superseded', 0, 'edges_repointed', 0,
+                              'notes_moved', 0, 'aliases', '[]'::jsonb);
   end if;
   select * into strict v_kept from memory.entities e where e.org_id = v_org and e.entity_id = v_keep;
   select * into strict v_gone from memory.entities e where e.org_id = v_org and e.entity_id = v_absorb;
@@ -469,13 +485,13 @@ begin
   perform memory_internal.adopt_named_objects(v_org, p_project, v_names);
   perform memory_internal.bump_counter(v_org, p_project, 'entities_merged', 1);
   return jsonb_build_object(
-    'entity_id', v_keep, 'merged', true,
+    'entity_id', v_keep, 'merged', true, 'dry_run', false,
     'facts_rekeyed', coalesce(cardinality(v_ids), 0), 'facts_superseded', v_closed,
     'edges_repointed', v_edges, 'notes_moved', v_notes, 'aliases', to_jsonb(v_names));
 end
 $$;
-comment on function memory.merge_entities(uuid, text, text) is
-  'Merge the entity p_absorb names into the one p_keep names (each by name or alias): its facts (every version), edges, tombstones, notes, aliases and name become the kept entity''s, as if its name had been an alias from the start. Identities the merge joins are laid out as one first (a later start closes an earlier window, logged as superseded). Returns a report; merging an entity with itself changes nothing. Takes the project lock exclusively, so call it before writes in a transaction.';
+comment on function memory.merge_entities(uuid, text, text, boolean) is
+  'Merge the entity p_absorb names into the one p_keep names (each by name or alias): its facts (every version), edges, tombstones, notes, aliases and name become the kept entity''s, as if its name had been an alias from the start. Identities the merge joins are laid out as one first (a later start closes an earlier window, logged as superseded). Returns a report; merging an entity with itself changes nothing. p_dry_run: the same merge rolled back, answering what it would do. Takes the project lock exclusively, so call it before writes in a transaction.';
 
 -- Advisory lock keys, always taken in this order: project, predicates,
 -- identities (each group sorted).  Writers hold the project and predicate

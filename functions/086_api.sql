@@ -555,7 +555,9 @@ comment on function memory.api_upsert_entity(uuid, text, text, text, text[]) is
 
 -- Two entities that are one thing, merged (memory.merge_entities): the
 -- kept entity as the API shows it, and what the merge moved.
-create or replace function memory.api_merge_entities(p_project uuid, p_keep text, p_absorb text)
+drop function if exists memory.api_merge_entities(uuid, text, text);
+create or replace function memory.api_merge_entities(
+  p_project uuid, p_keep text, p_absorb text, p_dry_run boolean default false)
   returns jsonb
   language plpgsql
   security definer
@@ -574,17 +576,19 @@ begin
   elsif length(p_absorb) > 500 then
     raise exception 'absorb is longer than 500 characters' using errcode = 'invalid_parameter_value';
   end if;
-  v_report := memory.merge_entities(p_project, p_keep, p_absorb);
-  perform memory_internal.audit(v_org, p_project, 'entity.merge',
-    'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id' - 'aliases');
+  v_report := memory.merge_entities(p_project, p_keep, p_absorb, p_dry_run);
+  if not p_dry_run then
+    perform memory_internal.audit(v_org, p_project, 'entity.merge',
+      'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id' - 'aliases');
+  end if;
   select ej.j into v_answer
     from memory.entities e cross join lateral memory_internal.entity_api_json(e) ej
    where e.org_id = v_org and e.entity_id = (v_report ->> 'entity_id')::uuid;
   return jsonb_build_object('entity', v_answer) || (v_report - 'entity_id');
 end
 $$;
-comment on function memory.api_merge_entities(uuid, text, text) is
-  'API: memory.merge_entities as the authorized key (needs project:write); audited with the counts. Returns the kept entity and what the merge moved.';
+comment on function memory.api_merge_entities(uuid, text, text, boolean) is
+  'API: memory.merge_entities as the authorized key (needs project:write); audited with the counts (a dry run is not). Returns the kept entity and what the merge moved (or would move).';
 
 --------------------------------------------------------------------------
 -- Reads for the API (JSON, keyset-paged).  Timestamps come out in UTC.
@@ -1022,7 +1026,7 @@ grant execute on function
   memory.api_wipe(uuid, text, text),
   memory.api_declare_predicate(uuid, text, text),
   memory.api_upsert_entity(uuid, text, text, text, text[]),
-  memory.api_merge_entities(uuid, text, text),
+  memory.api_merge_entities(uuid, text, text, boolean),
   memory.list_facts(uuid, timestamptz, timestamptz, text, text, uuid, integer),
   memory.api_fact_history(uuid, uuid),
   memory.api_timeline(uuid, text, text),

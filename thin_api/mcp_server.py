@@ -332,6 +332,9 @@ def build_server(backend: Backend) -> MCPServer:
         keep: Annotated[str, Field(description="The entity that stays (name or alias).")],
         absorb: Annotated[str, Field(description="The entity merged into it (name or alias).")],
         ctx: Context,
+        dry_run: Annotated[
+            bool, Field(description="Only say what the merge would do (it cannot be undone).")
+        ] = False,
     ) -> dict[str, Any]:
         """Two entities are one thing ("Mel" is Melanie): the absorbed one's facts, edges,
         aliases and notes become the kept one's, and its name an alias of it."""
@@ -339,8 +342,8 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             WRITE,
             project_id,
-            "select memory.api_merge_entities(%s::uuid, %s::text, %s::text)",
-            (project_id, keep, absorb),
+            "select memory.api_merge_entities(%s::uuid, %s::text, %s::text, %s::boolean)",
+            (project_id, keep, absorb, dry_run),
         )
         return merged
 

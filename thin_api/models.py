@@ -491,11 +491,13 @@ class EntityMerge(Model):
         description="The entity merged into it (its name or an alias): its facts, edges, "
         "aliases and notes become the kept entity's and its name an alias of it."
     )
+    dry_run: bool = Field(False, description="Answer what the merge would do, and change nothing.")
 
 
 class EntityMerged(Model):
     entity: Entity
     merged: bool = Field(description="False when both names already meant one entity.")
+    dry_run: bool = Field(description="True: nothing was changed; this is what would be.")
     facts_rekeyed: int = Field(description="Fact versions that named the absorbed entity.")
     facts_superseded: int = Field(
         description="Windows closed where the merge joined two claims into one."

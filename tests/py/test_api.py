@@ -401,6 +401,9 @@ def test_merging_two_entities_that_are_one(api: Client, project: uuid.UUID, admi
             {"subject": "Melanie", "predicate": "likes", "object": "tea", "valid_from": T_JAN},
         ],
     )  # fmt: skip
+    preview = api.merge_entities(project, "Melanie", "Mel", dry_run=True)
+    assert (preview.dry_run, preview.entity.aliases, preview.facts_rekeyed) == (True, [], 1)
+    assert {f.subject for f in api.list_facts(project).facts} == {"Mel", "Melanie"}
     merged = api.merge_entities(project, "Melanie", "Mel")
     assert (merged.entity.name, merged.entity.aliases, merged.merged) == ("Melanie", ["Mel"], True)
     assert (merged.facts_rekeyed, merged.facts_superseded, merged.edges_repointed) == (1, 0, 1)
@@ -408,10 +411,8 @@ def test_merging_two_entities_that_are_one(api: Client, project: uuid.UUID, admi
     assert {("Melanie", "works at", "Globex"), ("Melanie", "likes", "tea")} <= facts
     assert not {f for f in facts if f[0] == "Mel"}
     assert [e.relation for e in api.neighbors(project, "mel").edges] == ["works at"]
-    assert audit_rows(admin_dsn, project)[-1][:2] == (
-        "entity.merge",
-        f"entity:{merged.entity.entity_id}",
-    )
+    merges = [row[:2] for row in audit_rows(admin_dsn, project) if row[0] == "entity.merge"]
+    assert merges == [("entity.merge", f"entity:{merged.entity.entity_id}")]  # not the dry run
     again = api.merge_entities(project, "mel", "MELANIE")
     assert (again.merged, again.facts_rekeyed) == (False, 0)
 

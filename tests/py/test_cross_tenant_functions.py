@@ -234,13 +234,13 @@ CASES: dict[str, Case] = {
         "array['Mal']) ->> 'name' = 'Mallory'",
         mutates=True,
     ),
-    P + "merge_entities(uuid,text,text)": Case(
+    P + "merge_entities(uuid,text,text,boolean)": Case(
         probes=("select memory.merge_entities(%(project)s, 'Globex', 'Acme')",),
         control="select (memory.merge_entities(%(project)s, 'Globex', 'Acme') ->> 'merged')"
         "::boolean",
         mutates=True,
     ),
-    P + "api_merge_entities(uuid,text,text)": Case(
+    P + "api_merge_entities(uuid,text,text,boolean)": Case(
         probes=("select memory.api_merge_entities(%(project)s, 'Globex', 'Acme')",),
         control="select memory.api_merge_entities(%(project)s, 'Globex', 'Acme') "
         "#>> '{entity,name}' = 'Globex'",

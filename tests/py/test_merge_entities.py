@@ -334,3 +334,41 @@ def test_the_entity_leg_finds_the_kept_entity_by_the_absorbed_names(
     p.merge("Melanie", "Mel")
     assert (first("Where is Quillfeather?"), first("Where is Zoe?")) == (melanie, zoe)
     assert first("Where is Mel?") == melanie
+
+
+def test_a_dry_run_answers_what_the_merge_would_do_and_changes_nothing(
+    conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    """The dry run's report is the merge's own (the same code, rolled back): the real
+    merge that follows answers the same, and in between every fact, edge, name, event
+    and counter of the project is as before."""
+    p = Merging(conn, org, "dry run")
+    p.one("select memory.declare_predicate(%s, 'lives in', 'one')", (p.id,))
+    for name in ("Melanie", "Mel"):
+        p.entity(name)
+    p.alias("Mel", "Mellie")
+    p.assert_facts(
+        fact("Melanie", "lives in", "Paris", Y2020),
+        fact("Bob", "knows", "Mel", Y2020, object_type="entity"),
+    )
+    p.assert_facts(fact("Mel", "lives in", "Berlin", Y2021))
+
+    def state() -> tuple[Any, ...]:
+        events = p.one("select count(*) from memory.fact_events where project_id = %s", (p.id,))
+        return (
+            {at: (p.facts(at), p.edges(at)) for at in INSTANTS},
+            p.names(),
+            p.counters(),
+            events,
+        )
+
+    before = state()
+    preview = p.one("select memory.merge_entities(%s, 'Melanie', 'Mel', p_dry_run => true)",
+                    (p.id,))  # fmt: skip
+    assert state() == before
+    assert preview["dry_run"] is True and preview["merged"] is True
+    assert (preview["facts_rekeyed"], preview["facts_superseded"]) == (2, 1), preview
+    report = p.merge("Melanie", "Mel")
+    assert report["dry_run"] is False
+    assert {**preview, "dry_run": False} == report
+    assert state() != before  # the positive control: the real merge changes what state reads

@@ -162,11 +162,12 @@ def upsert_entity(project_id: UUID, body: EntityUpsert, token: Token, db: DB) ->
 def merge_entities(project_id: UUID, body: EntityMerge, token: Token, db: DB) -> Any:
     """Merge two entities that are one thing ("Mel" and "Melanie"): the absorbed one's
     facts, edges, aliases and notes become the kept one's, as if its name had been an
-    alias from the start; claims the merge makes one are laid out in world-time order."""
+    alias from the start; claims the merge makes one are laid out in world-time order.
+    With `dry_run` the answer is what it would do, and nothing changes."""
     return db.call(
         Access(token, WRITE, project_id),
-        "select memory.api_merge_entities(%s::uuid, %s::text, %s::text)",
-        (project_id, body.keep, body.absorb),
+        "select memory.api_merge_entities(%s::uuid, %s::text, %s::text, %s::boolean)",
+        (project_id, body.keep, body.absorb, body.dry_run),
     )
 
 
