@@ -55,7 +55,8 @@ create or replace function memory.facts_at(
                        memory_internal.range_believed(f.org_id, f.fact_id, k.known_at), f.valid_from)
            end,
            f.recorded_at, f.range_changed_at, f.invalid_at,
-           f.support_count, f.last_seen_at, f.embedding, f.content_tsv, f.object_auto
+           f.support_count, f.last_seen_at, f.embedding, f.content_tsv, f.object_auto,
+           f.subject_written, f.object_written
       from memory.facts f,
            (select coalesce(p_at, now()) as at,
                    coalesce(p_known_at, (select memory_internal.txn_instant())) as known_at) k

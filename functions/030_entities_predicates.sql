@@ -238,7 +238,8 @@ begin
 
   update memory.facts f
      set object_entity_id = c.entity, object_literal = null, object_key = c.key,
-         identity_object = c.ident, object_auto = false
+         identity_object = c.ident, object_auto = false,
+         object_written = f.object_key  -- the plain name, maybe an alias: see split_entity
     from unnest(v_ids, v_entities, v_keys, v_new) c(id, entity, key, ident)
    where f.org_id = p_org and f.fact_id = any (v_ids) and f.fact_id = c.id;
 
@@ -427,9 +428,17 @@ begin
       from unnest(v_ids, v_ns, v_obj) c(id, ns, obj)
      where t.org_id = v_org and t.fact_id = any (v_ids) and t.fact_id = c.id;
 
+    -- (The names they were written with stay, the absorbed entity's own
+    -- where unknown, so that split_entity can take them apart again.)
     update memory.facts f
        set subject_id = c.ns, object_entity_id = c.nobj, identity_object = c.no,
-           object_key = case when c.obj = v_absorb then v_kept.normalized_name else f.object_key end
+           object_key = case when c.obj = v_absorb then v_kept.normalized_name else f.object_key end,
+           subject_written = case when f.subject_id = v_absorb
+                                  then coalesce(f.subject_written, v_gone.normalized_name)
+                                  else f.subject_written end,
+           object_written = case when c.obj = v_absorb
+                                 then coalesce(f.object_written, v_gone.normalized_name)
+                                 else f.object_written end
       from unnest(v_ids, v_ns, v_no, v_obj, v_nobj) c(id, ns, no, obj, nobj)
      where f.org_id = v_org and f.fact_id = any (v_ids) and f.fact_id = c.id;
 
@@ -492,6 +501,173 @@ end
 $$;
 comment on function memory.merge_entities(uuid, text, text, boolean) is
   'Merge the entity p_absorb names into the one p_keep names (each by name or alias): its facts (every version), edges, tombstones, notes, aliases and name become the kept entity''s, as if its name had been an alias from the start. Identities the merge joins are laid out as one first (a later start closes an earlier window, logged as superseded). Returns a report; merging an entity with itself changes nothing. p_dry_run: the same merge rolled back, answering what it would do. Takes the project lock exclusively, so call it before writes in a transaction.';
+
+-- The inverse of an alias or a merge found wrong: the name stops being an
+-- alias and becomes an entity of its own again, with every stored version
+-- written with that name (as subject, or as an entity object: the names
+-- facts.subject_written and object_written keep, including the absorbed
+-- entity's after a merge).  The versions are taken out of the entity's
+-- layout (an empty window, logged as expired), re-keyed, and both sides are
+-- laid out again (restitch): windows the joined claims had closed are given
+-- back (restored), and a moved claim that meets a literal of the same name
+-- closes or is closed by it in world-time order.  Tombstones follow their
+-- versions, edges their facts, and plain-name objects of that name become
+-- the new entity's.  Versions stored before migration 0022 count as written
+-- with their entity's own name and stay; so do notes and the entity's edge
+-- history (read at an earlier known_at, the graph shows the entity they were
+-- joined to).  Takes the project lock exclusively, like merge_entities.
+create or replace function memory.split_entity(
+  p_project uuid, p_name text, p_dry_run boolean default false)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_key text := memory.normalize_text(p_name);
+  v_alias memory.entity_aliases;
+  v_from uuid;
+  v_type text;
+  v_new uuid;
+  v_ids uuid[]; v_s uuid[]; v_p text[]; v_o text[]; v_ns uuid[]; v_no text[];
+  v_obj uuid[]; v_nobj uuid[]; v_moved_obj boolean[];
+  v_src uuid[] := '{}'; v_tgt uuid[] := '{}'; v_rel text[] := '{}';
+  v_closed integer := 0;
+  v_restored integer := 0;
+  v_preview text;
+begin
+  if p_dry_run then
+    -- As merge_entities': the split itself, undone with its subtransaction.
+    begin
+      v_preview := memory.split_entity(p_project, p_name, false)::text;
+      raise exception 'split preview' using errcode = 'CMDRY', detail = v_preview;
+    exception when sqlstate 'CMDRY' then
+      get stacked diagnostics v_preview = pg_exception_detail;
+    end;
+    return v_preview::jsonb || jsonb_build_object('dry_run', true);
+  end if;
+  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  select * into v_alias from memory.entity_aliases a
+   where a.org_id = v_org and a.project_id = p_project and a.normalized_alias = v_key;
+  if not found then
+    if memory_internal.find_entity(v_org, p_project, v_key) is not null then
+      raise exception 'name "%" is an entity''s own name, not an alias', p_name
+        using errcode = 'invalid_parameter_value', detail = 'name';
+    end if;
+    raise exception 'alias "%" not found in project %', p_name, p_project
+      using errcode = 'no_data_found', detail = 'name';
+  end if;
+  v_from := v_alias.entity_id;
+  select e.entity_type into v_type from memory.entities e
+   where e.org_id = v_org and e.entity_id = v_from;
+  delete from memory.entity_aliases a
+   where a.org_id = v_org and a.project_id = p_project and a.normalized_alias = v_key;
+  -- The name is no alias now: this creates its entity (of the same type).
+  v_new := memory_internal.ensure_entity(v_org, p_project, v_alias.alias, v_type);
+
+  -- Every stored version written with the name, and the identity it gets.
+  select array_agg(v.fact_id), array_agg(v.subject_id), array_agg(v.predicate),
+         array_agg(v.identity_object),
+         array_agg(case when v.moves_subject then v_new else v.subject_id end),
+         array_agg(case when v.moves_object and v.identity_object <> '' then v_key
+                        else v.identity_object end),
+         array_agg(v.object_entity_id),
+         array_agg(case when v.moves_object then v_new else v.object_entity_id end),
+         array_agg(v.moves_object)
+    into v_ids, v_s, v_p, v_o, v_ns, v_no, v_obj, v_nobj, v_moved_obj
+    from (select x.*,
+                 x.subject_id = v_from and x.subject_written = v_key as moves_subject,
+                 coalesce(x.object_entity_id = v_from and x.object_written = v_key, false)
+                   as moves_object
+            from (select y.* from memory_internal.fact_versions(p_project) y
+                   where y.org_id = v_org and y.subject_id = v_from
+                  union
+                  select y.* from memory_internal.fact_versions(p_project) y
+                   where y.org_id = v_org and y.object_entity_id = v_from) x) v
+   where v.moves_subject or v.moves_object;
+
+  if v_ids is not null then
+    perform memory_internal.begin_write(memory_internal.identities_floor(
+      v_org, p_project, v_s || v_ns, v_p || v_p, v_o || v_no));
+    -- Out of the entity's layout: an empty window overlaps nothing, so the
+    -- versions can be re-keyed whatever their new identities hold.
+    with taken as (
+      select y.fact_id, y.valid_range from memory_internal.fact_versions(p_project) y
+       where y.org_id = v_org and y.fact_id = any (v_ids)
+         and y.invalid_at is null and not isempty(y.valid_range)
+    ), emptied as (
+      update memory.facts f
+         set valid_range = 'empty', range_changed_at = memory_internal.txn_instant()
+        from taken t
+       where f.org_id = v_org and f.fact_id = any (v_ids) and f.fact_id = t.fact_id
+      returning f.fact_id)
+    insert into memory.fact_events
+      (org_id, project_id, fact_id, event_type, old_fact_id, old_range, new_range, actor, reason)
+    select v_org, p_project, t.fact_id, 'expired', t.fact_id, t.valid_range, 'empty',
+           session_user, 'an alias split off'
+      from taken t join emptied e on e.fact_id = t.fact_id;
+
+    update memory.facts f
+       set subject_id = c.ns, object_entity_id = c.nobj, identity_object = c.no,
+           object_key = case when c.moved then v_key else f.object_key end
+      from unnest(v_ids, v_ns, v_no, v_nobj, v_moved_obj) c(id, ns, no, nobj, moved)
+     where f.org_id = v_org and f.fact_id = any (v_ids) and f.fact_id = c.id;
+
+    -- Tombstones follow their versions; of two live ones that come to name
+    -- one claim, the older stays.
+    update memory.tombstones t
+       set lifted_at = memory_internal.txn_instant()
+      from (select x.fact_id,
+                   row_number() over (partition by x.subject_id, x.predicate, x.key
+                                      order by x.created_at, x.fact_id) as nth
+              from (select tb.fact_id, coalesce(c.ns, tb.subject_id) as subject_id, tb.predicate,
+                           tb.created_at,
+                           case when c.moved then v_key else tb.object_key end as key
+                      from memory.tombstones tb
+                      left join unnest(v_ids, v_ns, v_moved_obj) c(id, ns, moved)
+                        on c.id = tb.fact_id
+                     where tb.org_id = v_org and tb.project_id = p_project
+                       and tb.subject_id = any (v_s || v_ns) and tb.lifted_at is null) x) d
+     where t.org_id = v_org and t.fact_id = d.fact_id and d.nth > 1;
+    update memory.tombstones t
+       set subject_id = c.ns, object_key = case when c.moved then v_key else t.object_key end
+      from unnest(v_ids, v_ns, v_moved_obj) c(id, ns, moved)
+     where t.org_id = v_org and t.fact_id = any (v_ids) and t.fact_id = c.id;
+
+    -- Both sides laid out again: what the joined claims had closed is given
+    -- back, the moved versions take their places in their new identities.
+    select coalesce(array_agg(r.subject_id) filter (where r.object_entity_id is not null), '{}'),
+           coalesce(array_agg(r.object_entity_id) filter (where r.object_entity_id is not null), '{}'),
+           coalesce(array_agg(r.predicate) filter (where r.object_entity_id is not null), '{}'),
+           count(*) filter (where not r.grew), count(*) filter (where r.grew)
+      into v_src, v_tgt, v_rel, v_closed, v_restored
+      from memory_internal.restitch(
+             v_org, p_project, v_s || v_ns, v_p || v_p, v_o || v_no, 'superseded', session_user,
+             'an alias split off') r;
+    perform memory_internal.bump_counter(v_org, p_project, 'facts_superseded', v_closed);
+
+    perform memory_internal.sync_edges(
+      v_org, p_project,
+      v_src || array(select c.s from unnest(v_s, v_obj) c(s, o) where c.o is not null)
+            || array(select c.s from unnest(v_ns, v_nobj) c(s, o) where c.o is not null),
+      v_tgt || array(select c.o from unnest(v_obj) c(o) where c.o is not null)
+            || array(select c.o from unnest(v_nobj) c(o) where c.o is not null),
+      v_rel || array(select c.p from unnest(v_p, v_obj) c(p, o) where c.o is not null)
+            || array(select c.p from unnest(v_p, v_nobj) c(p, o) where c.o is not null));
+  end if;
+
+  -- Plain-name objects of that name are the new entity's.
+  perform memory_internal.adopt_named_objects(v_org, p_project, array[v_key]);
+  perform memory_internal.bump_counter(v_org, p_project, 'entities_split', 1);
+  return jsonb_build_object(
+    'entity_id', v_new, 'split_from', v_from, 'dry_run', false,
+    'facts_moved', coalesce(cardinality(v_ids), 0), 'facts_superseded', v_closed,
+    'windows_restored', v_restored);
+end
+$$;
+comment on function memory.split_entity(uuid, text, boolean) is
+  'Undo an alias or a merge: the alias p_name becomes an entity of its own (of its entity''s type) with every stored version written with that name (as subject or entity object; versions stored before migration 0022 stay), and both sides are laid out again in world-time order (windows the joined claims had closed are given back). Tombstones, edges and plain-name objects of the name follow. p_dry_run: the same split rolled back, answering what it would do. Takes the project lock exclusively.';
 
 -- Advisory lock keys, always taken in this order: project, predicates,
 -- identities (each group sorted).  Writers hold the project and predicate

@@ -129,12 +129,15 @@ begin
   insert into memory.facts (
     org_id, project_id, fact_id, subject_id, predicate, predicate_label, object_entity_id,
     object_literal, object_key, identity_object, content, content_key, confidence,
-    source, source_episode_id, actor, valid_from, asserted_until, valid_range, object_auto)
+    source, source_episode_id, actor, valid_from, asserted_until, valid_range, object_auto,
+    subject_written, object_written)
   select p_org, p_project, n.fact_id, n.subject_id, n.predicate, n.predicate_label,
          n.object_entity_id, case when n.object_entity_id is null then n.object_name end,
          n.object_key, n.identity_object, n.content, n.content_key, n.confidence, p_source,
          n.source_episode_id, p_actor, n.valid_from, n.valid_to, c.want,
-         n.object_kind = 'auto' and n.object_entity_id is null
+         n.object_kind = 'auto' and n.object_entity_id is null,
+         -- The names as written (an alias, maybe): what split_entity reads.
+         n.subject_norm, case when n.object_entity_id is not null then n.object_norm end
     from unnest(p_new) n
     join unnest(v_ids, v_new) c(id, want) on c.id = n.fact_id
    order by n.idx;

@@ -68,6 +68,7 @@ grant execute on function
   memory.upsert_entity(uuid, text, text, text),
   memory.add_alias(uuid, text, text),
   memory.merge_entities(uuid, text, text, boolean),
+  memory.split_entity(uuid, text, boolean),
   memory.assert_facts(uuid, jsonb, text, uuid, boolean, text),
   memory.retract_fact(uuid, uuid, text, text),
   memory.close_fact(uuid, uuid, timestamptz, text, text, text),

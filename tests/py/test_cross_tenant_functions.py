@@ -240,6 +240,12 @@ CASES: dict[str, Case] = {
         "::boolean",
         mutates=True,
     ),
+    P + "split_entity(uuid,text,boolean)": Case(
+        probes=("select memory.split_entity(%(project)s, 'Ally')",),
+        control="select memory.split_entity(%(project)s, 'Ally') ->> 'split_from' = "
+        "%(entity)s::text",
+        mutates=True,
+    ),
     P + "api_merge_entities(uuid,text,text,boolean)": Case(
         probes=("select memory.api_merge_entities(%(project)s, 'Globex', 'Acme')",),
         control="select memory.api_merge_entities(%(project)s, 'Globex', 'Acme') "

@@ -34,6 +34,13 @@ class Merging(Project):
         )
         return report
 
+    def outcome(self, *facts: dict[str, Any]) -> dict[str, Any]:
+        """assert_facts's answer, whatever it is (refusals included)."""
+        answer: dict[str, Any] = self.one(
+            "select memory.assert_facts(%s, %s::jsonb)", (self.id, json.dumps(facts, default=str))
+        )
+        return answer
+
     def counters(self) -> dict[str, int]:
         rows = self.all("select metric, value from memory.counters(%s)", (self.id,))
         return {m: v for m, v in rows if v}
@@ -372,3 +379,157 @@ def test_a_dry_run_answers_what_the_merge_would_do_and_changes_nothing(
     assert report["dry_run"] is False
     assert {**preview, "dry_run": False} == report
     assert state() != before  # the positive control: the real merge changes what state reads
+
+
+# -- split_entity: the inverse --------------------------------------------------------
+def everything(p: Merging) -> tuple[Any, ...]:
+    """What holds at every instant (facts and edges, by name), and the names."""
+    return ({at: (p.facts(at), p.edges(at)) for at in INSTANTS}, p.names())
+
+
+def mel_and_melanie_writes(p: Merging) -> None:
+    """Claims about Mel and Melanie that a merge joins: lives_in (one) closes across
+    them, knows (many) joins, each has an edge; Zoe is the control."""
+    p.one("select memory.declare_predicate(%s, 'lives in', 'one')", (p.id,))
+    p.assert_facts(
+        fact("Melanie", "lives in", "Paris", Y2020),
+        fact("Zoe", "lives in", "Paris", Y2020),
+        fact("Bob", "knows", "Melanie", Y2020, object_type="entity"),
+        fact("Melanie", "works at", "Acme", Y2020, object_type="entity"),
+    )
+    p.assert_facts(
+        fact("Mel", "lives in", "Berlin", Y2021),
+        fact("Bob", "knows", "Mel", Y2021, object_type="entity"),
+        fact("Mel", "works at", "Globex", Y2022, object_type="entity"),
+    )
+
+
+def test_splitting_what_a_merge_joined_gives_back_the_state_before_it(
+    conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    """merge then split is the identity on what holds: Melanie's Paris window, closed
+    by Mel's Berlin when they were one, is open again; Bob knows both again, with an
+    edge each; Mel is an entity of its own (a new one, by name)."""
+    p = Merging(conn, org, "merge then split")
+    for name in ("Melanie", "Mel", "Zoe"):
+        p.entity(name)
+    mel_and_melanie_writes(p)
+    before = everything(p)
+    p.merge("Melanie", "Mel")
+    assert everything(p) != before  # the positive control: the merge changed it
+    report = p.one("select memory.split_entity(%s, 'MEL')", (p.id,))
+    assert report["facts_moved"] == 3 and report["windows_restored"] >= 1, report
+    assert everything(p) == before
+    # Mel's names resolve to the new entity, Melanie's to hers.
+    assert p.one("select memory.upsert_entity(%s, 'mel')", (p.id,)) == uuid.UUID(
+        report["entity_id"]
+    )
+    assert p.entity("Melanie") == uuid.UUID(report["split_from"])
+
+
+def test_splitting_an_alias_is_as_if_the_name_had_been_an_entity_all_along(
+    pair: tuple[Merging, Merging],
+) -> None:
+    """Mel written as an alias of Melanie, then split off, ends where Mel as an entity
+    from the start ends. Bob's explicit literal "Mel" shares the claim's identity with
+    the split-off object (an object's key is its name), so the two are laid out in
+    world-time order either way."""
+    split, apart = pair
+    for p in pair:
+        p.entity("Melanie")
+        p.entity("Zoe")
+    split.alias("Melanie", "Mel")
+    apart.entity("Mel")
+
+    def writes(p: Merging) -> None:
+        mel_and_melanie_writes(p)
+        p.assert_facts(
+            fact("Bob", "likes", "Mel", Y2020, object_type="literal"),
+            fact("Bob", "likes", "Mel", Y2022),
+        )
+
+    writes(split)
+    writes(apart)
+    assert everything(split) != everything(apart)  # the positive control
+    split.one("select memory.split_entity(%s, 'Mel')", (split.id,))
+    assert everything(split) == everything(apart)
+
+
+def test_a_split_takes_its_tombstones_and_leaves_the_other_claims_free(
+    conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    """Mel's retracted "likes tea" (written while Mel was an alias of Melanie) stays
+    refused for Mel after the split, and no longer refuses Melanie's."""
+    p = Merging(conn, org, "split tombstones")
+    p.entity("Melanie")
+    p.alias("Melanie", "Mel")
+    out = p.assert_facts(fact("Mel", "likes", "tea", Y2020))
+    p.one("select memory.retract_fact(%s, %s, 'wrong')",
+          (p.id, uuid.UUID(out["results"][0]["fact_id"])))  # fmt: skip
+    refused = p.outcome(fact("Melanie", "likes", "tea", Y2021))
+    assert refused["refused"] == 1  # one person: the claim was retracted
+    p.one("select memory.split_entity(%s, 'Mel')", (p.id,))
+    melanie = p.assert_facts(fact("Melanie", "likes", "tea", Y2021))
+    assert melanie["inserted"] == 1, melanie
+    mel = p.outcome(fact("Mel", "likes", "tea", Y2021))
+    assert mel["refused"] == 1, mel
+
+
+def test_splitting_a_name_that_is_no_alias_and_a_dry_run(
+    conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    p = Merging(conn, org, "split refusals")
+    p.entity("Melanie")
+    p.alias("Melanie", "Mel")
+    p.assert_facts(fact("Mel", "likes", "tea", Y2020))
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="entity's own name"):
+        p.one("select memory.split_entity(%s, 'Melanie')", (p.id,))
+    with pytest.raises(psycopg.errors.NoDataFound, match='alias "Nobody" not found'):
+        p.one("select memory.split_entity(%s, 'Nobody')", (p.id,))
+    before = everything(p)
+    preview = p.one("select memory.split_entity(%s, 'Mel', p_dry_run => true)", (p.id,))
+    assert (preview["dry_run"], preview["facts_moved"]) == (True, 1)
+    assert everything(p) == before
+    report = p.one("select memory.split_entity(%s, 'Mel')", (p.id,))
+    assert {**preview, "dry_run": False, "entity_id": report["entity_id"]} == report
+    assert everything(p) != before
+
+
+def test_a_plain_name_taken_over_through_an_alias_goes_with_the_split(
+    pair: tuple[Merging, Merging],
+) -> None:
+    """Bob likes "Mel", written as a plain name before Mel was an alias of Melanie: the
+    alias took it over (Melanie's), the split gives it to Mel, as if Mel had been an
+    entity all along."""
+    split, apart = pair
+    for p in pair:
+        p.entity("Melanie")
+        p.assert_facts(fact("Bob", "likes", "Mel", Y2020), fact("Bob", "likes", "Jazz", Y2020))
+    split.alias("Melanie", "Mel")
+    assert {o for _, p_, o, *_ in split.facts(INSTANTS[2]) if p_ == "likes"} == {"Melanie", None}
+    apart.entity("Mel")
+    split.one("select memory.split_entity(%s, 'Mel')", (split.id,))
+    assert everything(split) == everything(apart)
+
+
+def test_versions_from_before_written_names_are_split_by_the_merge_that_joined_them(
+    conn: psycopg.Connection[Any], org: uuid.UUID, admin_dsn: str
+) -> None:
+    """Versions stored before migration 0022 have no written names; a merge records the
+    absorbed entity's name on them, so a split still finds them."""
+    p = Merging(conn, org, "old versions")
+    for name in ("Melanie", "Mel", "Zoe"):
+        p.entity(name)
+    mel_and_melanie_writes(p)
+    before = everything(p)
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        forgot = admin.execute(
+            "update memory.facts set subject_written = null, object_written = null "
+            "where project_id = %s",
+            (p.id,),
+        ).rowcount
+    assert forgot == 7
+    p.merge("Melanie", "Mel")
+    report = p.one("select memory.split_entity(%s, 'Mel')", (p.id,))
+    assert report["facts_moved"] == 3, report
+    assert everything(p) == before
