@@ -35,6 +35,7 @@ from thin_api.models import (
     Entity,
     EntityMerged,
     EntityPage,
+    EntitySplitOff,
     FactHistory,
     FactPage,
     IngestResult,
@@ -368,6 +369,17 @@ class Calls:
             json=_body(keep=keep, absorb=absorb, dry_run=dry_run),
         )
 
+    def split_entity(
+        self, project: Id, name: str, *, dry_run: bool = False
+    ) -> Call[EntitySplitOff]:
+        """The alias `name` becomes an entity of its own, with the facts written with it."""
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/entities/split",
+            EntitySplitOff,
+            json=_body(name=name, dry_run=dry_run),
+        )
+
     def communities(self, project: Id) -> Call[CommunityList]:
         return Call("GET", f"/v1/projects/{project}/communities", CommunityList)
 
@@ -511,6 +523,7 @@ class Client:
     entities = _sync(Calls.entities)
     upsert_entity = _sync(Calls.upsert_entity)
     merge_entities = _sync(Calls.merge_entities)
+    split_entity = _sync(Calls.split_entity)
     communities = _sync(Calls.communities)
     create_webhook = _sync(Calls.create_webhook)
     list_webhooks = _sync(Calls.list_webhooks)
@@ -575,6 +588,7 @@ class AsyncClient:
     entities = _async(Calls.entities)
     upsert_entity = _async(Calls.upsert_entity)
     merge_entities = _async(Calls.merge_entities)
+    split_entity = _async(Calls.split_entity)
     communities = _async(Calls.communities)
     create_webhook = _async(Calls.create_webhook)
     list_webhooks = _async(Calls.list_webhooks)

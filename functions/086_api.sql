@@ -590,6 +590,41 @@ $$;
 comment on function memory.api_merge_entities(uuid, text, text, boolean) is
   'API: memory.merge_entities as the authorized key (needs project:write); audited with the counts (a dry run is not). Returns the kept entity and what the merge moved (or would move).';
 
+-- An alias split off into an entity of its own (memory.split_entity): the
+-- new entity as the API shows it, and what the split moved.
+create or replace function memory.api_split_entity(
+  p_project uuid, p_name text, p_dry_run boolean default false)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+declare
+  v_org uuid;
+  v_report jsonb;
+  v_answer jsonb;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_org := memory_internal.project_org(p_project);
+  if length(p_name) > 500 then
+    raise exception 'name is longer than 500 characters' using errcode = 'invalid_parameter_value';
+  end if;
+  v_report := memory.split_entity(p_project, p_name, p_dry_run);
+  if not p_dry_run then
+    perform memory_internal.audit(v_org, p_project, 'entity.split',
+      'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id');
+  end if;
+  select ej.j into v_answer
+    from memory.entities e cross join lateral memory_internal.entity_api_json(e) ej
+   where e.org_id = v_org and e.entity_id = (v_report ->> 'entity_id')::uuid;
+  -- (A dry run's entity is gone with its rollback: only its name is known.)
+  return jsonb_build_object('entity', v_answer) || (v_report - 'entity_id');
+end
+$$;
+comment on function memory.api_split_entity(uuid, text, boolean) is
+  'API: memory.split_entity as the authorized key (needs project:write); audited with the counts (a dry run is not). Returns the new entity (null for a dry run) and what the split moved (or would move).';
+
 --------------------------------------------------------------------------
 -- Reads for the API (JSON, keyset-paged).  Timestamps come out in UTC.
 --------------------------------------------------------------------------
@@ -1027,6 +1062,7 @@ grant execute on function
   memory.api_declare_predicate(uuid, text, text),
   memory.api_upsert_entity(uuid, text, text, text, text[]),
   memory.api_merge_entities(uuid, text, text, boolean),
+  memory.api_split_entity(uuid, text, boolean),
   memory.list_facts(uuid, timestamptz, timestamptz, text, text, uuid, integer),
   memory.api_fact_history(uuid, uuid),
   memory.api_timeline(uuid, text, text),

@@ -347,6 +347,24 @@ def build_server(backend: Backend) -> MCPServer:
         )
         return merged
 
+    @server.tool()
+    def split_entity(
+        project_id: ProjectId,
+        name: Annotated[str, Field(description="An alias of an entity.")],
+        ctx: Context,
+        dry_run: Annotated[bool, Field(description="Only say what the split would do.")] = False,
+    ) -> dict[str, Any]:
+        """Undo a wrong alias or merge: the alias becomes an entity of its own again, with
+        every fact written with that name."""
+        split: dict[str, Any] = call(
+            ctx,
+            WRITE,
+            project_id,
+            "select memory.api_split_entity(%s::uuid, %s::text, %s::boolean)",
+            (project_id, name, dry_run),
+        )
+        return split
+
     return server
 
 

@@ -507,6 +507,20 @@ class EntityMerged(Model):
     aliases: list[str] = Field(description="Names (normalized) the kept entity took over.")
 
 
+class EntitySplit(Model):
+    name: str = Field(description="An alias of an entity, to become an entity of its own.")
+    dry_run: bool = Field(False, description="Answer what the split would do, and change nothing.")
+
+
+class EntitySplitOff(Model):
+    entity: Entity | None = Field(description="The new entity (null for a dry run).")
+    split_from: UUID = Field(description="The entity the name was an alias of.")
+    dry_run: bool
+    facts_moved: int = Field(description="Fact versions written with the name, now its own.")
+    facts_superseded: int = Field(description="Windows closed where a moved claim met another.")
+    windows_restored: int = Field(description="Windows given back or re-placed by the split.")
+
+
 class EntityPage(Model):
     entities: list[Entity]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")

@@ -416,6 +416,22 @@ def test_merging_two_entities_that_are_one(api: Client, project: uuid.UUID, admi
     again = api.merge_entities(project, "mel", "MELANIE")
     assert (again.merged, again.facts_rekeyed) == (False, 0)
 
+    # And undone: Mel is an entity of its own again, with its fact and edge.
+    preview = api.split_entity(project, "Mel", dry_run=True)
+    assert (preview.dry_run, preview.entity, preview.facts_moved) == (True, None, 1)
+    split = api.split_entity(project, "Mel")
+    assert (split.entity and split.entity.name, split.split_from) == (
+        "Mel",
+        merged.entity.entity_id,
+    )
+    facts = {(f.subject, f.predicate, f.object) for f in api.list_facts(project).facts}
+    assert {("Mel", "works at", "Globex"), ("Melanie", "likes", "tea")} <= facts
+    assert [row[0] for row in audit_rows(admin_dsn, project)][-1] == "entity.split"
+    for name, status in [("Melanie", 422), ("Nobody", 404), ("x" * 501, 422)]:
+        with pytest.raises(ChronomemError) as err:
+            api.split_entity(project, name)
+        assert (err.value.status, err.value.field) == (status, "name"), err.value
+
     names = sorted(e.name for e in api.entities(project).entities)
     for keep, absorb, status, field in [
         ("Nobody", "Melanie", 404, "keep"),
@@ -594,8 +610,8 @@ def test_openapi_documents_every_route(base: str) -> None:
         for method, op in item.items()
     ]
     # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities,
-    # POST /v1/.../entities/merge
-    assert len(operations) == 31
+    # POST /v1/.../entities/merge, POST /v1/.../entities/split
+    assert len(operations) == 32
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

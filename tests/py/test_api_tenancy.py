@@ -180,6 +180,7 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
         "/v1/projects/{p}/entities/merge",
         {"json": {"keep": "alpha user", "absorb": "alpha user"}},
     ),
+    ("POST", "/v1/projects/{p}/entities/split", {"json": {"name": "x corp"}}),  # an alias above
     ("POST", "/v1/projects/{p}/api-keys", {"json": {"name": "x", "permissions": ["project:read"]}}),
     ("POST", "/v1/projects/{p}/facts/{f}/retract", {"json": {"reason": "x"}}),
     ("DELETE", "/v1/projects/{p}/api-keys/{k}", {}),
@@ -336,6 +337,7 @@ def test_forbidden_only_inside_ones_own_org(world: World) -> None:
         (reader, "PUT", "/v1/projects/{p}/predicates/plan", {"json": {"cardinality": "one"}}),
         (reader, "POST", "/v1/projects/{p}/entities", {"json": {"name": "x"}}),
         (reader, "POST", "/v1/projects/{p}/entities/merge", {"json": {"keep": "x", "absorb": "y"}}),
+        (reader, "POST", "/v1/projects/{p}/entities/split", {"json": {"name": "x"}}),
         (reader, "GET", "/v1/projects/{p}/api-keys", {}),
         (reader, "POST", "/v1/projects", {"json": {"name": "nope"}}),
         (writer, "GET", "/v1/projects/{p}/facts", {}),

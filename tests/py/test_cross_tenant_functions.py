@@ -246,6 +246,11 @@ CASES: dict[str, Case] = {
         "%(entity)s::text",
         mutates=True,
     ),
+    P + "api_split_entity(uuid,text,boolean)": Case(
+        probes=("select memory.api_split_entity(%(project)s, 'Ally')",),
+        control="select memory.api_split_entity(%(project)s, 'Ally') #>> '{entity,name}' = 'Ally'",
+        mutates=True,
+    ),
     P + "api_merge_entities(uuid,text,text,boolean)": Case(
         probes=("select memory.api_merge_entities(%(project)s, 'Globex', 'Acme')",),
         control="select memory.api_merge_entities(%(project)s, 'Globex', 'Acme') "

@@ -33,6 +33,7 @@ TOOLS = {
     "declare_predicate",
     "name_entity",
     "merge_entities",
+    "split_entity",
 }
 
 
@@ -222,6 +223,10 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
             )
             works = ok(await mcp.call_tool("list_facts", {"project_id": p, "subject": "user 43"}))
             assert [f["object_entity_id"] for f in works["facts"]] == [named["entity_id"]]
+            split = ok(await mcp.call_tool("split_entity", {"project_id": p, "name": "Acme Inc"}))
+            assert (split["entity"]["name"], split["facts_moved"]) == ("Acme Inc", 1)
+            works = ok(await mcp.call_tool("list_facts", {"project_id": p, "subject": "user 43"}))
+            assert [f["object"] for f in works["facts"]] == ["Acme Inc"]
 
             added = ok(
                 await mcp.call_tool(

@@ -20,6 +20,8 @@ from thin_api.models import (
     EntityMerge,
     EntityMerged,
     EntityPage,
+    EntitySplit,
+    EntitySplitOff,
     EntityUpsert,
     Instant,
     Int32,
@@ -168,6 +170,18 @@ def merge_entities(project_id: UUID, body: EntityMerge, token: Token, db: DB) ->
         Access(token, WRITE, project_id),
         "select memory.api_merge_entities(%s::uuid, %s::text, %s::text, %s::boolean)",
         (project_id, body.keep, body.absorb, body.dry_run),
+    )
+
+
+@router.post("/projects/{project_id}/entities/split", response_model=EntitySplitOff, tags=["graph"])
+def split_entity(project_id: UUID, body: EntitySplit, token: Token, db: DB) -> Any:
+    """Undo an alias or a merge: the alias `name` becomes an entity of its own, with every
+    fact written with that name, and both sides are laid out again in world-time order.
+    With `dry_run` the answer is what it would do, and nothing changes."""
+    return db.call(
+        Access(token, WRITE, project_id),
+        "select memory.api_split_entity(%s::uuid, %s::text, %s::boolean)",
+        (project_id, body.name, body.dry_run),
     )
 
 
