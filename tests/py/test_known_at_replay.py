@@ -133,6 +133,30 @@ class Merge:
     absorb: str
 
 
+@dataclass(frozen=True)
+class Split:
+    """memory.split_entity: an alias (left by add_alias or by a merge) becomes an entity
+    of its own again, with the versions written with that name."""
+
+    name: str
+
+
+def _split(read: Read, moved: dict[str, tuple[bool, bool]], name: str) -> Read:
+    """A read with the versions a split moved shown under the new entity's name (as
+    subject and/or object: `moved` maps their ids). The graph's history stays with the
+    entity they were joined to, as the store keeps it."""
+    facts, edges = read
+
+    def renamed(row: FactRow) -> FactRow:
+        i, s, p, o, c, r = row
+        if i not in moved:
+            return row
+        subject, obj = moved[i]
+        return (i, name if subject else s, p, name if obj else o, c, r)
+
+    return {(at, renamed(f)) for at, f in facts}, edges
+
+
 def _merged(read: Read, absorb: str, keep: str) -> Read:
     """A read with the absorbed entity shown as the kept one, wherever it is named (a
     merge is naming too: past reads show today's names, with the windows then)."""
@@ -176,7 +200,7 @@ def _assertion() -> st.SearchStrategy[Assert]:
     )
 
 
-Write = Assert | Retract | Close | Wipe | Declare | Name | Alias | Merge
+Write = Assert | Retract | Close | Wipe | Declare | Name | Alias | Merge | Split
 
 
 def histories() -> st.SearchStrategy[list[Write]]:
@@ -280,6 +304,27 @@ class Project:
             except psycopg.errors.NoDataFound:
                 return None  # one of the two is no entity (yet, or any more)
             return instant if report["merged"] else None
+        if isinstance(w, Split):
+            try:
+                with self._tx():
+                    report = self._one("select memory.split_entity(%s, %s)", (self.id, w.name))
+                    instant = self._one("select memory_internal.txn_instant()")
+            except (psycopg.errors.NoDataFound, psycopg.errors.InvalidParameterValue):
+                return None  # no alias of that name (an entity's own, or none)
+            with self._tx():
+                self.split_name: str = self._one(
+                    "select name from memory.entities where entity_id = %s", (report["entity_id"],)
+                )
+                self.split_moved: dict[str, tuple[bool, bool]] = {
+                    str(i): (s, o)
+                    for i, s, o in self.conn.execute(
+                        "select fact_id, subject_id = %s, coalesce(object_entity_id = %s, false) "
+                        "from memory_internal.fact_versions(%s) "
+                        "where subject_id = %s or object_entity_id = %s",
+                        (report["entity_id"],) * 2 + (self.id,) + (report["entity_id"],) * 2,
+                    ).fetchall()
+                }
+            return instant
         with self._tx():
             if isinstance(w, Name):
                 self.conn.execute("select memory.upsert_entity(%s, %s)", (self.id, w.name))
@@ -319,7 +364,7 @@ class Project:
     def can(self, w: Write) -> bool:
         """Whether there is something for w to act on (a wipe of a subject the project
         does not know, or a retraction in an empty project, is an error by design)."""
-        if isinstance(w, Assert | Declare | Name | Alias | Merge):
+        if isinstance(w, Assert | Declare | Name | Alias | Merge | Split):
             return True
         with self._tx():
             if isinstance(w, Wipe):
@@ -404,6 +449,9 @@ def _replays(conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
             seen = [(x, t, _renamed(read, w.alias, entity)) for x, t, read in seen]
         if isinstance(w, Merge):
             seen = [(x, t, _merged(read, w.absorb, w.keep)) for x, t, read in seen]
+        if isinstance(w, Split):
+            moved, name = project.split_moved, project.split_name
+            seen = [(x, t, _split(read, moved, name)) for x, t, read in seen]
         seen.append((w, stamp, project.read(instants, None)))
         # Positive control: the first write (an assertion) made something hold.
         assert len(seen) > 1 or seen[0][2][0]
@@ -467,8 +515,10 @@ MERGES = [("alice", "bob"), ("bob", "alice"), ("carol", "alice"), ("Acme", "Glob
 def merge_histories() -> st.SearchStrategy[list[Write]]:
     """Assertions (alice's and bob's plans and employers, who knows whom), closings and
     retractions, with one or two merges among them: two people or two employers found
-    to be one, after which their names resolve to the kept one."""
+    to be one, after which their names resolve to the kept one; and splits, which
+    take a merged name apart again (half the histories end with the last merge's)."""
     merge = st.sampled_from(MERGES).map(lambda m: Merge(*m))
+    split = st.sampled_from(sorted({n for m in MERGES for n in m})).map(Split)
     write = st.one_of(
         _assertion(),
         _assertion(),
@@ -476,10 +526,15 @@ def merge_histories() -> st.SearchStrategy[list[Write]]:
         st.builds(Retract, pick=st.integers(0, 50)),
         st.builds(Close, pick=st.integers(0, 50), at_hours=st.integers(0, 24 * 90)),
         merge,
+        split,
     )
     return st.tuples(
-        st.lists(_assertion(), min_size=2, max_size=5), st.lists(write, max_size=6), merge
-    ).map(lambda t: [*t[0], *t[1], t[2]])
+        st.lists(_assertion(), min_size=2, max_size=5),
+        st.lists(write, max_size=6),
+        merge,
+        st.lists(st.one_of(_assertion(), split), max_size=3),
+        st.booleans(),
+    ).map(lambda t: [*t[0], *t[1], t[2], *t[3], *([Split(t[2].absorb)] if t[4] else [])])
 
 
 @settings(SETTINGS, max_examples=40)
@@ -487,9 +542,10 @@ def merge_histories() -> st.SearchStrategy[list[Write]]:
 def test_merged_entities_read_back_at_every_known_at(
     conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
 ) -> None:
-    """The replay property across merges: the joint layout's closings are logged and
-    the absorbed entity's edge history moves with it, so every earlier state reads back
-    with its own windows, under today's names."""
+    """The replay property across merges and splits: the joint layout's closings, the
+    split's emptied and restored windows are logged, and the absorbed entity's edge
+    history moves with it, so every earlier state reads back with its own windows, under
+    today's names."""
     _replays(conn, org, history)
 
 
