@@ -504,8 +504,8 @@ def test_writer_that_started_before_a_concurrent_commit_can_still_assert(
 
 # Every way a fact changes, at once: assertions (literal and entity objects, open and
 # closed windows, tombstone overrides), retractions, closings, subject wipes, entities
-# named and merged, by 8 connections over a few identities.
-MIXED_OPS = 30
+# named, merged and split, by 8 connections over a few identities.
+MIXED_OPS = 40
 PEOPLE = ("ada", "brook", "cyd", "dane")
 COMPANIES = ("acme", "globex", "initech")
 # A caller may lose a race for a fact another connection retracted or wiped first:
@@ -588,7 +588,7 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
                         )
                         assert [r["index"] for r in result["results"]] == list(range(len(facts)))
                         done.update(r["status"] for r in result["results"])
-                    elif op < 0.88:
+                    elif op < 0.84:
                         fact_id = _pick_fact(conn, tenant, rng)
                         if fact_id is None:
                             continue
@@ -604,7 +604,7 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
                                 (tenant.project, fact_id, at),
                             )  # fmt: skip
                         done[result["status"]] += 1
-                    elif op < 0.91:
+                    elif op < 0.87:
                         # Redeclared while others write: 'many' gives back the windows
                         # other plans ended; 'one' is refused while two plans overlap.
                         cardinality = rng.choice(("one", "many"))
@@ -618,7 +618,7 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
                         except psycopg.errors.ExclusionViolation:
                             assert cardinality == "one"
                             done["refused: plans overlap"] += 1
-                    elif op < 0.93:
+                    elif op < 0.89:
                         # Plans are written as plain names: an entity of that name, made
                         # by upsert_entity or by a batch that names it as a subject,
                         # takes the plan facts over (and their edges) while others write.
@@ -634,10 +634,11 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
                                 (tenant.project, json.dumps(facts)),
                             )
                         done["named"] += 1
-                    elif op < 0.95:
+                    elif op < 0.91:
                         # Two people or two companies found to be one, while others write
                         # about both: later writes naming either mean the kept one.
-                        keep, absorb = rng.sample(rng.choice((PEOPLE, COMPANIES)), 2)
+                        # (Not ada, whom wipes spare: a wipe of an alias of hers would not.)
+                        keep, absorb = rng.sample(rng.choice((PEOPLE[1:], COMPANIES)), 2)
                         report = _scalar(
                             conn, "select memory.merge_entities(%s, %s, %s)",
                             (tenant.project, keep, absorb),
@@ -645,6 +646,25 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
                         done["merged" if report["merged"] else "already one"] += 1
                         if report["merged"]:
                             kept.append(report["entity_id"])
+                    elif op < 0.94:
+                        # And split apart again: a merge's (or a name's) alias becomes an
+                        # entity of its own, with the facts written with it.
+                        aliases = [
+                            r[0]
+                            for r in conn.execute(
+                                "select alias from memory.entity_aliases where project_id = %s "
+                                "order by alias",
+                                (tenant.project,),
+                            ).fetchall()
+                        ]
+                        if not aliases:
+                            continue
+                        report = _scalar(
+                            conn, "select memory.split_entity(%s, %s)",
+                            (tenant.project, rng.choice(aliases)),
+                        )  # fmt: skip
+                        done["split"] += 1
+                        kept.extend((report["entity_id"], report["split_from"]))
                     elif op < 0.97:
                         # An operator's drift check, among the writers: what it reads
                         # (facts and edges in one snapshot) is always in step.
@@ -667,12 +687,13 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
 
     totals = sum(_run_writers(app_dsn, WRITERS, writer), Counter[str]())
     # Positive controls: every kind of write happened, and they did collide.
-    for status in ("inserted", "retracted", "expired", "wiped", "reconciled", "named", "merged"):
+    for status in ("inserted", "retracted", "expired", "wiped", "reconciled", "named", "merged",
+                   "split"):  # fmt: skip
         assert totals[status] > 0, totals
     assert totals["healed"] == 0, totals
     answers = {"inserted", "skipped", "refused", "retracted", "already_retracted", "expired",
                "unchanged", "wiped", "reconciled", "healed", "declared one", "declared many",
-               "refused: plans overlap", "named", "merged", "already one",
+               "refused: plans overlap", "named", "merged", "already one", "split",
                *LOST_RACES.values()}  # fmt: skip
     assert set(totals) <= answers, totals
 
@@ -733,8 +754,8 @@ def test_concurrent_assertions_retractions_closings_and_wipes(
         # their commits; record time must follow them too (begin_write's floor: a writer
         # that waited for the lock is stamped no earlier than the one it waited for), or
         # a read at some known_at would see a later change without an earlier one.
-        # (Not across a merge: it joins two identities' histories, each in its own order,
-        # into one; the replay property test reads those back at every known_at.)
+        # (Not across a merge or a split: they join or part identities' histories, each
+        # in its own order; the replay property test reads those back at every known_at.)
         record_time = app.execute(
             """
             select count(*) filter (where x.occurred_at < x.before),
