@@ -140,6 +140,39 @@ $$;
 comment on function memory.add_alias(uuid, text, text) is
   'Make another name resolve to an existing entity. Refused when the name already resolves to a different entity. Stored facts whose object was written as that name (object_type auto) become the entity''s, as if the alias had come first; when there are such facts it takes the project lock, so call it before writes in a transaction.';
 
+-- Tombstones follow the versions re-keyed under them (adoption, merges,
+-- splits): each tombstone of p_fact_ids[i] gets p_subjects[i] and
+-- p_keys[i] (NULL: unchanged).  Of two live tombstones that come to name
+-- one claim, the older stays and the other is lifted first (the claim
+-- index is unique over live tombstones).  p_scope: the subjects whose live
+-- tombstones may meet them (before and after).
+create or replace function memory_internal.rekey_tombstones(
+  p_org uuid, p_project uuid, p_fact_ids uuid[], p_subjects uuid[], p_keys text[],
+  p_scope uuid[])
+  returns void
+  language sql
+  as $$
+    update memory.tombstones t
+       set lifted_at = memory_internal.txn_instant()
+      from (select x.fact_id,
+                   row_number() over (partition by x.subject_id, x.predicate, x.key
+                                      order by x.created_at, x.fact_id) as nth
+              from (select tb.fact_id, coalesce(c.s, tb.subject_id) as subject_id, tb.predicate,
+                           tb.created_at, coalesce(c.k, tb.object_key) as key
+                      from memory.tombstones tb
+                      left join unnest(p_fact_ids, p_subjects, p_keys) c(id, s, k)
+                        on c.id = tb.fact_id
+                     where tb.org_id = p_org and tb.project_id = p_project
+                       and tb.subject_id = any (p_scope) and tb.lifted_at is null) x) d
+     where t.org_id = p_org and t.fact_id = d.fact_id and d.nth > 1;
+    update memory.tombstones t
+       set subject_id = coalesce(c.s, t.subject_id), object_key = coalesce(c.k, t.object_key)
+      from unnest(p_fact_ids, p_subjects, p_keys) c(id, s, k)
+     where t.org_id = p_org and t.fact_id = any (p_fact_ids) and t.fact_id = c.id;
+  $$;
+comment on function memory_internal.rekey_tombstones(uuid, uuid, uuid[], uuid[], text[], uuid[]) is
+  'Tombstones follow re-keyed versions (new subject and object key per fact id, NULL unchanged); of two live tombstones that come to name one claim, the older stays.';
+
 -- Objects written as a plain name (object_type auto) that named no entity
 -- then and that some entity now bears, by its name or an alias: the stored
 -- versions (retracted ones included) whose object is one of p_names (NULL:
@@ -243,25 +276,8 @@ begin
     from unnest(v_ids, v_entities, v_keys, v_new) c(id, entity, key, ident)
    where f.org_id = p_org and f.fact_id = any (v_ids) and f.fact_id = c.id;
 
-  -- The tombstones of the versions taken over name the entity's key too;
-  -- first lift those that would repeat an older live tombstone of the
-  -- same claim.
-  update memory.tombstones t
-     set lifted_at = memory_internal.txn_instant()
-    from (select x.fact_id,
-                 row_number() over (partition by x.subject_id, x.predicate, x.key
-                                    order by x.created_at, x.fact_id) as nth
-            from (select tb.fact_id, tb.subject_id, tb.predicate, tb.created_at,
-                         coalesce(c.key, tb.object_key) as key
-                    from memory.tombstones tb
-                    left join unnest(v_ids, v_keys) c(id, key) on c.id = tb.fact_id
-                   where tb.org_id = p_org and tb.project_id = p_project
-                     and tb.subject_id = any (v_s) and tb.lifted_at is null) x) d
-   where t.org_id = p_org and t.fact_id = d.fact_id and d.nth > 1;
-  update memory.tombstones t
-     set object_key = c.key
-    from unnest(v_ids, v_keys) c(id, key)
-   where t.org_id = p_org and t.fact_id = any (v_ids) and t.fact_id = c.id;
+  -- The tombstones of the versions taken over name the entity's key too.
+  perform memory_internal.rekey_tombstones(p_org, p_project, v_ids, v_s, v_keys, v_s);
 
   -- Edges: of the versions taken over that are believed, and of the
   -- entity's own facts whose windows the layout closed.
@@ -406,27 +422,12 @@ begin
              p_layout_subjects => v_ns || v_ns) r;
     perform memory_internal.bump_counter(v_org, p_project, 'facts_superseded', v_closed);
 
-    -- Tombstones follow their versions; of two live ones that come to name
-    -- one claim, the older stays.
-    update memory.tombstones t
-       set lifted_at = memory_internal.txn_instant()
-      from (select x.fact_id,
-                   row_number() over (partition by x.subject_id, x.predicate, x.key
-                                      order by x.created_at, x.fact_id) as nth
-              from (select tb.fact_id, coalesce(c.ns, tb.subject_id) as subject_id, tb.predicate,
-                           tb.created_at,
-                           case when c.obj = v_absorb then v_kept.normalized_name
-                                else tb.object_key end as key
-                      from memory.tombstones tb
-                      left join unnest(v_ids, v_ns, v_obj) c(id, ns, obj) on c.id = tb.fact_id
-                     where tb.org_id = v_org and tb.project_id = p_project
-                       and tb.subject_id = any (v_s || v_ns) and tb.lifted_at is null) x) d
-     where t.org_id = v_org and t.fact_id = d.fact_id and d.nth > 1;
-    update memory.tombstones t
-       set subject_id = c.ns,
-           object_key = case when c.obj = v_absorb then v_kept.normalized_name else t.object_key end
-      from unnest(v_ids, v_ns, v_obj) c(id, ns, obj)
-     where t.org_id = v_org and t.fact_id = any (v_ids) and t.fact_id = c.id;
+    -- Tombstones follow their versions.
+    perform memory_internal.rekey_tombstones(
+      v_org, p_project, v_ids, v_ns,
+      array(select case when o = v_absorb then v_kept.normalized_name end
+              from unnest(v_obj) with ordinality u(o, n) order by n),
+      v_s || v_ns);
 
     -- (The names they were written with stay, the absorbed entity's own
     -- where unknown, so that split_entity can take them apart again.)
@@ -614,26 +615,12 @@ begin
       from unnest(v_ids, v_ns, v_no, v_nobj, v_moved_obj) c(id, ns, no, nobj, moved)
      where f.org_id = v_org and f.fact_id = any (v_ids) and f.fact_id = c.id;
 
-    -- Tombstones follow their versions; of two live ones that come to name
-    -- one claim, the older stays.
-    update memory.tombstones t
-       set lifted_at = memory_internal.txn_instant()
-      from (select x.fact_id,
-                   row_number() over (partition by x.subject_id, x.predicate, x.key
-                                      order by x.created_at, x.fact_id) as nth
-              from (select tb.fact_id, coalesce(c.ns, tb.subject_id) as subject_id, tb.predicate,
-                           tb.created_at,
-                           case when c.moved then v_key else tb.object_key end as key
-                      from memory.tombstones tb
-                      left join unnest(v_ids, v_ns, v_moved_obj) c(id, ns, moved)
-                        on c.id = tb.fact_id
-                     where tb.org_id = v_org and tb.project_id = p_project
-                       and tb.subject_id = any (v_s || v_ns) and tb.lifted_at is null) x) d
-     where t.org_id = v_org and t.fact_id = d.fact_id and d.nth > 1;
-    update memory.tombstones t
-       set subject_id = c.ns, object_key = case when c.moved then v_key else t.object_key end
-      from unnest(v_ids, v_ns, v_moved_obj) c(id, ns, moved)
-     where t.org_id = v_org and t.fact_id = any (v_ids) and t.fact_id = c.id;
+    -- Tombstones follow their versions.
+    perform memory_internal.rekey_tombstones(
+      v_org, p_project, v_ids, v_ns,
+      array(select case when m then v_key end
+              from unnest(v_moved_obj) with ordinality u(m, n) order by n),
+      v_s || v_ns);
 
     -- Both sides laid out again: what the joined claims had closed is given
     -- back, the moved versions take their places in their new identities.
