@@ -313,6 +313,32 @@ $$;
 comment on function memory_internal.adopt_named_objects(uuid, uuid, text[]) is
   'When stored objects written as one of these names (NULL: any) now name an entity, take the project lock exclusively and adopt them (adopt_auto_objects). Returns how many versions were taken over.';
 
+-- A write's dry run: p_query (one of the functions below, called with
+-- $1..$3) runs in a subtransaction that is then undone, and its jsonb
+-- answer leaves through the exception that undoes it, so a preview is the
+-- write's own answer, marked dry_run.  p_query is a constant of the
+-- caller's, never user input.
+create or replace function memory_internal.dry_run(
+  p_query text, p_project uuid, p_a text, p_b text default null)
+  returns jsonb
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_answer text;
+begin
+  begin
+    execute p_query || '::text' into v_answer using p_project, p_a, p_b;
+    raise exception 'dry run' using errcode = 'CMDRY', detail = v_answer;
+  exception when sqlstate 'CMDRY' then
+    get stacked diagnostics v_answer = pg_exception_detail;
+  end;
+  return v_answer::jsonb || jsonb_build_object('dry_run', true);
+end
+$$;
+comment on function memory_internal.dry_run(text, uuid, text, text) is
+  'Run a write (a constant query of the caller''s with $1..$3) and undo it: its jsonb answer, marked dry_run.';
+
 -- Two entities found to be one thing (an extractor named "Mel" and
 -- "Melanie" apart): the absorbed entity's facts, edges, aliases and notes
 -- become the kept one's and its name an alias of it, as if that name had
@@ -348,18 +374,10 @@ declare
   v_notes integer;
   v_alias_norms text[];
   v_alias_texts text[];
-  v_preview text;
 begin
   if p_dry_run then
-    -- The merge itself, undone with its subtransaction; its report leaves
-    -- through the exception that undoes it.
-    begin
-      v_preview := memory.merge_entities(p_project, p_keep, p_absorb, false)::text;
-      raise exception 'merge preview' using errcode = 'CMDRY', detail = v_preview;
-    exception when sqlstate 'CMDRY' then
-      get stacked diagnostics v_preview = pg_exception_detail;
-    end;
-    return v_preview::jsonb || jsonb_build_object('dry_run', true);
+    return memory_internal.dry_run('select memory.merge_entities($1, $2, $3)',
+                                   p_project, p_keep, p_absorb);
   end if;
   -- No writer runs meanwhile (writers hold it shared), and the names are
   -- resolved under it.
@@ -447,12 +465,8 @@ begin
     -- kept entity's are the union of both windows.
     perform memory_internal.sync_edges(
       v_org, p_project,
-      v_src || array(select c.s from unnest(v_s, v_obj) c(s, o) where c.o is not null)
-            || array(select c.s from unnest(v_ns, v_nobj) c(s, o) where c.o is not null),
-      v_tgt || array(select c.o from unnest(v_obj) c(o) where c.o is not null)
-            || array(select c.o from unnest(v_nobj) c(o) where c.o is not null),
-      v_rel || array(select c.p from unnest(v_p, v_obj) c(p, o) where c.o is not null)
-            || array(select c.p from unnest(v_p, v_nobj) c(p, o) where c.o is not null));
+      -- (Literal objects are NULL targets: no edge key, sync_edges skips them.)
+      v_src || v_s || v_ns, v_tgt || v_obj || v_nobj, v_rel || v_p || v_p);
   end if;
 
   -- The absorbed entity's edge history (all of it ended now) under the
@@ -536,17 +550,9 @@ declare
   v_src uuid[] := '{}'; v_tgt uuid[] := '{}'; v_rel text[] := '{}';
   v_closed integer := 0;
   v_restored integer := 0;
-  v_preview text;
 begin
   if p_dry_run then
-    -- As merge_entities': the split itself, undone with its subtransaction.
-    begin
-      v_preview := memory.split_entity(p_project, p_name, false)::text;
-      raise exception 'split preview' using errcode = 'CMDRY', detail = v_preview;
-    exception when sqlstate 'CMDRY' then
-      get stacked diagnostics v_preview = pg_exception_detail;
-    end;
-    return v_preview::jsonb || jsonb_build_object('dry_run', true);
+    return memory_internal.dry_run('select memory.split_entity($1, $2)', p_project, p_name);
   end if;
   perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
   select * into v_alias from memory.entity_aliases a
@@ -636,12 +642,8 @@ begin
 
     perform memory_internal.sync_edges(
       v_org, p_project,
-      v_src || array(select c.s from unnest(v_s, v_obj) c(s, o) where c.o is not null)
-            || array(select c.s from unnest(v_ns, v_nobj) c(s, o) where c.o is not null),
-      v_tgt || array(select c.o from unnest(v_obj) c(o) where c.o is not null)
-            || array(select c.o from unnest(v_nobj) c(o) where c.o is not null),
-      v_rel || array(select c.p from unnest(v_p, v_obj) c(p, o) where c.o is not null)
-            || array(select c.p from unnest(v_p, v_nobj) c(p, o) where c.o is not null));
+      -- (Literal objects are NULL targets: no edge key, sync_edges skips them.)
+      v_src || v_s || v_ns, v_tgt || v_obj || v_nobj, v_rel || v_p || v_p);
   end if;
 
   -- Plain-name objects of that name are the new entity's.
