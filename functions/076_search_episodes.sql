@@ -109,6 +109,24 @@ create or replace function memory_internal.vector_exact_budget(p_n integer, p_in
 comment on function memory_internal.vector_exact_budget(integer, real) is
   'The most rows a vector leg ranks exactly (reading them by btree) rather than through the HNSW index with a filter, for p_n hits from an index of p_index_rows rows: sqrt(5 * p_n * p_index_rows), at least 2000.';
 
+-- The HNSW search width (hnsw.ef_search) memory.search gives its vector
+-- legs for p_n hits: 8 per hit, at least 100 and at most 500 (Weaviate's
+-- documented defaults for its dynamic ef: dynamicEfFactor 8, dynamicEfMin
+-- 100, dynamicEfMax 500; a fact about another product, not its code).
+-- pgvector's default of 40 is a search width only a little above the 30
+-- hits a k = 10 search asks for, and a walk that width may end in the wrong
+-- part of the graph: on the 100k benchmark load, 2-5% of the main
+-- project's queries got none of their 10 nearest rows (what they got lay
+-- at cosine distance 0.8 against 0.35), on uniform random vectors
+-- (tests/py/test_search_plan.py) recall@10 was about 0.5.  At 240 none
+-- missed there, for about 0.1 ms more per leg (benchmarks/README.md).
+create or replace function memory_internal.vector_ef_search(p_n integer)
+  returns integer
+  language sql immutable parallel safe
+  as $$ select least(500, greatest(100, 8 * p_n)) $$;
+comment on function memory_internal.vector_ef_search(integer) is
+  'The hnsw.ef_search memory.search sets for its vector legs when asking p_n hits: 8 * p_n, at least 100, at most 500 (never lowering a higher setting of the session).';
+
 -- The same leg within a period the question names (memory.search adds
 -- these hits to the leg's: see there).  A question scoped to a day or a
 -- month is a filter plus a ranking within it, as a metadata filter in

@@ -271,6 +271,7 @@ declare
   v_depth integer;
   v_results jsonb;
   v_prev_scan text;
+  v_prev_ef text;
   -- Projects with more rows than this (fact versions, episodes) run their
   -- vector leg with one cached plan per session: see below.
   c_cached_min constant bigint := 20000;
@@ -302,6 +303,12 @@ begin
     perform vector_dims(p_query_embedding);
     v_prev_scan := current_setting('hnsw.iterative_scan', true);
     perform set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    -- And walk it wide enough to find the nearest rows (vector_ef_search);
+    -- a session that asks for a wider walk keeps it.
+    v_prev_ef := current_setting('hnsw.ef_search', true);
+    perform set_config('hnsw.ef_search',
+                       greatest(coalesce(v_prev_ef::integer, 0),
+                                memory_internal.vector_ef_search(v_n))::text, true);
     -- Which plan each vector leg runs.  Planned per call (PL/pgSQL's
     -- custom plans), the planner sees the project and the LIMIT and picks
     -- an exact sort of a small project's rows or the HNSW scan of a large
@@ -450,6 +457,9 @@ begin
   if v_prev_scan is not null then
     perform set_config('hnsw.iterative_scan', v_prev_scan, true);
   end if;
+  if v_prev_ef is not null then
+    perform set_config('hnsw.ef_search', v_prev_ef, true);
+  end if;
   if cardinality(v_ran) = 0 and jsonb_array_length(v_failed) > 0 then
     raise exception 'every search leg failed: %', v_failed using errcode = 'external_routine_exception';
   end if;
@@ -574,7 +584,7 @@ begin
 end
 $$;
 comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[], text) is
-  'Hybrid search in one call: episode and fact vector legs (HNSW), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; the episode vector leg then also ranks that period''s episodes on their own (search_episode_vector_within). Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL. p_fusion => ''rrf'' fuses by plain reciprocal rank fusion instead (sum of 1/(60 + rank) over the legs; no context shares, no preferences).';
+  'Hybrid search in one call: episode and fact vector legs (HNSW with an iterative scan, hnsw.ef_search at least memory_internal.vector_ef_search of the hits asked), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; the episode vector leg then also ranks that period''s episodes on their own (search_episode_vector_within). Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL. p_fusion => ''rrf'' fuses by plain reciprocal rank fusion instead (sum of 1/(60 + rank) over the legs; no context shares, no preferences).';
 
 create or replace function memory.search_rows(
   p_project uuid,

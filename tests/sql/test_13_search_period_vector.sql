@@ -6,7 +6,7 @@
 -- of more than 2000 episodes is searched through the HNSW index.  Runs as
 -- chronomem_app.
 BEGIN;
-select plan(16);
+select plan(19);
 
 -- One turn in its own session (no context shares between these turns),
 -- named p_k, with an embedding.
@@ -122,6 +122,12 @@ select ok(memory_internal.vector_exact_budget(30, 4000000) > memory_internal.vec
           'a bigger index: a bigger budget');
 select is(memory_internal.vector_exact_budget(30, -1), 2000,
           'a never-analyzed table (reltuples -1): the floor');
+
+-- How wide memory.search walks the HNSW graph for p_n hits: 8 per hit,
+-- between 100 and 500 (tests/py/test_search_plan.py shows what it finds).
+select is(memory_internal.vector_ef_search(30), 240, 'k = 10 asks 30 hits: a walk 240 wide');
+select is(memory_internal.vector_ef_search(5), 100, 'few hits: at least 100');
+select is(memory_internal.vector_ef_search(600), 500, 'k = 200 asks 600 hits: at most 500');
 
 select * from finish();
 ROLLBACK;
