@@ -44,6 +44,7 @@ from benchmarks.search_measure import (
     workloads,
 )
 from benchmarks.search_plot import plot
+from benchmarks.search_recall import vector_recall
 from benchmarks.synthetic import Clusters, Project, split
 
 HELP = "memory.search / vector legs / facts_at p50-p95 on synthetic data (default 100k facts)"
@@ -75,6 +76,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--maintenance-work-mem",
         default="1GB",
         help="maintenance_work_mem for the HNSW builds after the load (default 1GB)",
+    )
+    parser.add_argument(
+        "--ef-search",
+        default="40,500",
+        help="session hnsw.ef_search values at which the vector legs' recall against the "
+        "exact top k is measured (comma-separated; 40 is pgvector's default, which "
+        "memory.search widens to memory_internal.vector_ef_search; empty: skip)",
+    )
+    parser.add_argument(
+        "--recall-queries", type=int, default=50, help="queries per vector leg for recall (50)"
     )
     parser.add_argument(
         "--reuse",
@@ -279,6 +290,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     loads: dict[str, list[list[float]]] = {}
     speed_before = speed_reference(db.admin)
     main_queries: list[Query] = []
+    timed_by: dict[str, list[Query]] = {}
     for lp in projects[:2]:  # the large project and one small one
         with psycopg.connect(db.app) as conn:
             conn.execute("select memory.use_org(%s, false)", (org,))
@@ -289,6 +301,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         latency[lp.spec.name] = run_queries(db.app, org, warm, timed)
         loads[lp.spec.name] = [_rounded(before), _rounded(os.getloadavg())]
         main_queries = main_queries or timed
+        timed_by[lp.spec.name] = timed
     result["latency_ms"] = latency
     # Other work on the machine inflates latencies: the 1/5/15-min load averages before and
     # after each project's query phase (2 cores: above 2 means queries waited for a core).
@@ -296,6 +309,17 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     speed = {"before": speed_before, "after": speed_reference(db.admin)}
     result["settings"]["machine"]["speed_reference"] = speed
     result["goal"] = GOAL
+    ef_values = [int(x) for x in args.ef_search.split(",") if x.strip()]
+    if ef_values:
+        # After the timed phases, so their figures are not changed by these reads.
+        print(f"  vector legs' recall at ef_search {ef_values} ...", flush=True)
+        result["vector_recall"] = {
+            lp.spec.name: vector_recall(
+                db.app, db.admin, org, lp.project_id, timed_by[lp.spec.name], args.k,
+                ef_values, args.recall_queries,
+            )
+            for lp in projects[:2]
+        }  # fmt: skip
     result["goal_check"] = {name: _goal(lat) for name, lat in latency.items()}
     first_search = next(q for q in main_queries if q.workload == "search_all_legs")
     result["answer_shape"] = result_shape(db.app, org, first_search)
@@ -320,5 +344,15 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
             f"{split['fact_vector_own']:.1f}, the rest {split['rest']:.1f} "
             f"(3x at these medians needs the rest <= {split['t_budget_for_3x']:.1f})"
         )
+    for name, legs in result.get("vector_recall", {}).items():
+        for leg, r in legs.items():
+            print(
+                f"  {name}: {leg} recall@{r['k']} against exact, by ef_search: "
+                + ", ".join(
+                    f"{ef} (ran {v['effective_ef_search']}) -> {v['recall_mean']:.3f} "
+                    f"(p95 {v['latency_ms']['p95']:.1f} ms)"
+                    for ef, v in r["by_ef_search"].items()
+                )
+            )
     print(f"  {speed_line(speed['before'], speed['after'])}", flush=True)
     return json_path
