@@ -13,6 +13,8 @@
 --                      (the superseded fact's), valid_until (where its window now ends)}
 --   fact.retracted    {fact_id, triple, reason}
 --   fact.contradicted {fact_id, triple, valid_until, reason}
+--   fact.expired      {fact_id, triple, valid_until, reason}
+--   fact.restored     {fact_id, triple, valid_until (null: open again), reason}
 --   memory.wiped      {scope, counts}
 --   episode.enriched  whatever apply_extraction passes (episode_id, ...)
 
@@ -24,6 +26,8 @@ create or replace function memory.webhook_event_types()
       ('fact.superseded', 'A newer fact closed a fact''s window (same identity): old and new fact ids, the old fact''s triple.'),
       ('fact.retracted', 'A fact was retracted (it never held; its claim is tombstoned).'),
       ('fact.contradicted', 'A fact''s window was closed by a contradiction (e.g. one the extraction model reported).'),
+      ('fact.expired', 'A fact''s window was closed without a newer fact (memory.close_fact, or a split moving the fact to another entity).'),
+      ('fact.restored', 'A fact''s window was given back: what had closed it was retracted or wiped, or a split laid its name out again.'),
       ('episode.enriched', 'The extraction model''s answer for an episode was applied.'),
       ('memory.wiped', 'A project''s memory (or a session''s, or a subject''s) was wiped; counts only.')
     ) t(event_type, description)
@@ -322,10 +326,10 @@ $$;
 comment on function memory_internal.enqueue_webhook_event(uuid, uuid, text, jsonb, uuid[]) is
   'Outbox: queue a webhook event (one deliver_webhook job per subscribed, enabled endpoint of the project) in the caller''s transaction. p_fact_ids: facts the body names, so a wipe can drop it.';
 
--- fact.superseded, fact.retracted, fact.contradicted: from the fact event
--- log, whoever wrote it (assert_facts, retract_fact, close_fact,
--- apply_extraction, a later writer), in its transaction, once per
--- statement.
+-- fact.superseded, fact.retracted, fact.contradicted, fact.expired,
+-- fact.restored: from the fact event log, whoever wrote it (assert_facts,
+-- retract_fact, close_fact, apply_extraction, wipe, merges and splits), in
+-- its transaction, once per statement.
 create or replace function memory_internal.tg_fact_events__webhooks() returns trigger
   language plpgsql
   security definer
@@ -343,7 +347,7 @@ begin
     -- event, shared by all the endpoints it goes to.
     select n.*, 'fact.' || n.event_type as type, 'msg_' || gen_random_uuid() as msg_id
       from new_rows n
-     where n.event_type in ('superseded', 'retracted', 'contradicted')
+     where n.event_type in ('superseded', 'retracted', 'contradicted', 'expired', 'restored')
        and exists (select from memory.webhook_endpoints e
                     where e.org_id = n.org_id and e.project_id = n.project_id and e.enabled
                       and 'fact.' || n.event_type = any (e.event_types))
@@ -357,6 +361,10 @@ begin
                    'valid_until', memory_internal.range_until(ev.new_range, f.valid_from))
                  when 'retracted' then jsonb_build_object(
                    'fact_id', ev.fact_id, 'reason', ev.reason)
+                 when 'restored' then jsonb_build_object(
+                   'fact_id', ev.fact_id, 'reason', ev.reason,
+                   'valid_until', nullif(memory_internal.range_until(ev.new_range, f.valid_from),
+                                         'infinity'))
                  else jsonb_build_object(
                    'fact_id', ev.fact_id, 'reason', ev.reason,
                    'valid_until', memory_internal.range_until(ev.new_range, f.valid_from))

@@ -545,7 +545,13 @@ class CommunityList(Model):
 
 # -- webhooks -------------------------------------------------------------------------
 WebhookEventType = Literal[
-    "fact.superseded", "fact.retracted", "fact.contradicted", "episode.enriched", "memory.wiped"
+    "fact.superseded",
+    "fact.retracted",
+    "fact.contradicted",
+    "fact.expired",
+    "fact.restored",
+    "episode.enriched",
+    "memory.wiped",
 ]
 WebhookUrl = Annotated[
     str,

@@ -17,7 +17,15 @@ from api_server import Tenant, api_server, make_tenant
 
 SECRET = re.compile(r"whsec_[A-Za-z0-9+/]{32}")
 ALL_TYPES = sorted(
-    ["fact.superseded", "fact.retracted", "fact.contradicted", "episode.enriched", "memory.wiped"]
+    [
+        "fact.superseded",
+        "fact.retracted",
+        "fact.contradicted",
+        "fact.expired",
+        "fact.restored",
+        "episode.enriched",
+        "memory.wiped",
+    ]
 )
 
 

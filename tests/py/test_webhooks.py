@@ -490,6 +490,49 @@ def test_retraction_contradiction_and_wipe_events(
     assert len({d.event_id for d in deliveries}) == 3
 
 
+def test_expiry_and_restoration_events(tenant: Tenant, receiver: Receiver, worker: Any) -> None:
+    """A window closed without a newer fact (close_fact's default kind) and a window given
+    back (the fact that had closed it retracted) reach a receiver that mirrors what holds.
+    Control: the supersession and the retraction in between go only to their own types,
+    which this endpoint does not take."""
+    p = path()
+    hook = tenant.webhook(receiver.url(p), ["fact.expired", "fact.restored"])
+    old, new = supersede(tenant)  # pro from T1, enterprise from T2
+    (tea,) = (
+        r["fact_id"]
+        for r in tenant.assert_facts(
+            {"subject": "Bob", "predicate": "likes", "object": "tea", "valid_from": T1}
+        )["results"]
+    )
+    tenant.one("select memory.close_fact(%s, %s, %s, 'gave it up')", (tenant.project, tea, T2))
+    tenant.one("select memory.retract_fact(%s, %s, 'wrong plan')", (tenant.project, new))
+    deliveries = receiver.wait(p, 2)
+    tenant.wait_jobs(lambda jobs: len(jobs) == 2 and all(j["status"] == "done" for j in jobs))
+    for d in deliveries:
+        verify(hook["secret"], d)
+    bodies = {d.json["type"]: d.json for d in deliveries}
+    common = {"project_id": str(tenant.project), "org_id": str(tenant.org)}
+    assert bodies["fact.expired"] == {
+        "type": "fact.expired",
+        "fact_id": tea,
+        "triple": {"subject": "Bob", "predicate": "likes", "object": "tea"},
+        "reason": "gave it up",
+        "valid_until": "2024-06-01T10:00:00+00:00",
+        "at": bodies["fact.expired"]["at"],
+        **common,
+    }
+    assert bodies["fact.restored"] == {
+        "type": "fact.restored",
+        "fact_id": old,
+        "triple": {"subject": "Alice", "predicate": "plan", "object": "pro"},
+        "reason": f"retraction of {new}",
+        "valid_until": None,  # open again
+        "at": bodies["fact.restored"]["at"],
+        **common,
+    }
+    assert len(tenant.jobs()) == 2  # nothing queued for the types it does not take
+
+
 def test_wipe_takes_undelivered_content_out_of_the_queue(
     tenant: Tenant, receiver: Receiver, worker: Any
 ) -> None:
@@ -768,6 +811,8 @@ def test_good_urls_and_event_types(tenant: Tenant) -> None:
         "fact.superseded",
         "fact.retracted",
         "fact.contradicted",
+        "fact.expired",
+        "fact.restored",
         "episode.enriched",
         "memory.wiped",
     ]
