@@ -8,25 +8,19 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import psycopg
 import pytest
 from api_server import Tenant, api_server, make_tenant
 
+from thin_api.models import WebhookEventType
+
 SECRET = re.compile(r"whsec_[A-Za-z0-9+/]{32}")
-ALL_TYPES = sorted(
-    [
-        "fact.superseded",
-        "fact.retracted",
-        "fact.contradicted",
-        "fact.expired",
-        "fact.restored",
-        "episode.enriched",
-        "memory.wiped",
-    ]
-)
+# The API's vocabulary (the request models' Literal), which the database's
+# memory.webhook_event_types() must list exactly (test_event_types).
+ALL_TYPES = sorted(get_args(WebhookEventType))
 
 
 @pytest.fixture(scope="module")
