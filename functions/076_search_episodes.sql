@@ -115,11 +115,11 @@ comment on function memory_internal.vector_exact_budget(integer, real) is
 -- 100, dynamicEfMax 500; a fact about another product, not its code).
 -- pgvector's default of 40 is a search width only a little above the 30
 -- hits a k = 10 search asks for, and a walk that width may end in the wrong
--- part of the graph: on the 100k benchmark load, 2-5% of the main
--- project's queries got none of their 10 nearest rows (what they got lay
--- at cosine distance 0.8 against 0.35), on uniform random vectors
+-- part of the graph: on the 100k benchmark load, 2-3% of the main
+-- project's questions got none of their 10 nearest rows (what they got lay
+-- at cosine distance 0.8-0.9 against 0.35-0.4); on uniform random vectors
 -- (tests/py/test_search_plan.py) recall@10 was about 0.5.  At 240 none
--- missed there, for about 0.1 ms more per leg (benchmarks/README.md).
+-- missed there, for about 0.4 ms more per leg (benchmarks/README.md).
 create or replace function memory_internal.vector_ef_search(p_n integer)
   returns integer
   language sql immutable parallel safe
