@@ -278,14 +278,16 @@ create or replace function memory.counters(p_project uuid default null)
 comment on function memory.counters(uuid) is
   'Totals of facts_inserted, facts_superseded, facts_skipped, facts_refused, facts_retracted, ... per project of the current org (for /metrics).';
 
--- Append-only guards.  fact_events may lose rows only inside memory.wipe,
--- which sets chronomem.wiping for its own transaction.
+-- Append-only guards.  fact_events may lose or change rows only inside
+-- memory.wipe, which sets chronomem.wiping for its own transaction (it
+-- deletes the wiped facts' events and unbinds the windows they cut:
+-- memory_internal.unbound_wiped_ranges).
 create or replace function memory_internal.tg_fact_events__append_only() returns trigger
   language plpgsql
 as $$
 begin
-  if tg_op = 'DELETE' and current_setting('chronomem.wiping', true) = 'on' then
-    return old;
+  if current_setting('chronomem.wiping', true) = 'on' then
+    return case tg_op when 'DELETE' then old else new end;
   end if;
   raise exception '% is append-only: % refused', tg_table_name, lower(tg_op)
     using errcode = 'insufficient_privilege';

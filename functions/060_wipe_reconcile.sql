@@ -63,6 +63,83 @@ $$;
 comment on function memory_internal.cancel_wiped_jobs(uuid, uuid, uuid[]) is
   'For memory.wipe: queued or waiting enrich jobs of deleted episodes are done (skipped), embed jobs lose the ids of deleted rows (done when none remain); p_deleted = the ids of the episodes, facts and entities deleted, NULL when the whole project was. Returns the jobs changed.';
 
+-- The logged windows of staying versions that a wiped version cut without
+-- being named (memory.wipe: "as if never asserted").  A version asserted
+-- after a later-starting one of its identity is laid out ending where that
+-- one begins, and its 'asserted' event names only itself; so do the ranges
+-- of its later events, as long as that one was believed.  Each such range
+-- (old or new) of an event of a staying version p_wiped shares an identity
+-- with, ending exactly where a wiped version of that identity began while
+-- that version was believed (recorded, not yet retracted, at the event),
+-- ends instead where the version's window would have ended then without
+-- the wiped ones: at the next start among the staying versions believed
+-- at the event, or at the version's claimed end (asserted_until; it only
+-- ever comes down, so an end a later close gave it shows earlier than it
+-- was known, which reveals nothing wiped).  A range that merely ends at
+-- the same instant for another reason gets that same end back.  Ties (an
+-- empty window lost to a wiped version of the same start) are left as
+-- they are.  Runs inside memory.wipe (chronomem.wiping set), before the
+-- wiped versions are deleted; returns the events changed.
+create or replace function memory_internal.unbound_wiped_ranges(
+  p_org uuid, p_project uuid, p_wiped uuid[])
+  returns integer
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_n integer;
+begin
+  with w as materialized (
+    select v.subject_id, v.predicate, v.identity_object, v.valid_from, v.recorded_at, v.invalid_at
+      from memory_internal.fact_versions(p_project) v
+     where v.org_id = p_org and v.fact_id = any (p_wiped)
+  ), ev as materialized (
+    -- Events of staying versions of the wiped identities, each with the
+    -- end its window would have had at the event without the wiped ones.
+    select e.event_id, e.occurred_at, e.old_range, e.new_range, s.subject_id, s.predicate,
+           s.identity_object,
+           least(coalesce(s.asserted_until, 'infinity'),
+                 coalesce((select min(o.valid_from)
+                             from memory_internal.fact_versions(p_project) o
+                            where o.org_id = p_org and o.subject_id = s.subject_id
+                              and o.predicate = s.predicate and o.identity_object = s.identity_object
+                              and o.fact_id <> s.fact_id and not o.fact_id = any (p_wiped)
+                              and o.valid_from > s.valid_from and o.recorded_at <= e.occurred_at
+                              and (o.invalid_at is null or o.invalid_at > e.occurred_at)),
+                          'infinity')) as bound
+      from memory_internal.fact_versions(p_project) s
+      join memory.fact_events e on e.org_id = p_org and e.fact_id = s.fact_id
+     where s.org_id = p_org and not s.fact_id = any (p_wiped)
+       and exists (select from w where w.subject_id = s.subject_id and w.predicate = s.predicate
+                                   and w.identity_object = s.identity_object)
+  ), cut as (
+    select ev.event_id, ev.bound,
+           exists (select from w where w.subject_id = ev.subject_id and w.predicate = ev.predicate
+                                   and w.identity_object = ev.identity_object
+                                   and w.valid_from = upper(ev.old_range)
+                                   and w.recorded_at <= ev.occurred_at
+                                   and (w.invalid_at is null or w.invalid_at > ev.occurred_at)) as old_cut,
+           exists (select from w where w.subject_id = ev.subject_id and w.predicate = ev.predicate
+                                   and w.identity_object = ev.identity_object
+                                   and w.valid_from = upper(ev.new_range)
+                                   and w.recorded_at <= ev.occurred_at
+                                   and (w.invalid_at is null or w.invalid_at > ev.occurred_at)) as new_cut
+      from ev
+  )
+  update memory.fact_events e
+     set old_range = case when c.old_cut then tstzrange(lower(e.old_range), nullif(c.bound, 'infinity'))
+                          else e.old_range end,
+         new_range = case when c.new_cut then tstzrange(lower(e.new_range), nullif(c.bound, 'infinity'))
+                          else e.new_range end
+    from cut c
+   where e.org_id = p_org and e.event_id = c.event_id and (c.old_cut or c.new_cut);
+  get diagnostics v_n = row_count;
+  return v_n;
+end
+$$;
+comment on function memory_internal.unbound_wiped_ranges(uuid, uuid, uuid[]) is
+  'Inside memory.wipe: logged windows of staying versions that end where a wiped version of their identity began (while it was believed) end instead where they would have without the wiped versions; returns the events changed.';
+
 create or replace function memory.wipe(
   p_project uuid, p_session text default null, p_subject text default null,
   p_actor text default null)
@@ -163,6 +240,16 @@ begin
     delete from memory.fact_events where org_id = v_org
        and (fact_id = any (v_facts) or old_fact_id = any (v_facts) or new_fact_id = any (v_facts));
     get diagnostics v_n_events = row_count;
+    -- A window a wiped fact cut without being named: a version asserted
+    -- after a later-starting one of its identity was laid out ending where
+    -- that one began, and its event names only itself.  Every logged range
+    -- of a staying version that ends where a wiped version of its identity
+    -- began, while that one was believed, ends instead where it would have
+    -- then: at the next start among the staying versions believed then, or
+    -- at the version's own claimed end (asserted_until, which only ever
+    -- comes down: an end a later close gave it shows earlier than it was
+    -- known, which reveals nothing wiped).
+    perform memory_internal.unbound_wiped_ranges(v_org, p_project, v_facts);
     delete from memory.tombstones where org_id = v_org and fact_id = any (v_facts);
     get diagnostics v_n_tombstones = row_count;
     delete from memory.edges e using pg_temp.chronomem_wiped_keys k

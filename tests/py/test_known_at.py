@@ -306,19 +306,7 @@ def test_wipe_leaves_nothing_visible_at_any_instant(
 
 
 @pytest.mark.parametrize(
-    "order",
-    [
-        "wiped fact last in record time",
-        pytest.param(
-            "wiped fact first in record time",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known leak (session 13 note): a version asserted after a later-starting "
-                "one (the wiped fact) keeps, at earlier known_at, the window that one cut at "
-                "its insertion; wipe removes only the events that name the wiped fact",
-            ),
-        ),
-    ],
+    "order", ["wiped fact last in record time", "wiped fact first in record time"]
 )
 def test_wipe_leaves_no_window_it_imposed_at_earlier_known_at(
     conn: psycopg.Connection[Any], org: uuid.UUID, order: str
@@ -343,6 +331,55 @@ def test_wipe_leaves_no_window_it_imposed_at_earlier_known_at(
     assert s.facts_at(day(10), between) == {("alice", "plan", "silver", (day(0), None))}
     assert s.facts_at(day(30), between) == {("alice", "plan", "silver", (day(0), None))}
     assert s.facts_at(day(30)) == {("alice", "plan", "silver", (day(0), None))}
+
+
+def test_wipe_gives_a_cut_window_the_end_it_would_have_had(
+    conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    """Without the wiped Gold (from day 20), silver (from day 0, asserted after Gold and
+    bronze) would have ended where bronze (day 40) began, not never; tin, claimed only
+    up to day 20 itself (another identity's twin of silver), keeps that end. The history
+    of silver keeps no range that ends at day 20; tin's keeps its own."""
+    s = new_store(conn, org, "cut")
+
+    def plan(subject: str, obj: str, start: int, **extra: Any) -> dict[str, Any]:
+        return {"subject": subject, "predicate": "plan", "object": obj,
+                "valid_from": day(start).isoformat(), **extra}  # fmt: skip
+
+    s.assert_facts(plan("alice", "Gold", 20, object_type="entity"), plan("alice", "bronze", 40))
+    s.assert_facts(plan("bob", "Gold", 20, object_type="entity"))
+    # carol as alice, then copper (day 10) closes her silver: that event's old range
+    # was cut by Gold too.
+    s.assert_facts(plan("carol", "Gold", 20, object_type="entity"), plan("carol", "bronze", 40))
+    carol = s.fact_id(s.assert_facts(plan("carol", "silver", 0)))
+    s.assert_facts(plan("carol", "copper", 10))
+    silver = s.fact_id(s.assert_facts(plan("alice", "silver", 0)))
+    tin = s.fact_id(s.assert_facts(plan("bob", "tin", 0, valid_to=day(20).isoformat())))
+    between = s.now()
+    assert s.facts_at(day(5), between) >= {
+        ("alice", "plan", "silver", (day(0), day(20))),
+        ("bob", "plan", "tin", (day(0), day(20))),
+    }
+    s._one("select memory.wipe(%s, p_subject => 'Gold')", (s.project,))
+    want = {
+        ("alice", "plan", "silver", (day(0), day(40))),
+        ("bob", "plan", "tin", (day(0), day(20))),
+        ("carol", "plan", "silver", (day(0), day(10))),
+    }
+    assert s.facts_at(day(5), between) == want
+    assert s.facts_at(day(5)) == want
+    assert ("alice", "plan", "silver", (day(0), day(40))) in s.facts_at(day(30), between)
+
+    def ends(fact: uuid.UUID) -> set[datetime | None]:
+        history = s._all(
+            "select old_range, new_range from memory.fact_history(%s, %s) where fact_id = %s",
+            (s.project, fact, fact),
+        )
+        return {r.upper for row in history for r in row if r is not None}
+
+    assert day(40) in ends(silver) and day(20) not in ends(silver)
+    assert ends(tin) == {day(20)}  # its own claimed end, logged as it was
+    assert ends(carol) == {day(10), day(40)}  # closed by copper, from [day 0, day 40)
 
 
 def test_subject_wipe_removes_the_subject_at_every_known_at(
