@@ -94,6 +94,10 @@ def vector_recall(
             cpu: list[float] = []
             with connect_app(app_dsn, org) as conn:
                 conn.execute(f"set hnsw.ef_search = {int(ef)}")
+                effective = int(
+                    _scalar(conn, "select greatest(%s, memory_internal.vector_ef_search(%s))",
+                            (ef, max(3 * k, 30)))
+                )  # fmt: skip
                 pid = conn.info.backend_pid
                 # One untimed pass first, so every timed call finds its plans cached.
                 conn.execute(LEG_ONLY_SQL, (project, texts[0], vecs[0], k, leg)).fetchone()
@@ -108,10 +112,6 @@ def vector_recall(
                     assert row is not None
                     got = {uuid.UUID(r["id"]) for r in row[0]["results"]}
                     recalls.append(len(got & want) / max(len(want), 1))
-            effective = int(
-                _scalar(conn, "select greatest(%s, memory_internal.vector_ef_search(%s))",
-                        (ef, max(3 * k, 30)))
-            )  # fmt: skip
             by_ef[str(ef)] = {
                 "effective_ef_search": effective,
                 "recall_mean": round(statistics.fmean(recalls), 4),
