@@ -295,6 +295,9 @@ class Project:
                 return None  # the alias is an entity's own name
             return instant
         if isinstance(w, Merge):
+            # What reads show of the two, before: either name may be an alias by now
+            # (an earlier merge's), and then it is another entity's name that goes.
+            absorbed, kept = self.entity_name(w.absorb), self.entity_name(w.keep)
             try:
                 with self._tx():
                     report = self._one(
@@ -303,6 +306,8 @@ class Project:
                     instant = self._one("select memory_internal.txn_instant()")
             except psycopg.errors.NoDataFound:
                 return None  # one of the two is no entity (yet, or any more)
+            assert absorbed is not None and kept is not None
+            self.merged_names: tuple[str, str] = (absorbed, kept)
             return instant if report["merged"] else None
         if isinstance(w, Split):
             try:
@@ -373,6 +378,19 @@ class Project:
             else:
                 n = self._one("select count(*) from memory_internal.fact_versions(%s)", (self.id,))
         return n > 0
+
+    def entity_name(self, name: str) -> str | None:
+        """The name of the entity `name` is (its own name or an alias), or None."""
+        with self._tx():
+            row = self.conn.execute(
+                "select e.name from memory.entities e where e.project_id = %s "
+                "and (e.normalized_name = memory.normalize_text(%s) or exists ("
+                "  select from memory.entity_aliases a where a.org_id = e.org_id "
+                "     and a.entity_id = e.entity_id "
+                "     and a.normalized_alias = memory.normalize_text(%s)))",
+                (self.id, name, name),
+            ).fetchone()
+        return None if row is None else str(row[0])
 
     def alias_of(self, alias: str) -> str | None:
         """The name of the entity `alias` is an alias of (None: it is no alias)."""
@@ -448,7 +466,8 @@ def _replays(conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
         if isinstance(w, Alias) and (entity := project.alias_of(w.alias)) is not None:
             seen = [(x, t, _renamed(read, w.alias, entity)) for x, t, read in seen]
         if isinstance(w, Merge):
-            seen = [(x, t, _merged(read, w.absorb, w.keep)) for x, t, read in seen]
+            absorbed, kept = project.merged_names
+            seen = [(x, t, _merged(read, absorbed, kept)) for x, t, read in seen]
         if isinstance(w, Split):
             moved, name = project.split_moved, project.split_name
             seen = [(x, t, _split(read, moved, name)) for x, t, read in seen]
