@@ -95,9 +95,9 @@ begin
      where v.org_id = p_org and v.fact_id = any (p_wiped)
   ), ev as materialized (
     -- Events of staying versions of the wiped identities, each with the
-    -- end its window would have had at the event without the wiped ones.
-    select e.event_id, e.occurred_at, e.old_range, e.new_range, s.subject_id, s.predicate,
-           s.identity_object,
+    -- starts of the wiped versions believed at it (the ends they could
+    -- have cut) and the end its window would have had then without them.
+    select e.event_id, e.old_range, e.new_range, ws.starts,
            least(coalesce(s.asserted_until, 'infinity'),
                  coalesce((select min(o.valid_from)
                              from memory_internal.fact_versions(p_project) o
@@ -109,30 +109,25 @@ begin
                           'infinity')) as bound
       from memory_internal.fact_versions(p_project) s
       join memory.fact_events e on e.org_id = p_org and e.fact_id = s.fact_id
-     where s.org_id = p_org and not s.fact_id = any (p_wiped)
-       and exists (select from w where w.subject_id = s.subject_id and w.predicate = s.predicate
-                                   and w.identity_object = s.identity_object)
-  ), cut as (
-    select ev.event_id, ev.bound,
-           exists (select from w where w.subject_id = ev.subject_id and w.predicate = ev.predicate
-                                   and w.identity_object = ev.identity_object
-                                   and w.valid_from = upper(ev.old_range)
-                                   and w.recorded_at <= ev.occurred_at
-                                   and (w.invalid_at is null or w.invalid_at > ev.occurred_at)) as old_cut,
-           exists (select from w where w.subject_id = ev.subject_id and w.predicate = ev.predicate
-                                   and w.identity_object = ev.identity_object
-                                   and w.valid_from = upper(ev.new_range)
-                                   and w.recorded_at <= ev.occurred_at
-                                   and (w.invalid_at is null or w.invalid_at > ev.occurred_at)) as new_cut
-      from ev
+     cross join lateral (
+       select array_agg(w.valid_from) as starts
+         from w
+        where w.subject_id = s.subject_id and w.predicate = s.predicate
+          and w.identity_object = s.identity_object
+          and w.recorded_at <= e.occurred_at
+          and (w.invalid_at is null or w.invalid_at > e.occurred_at)) ws
+     where s.org_id = p_org and not s.fact_id = any (p_wiped) and ws.starts is not null
   )
   update memory.fact_events e
-     set old_range = case when c.old_cut then tstzrange(lower(e.old_range), nullif(c.bound, 'infinity'))
+     set old_range = case when upper(c.old_range) = any (c.starts)
+                          then tstzrange(lower(e.old_range), nullif(c.bound, 'infinity'))
                           else e.old_range end,
-         new_range = case when c.new_cut then tstzrange(lower(e.new_range), nullif(c.bound, 'infinity'))
+         new_range = case when upper(c.new_range) = any (c.starts)
+                          then tstzrange(lower(e.new_range), nullif(c.bound, 'infinity'))
                           else e.new_range end
-    from cut c
-   where e.org_id = p_org and e.event_id = c.event_id and (c.old_cut or c.new_cut);
+    from ev c
+   where e.org_id = p_org and e.event_id = c.event_id
+     and (upper(c.old_range) = any (c.starts) or upper(c.new_range) = any (c.starts));
   get diagnostics v_n = row_count;
   return v_n;
 end

@@ -361,13 +361,12 @@ begin
                    'valid_until', memory_internal.range_until(ev.new_range, f.valid_from))
                  when 'retracted' then jsonb_build_object(
                    'fact_id', ev.fact_id, 'reason', ev.reason)
-                 when 'restored' then jsonb_build_object(
+                 -- contradicted, expired (always a closed or empty window),
+                 -- restored (null when open again)
+                 else jsonb_build_object(
                    'fact_id', ev.fact_id, 'reason', ev.reason,
                    'valid_until', nullif(memory_internal.range_until(ev.new_range, f.valid_from),
                                          'infinity'))
-                 else jsonb_build_object(
-                   'fact_id', ev.fact_id, 'reason', ev.reason,
-                   'valid_until', memory_internal.range_until(ev.new_range, f.valid_from))
                end
             || jsonb_build_object(
                  'triple', jsonb_build_object('subject', s.name, 'predicate', f.predicate_label,
