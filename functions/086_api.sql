@@ -501,6 +501,22 @@ $$;
 comment on function memory.api_declare_predicate(uuid, text, text) is
   'API: memory.declare_predicate as the authorized key (needs configuration:write); audited.';
 
+-- An entity name the API takes (a name, an alias, merge's keep and absorb)
+-- is at most 500 characters, as assert_facts takes a subject; the error
+-- names the field.
+create or replace function memory_internal.check_entity_name_length(p_field text, p_name text)
+  returns void
+  language plpgsql immutable
+as $$
+begin
+  if length(p_name) > 500 then
+    raise exception '% is longer than 500 characters', p_field using errcode = 'invalid_parameter_value';
+  end if;
+end
+$$;
+comment on function memory_internal.check_entity_name_length(text, text) is
+  'Refuse an entity name over 500 characters given to the API, naming the field.';
+
 -- An entity with its type, summary and aliases, as one write: facts stored
 -- with any of its names as a plain-name object become its own (see
 -- memory.add_alias).  The lengths are checked here, as assert_facts checks
@@ -519,13 +535,11 @@ declare
   v_org uuid;
   v_id uuid;
   v_alias text;
-  v_answer jsonb;
 begin
   perform memory_internal.require_api('project:write', p_project);
   v_org := memory_internal.project_org(p_project);
-  if length(p_name) > 500 then
-    raise exception 'name is longer than 500 characters' using errcode = 'invalid_parameter_value';
-  elsif length(p_summary) > 8192 then
+  perform memory_internal.check_entity_name_length('name', p_name);
+  if length(p_summary) > 8192 then
     raise exception 'summary is longer than 8192 characters'
       using errcode = 'invalid_parameter_value';
   elsif cardinality(p_aliases) > 100 then
@@ -533,10 +547,7 @@ begin
       using errcode = 'invalid_parameter_value';
   end if;
   foreach v_alias in array coalesce(p_aliases, '{}') loop
-    if length(v_alias) > 500 then
-      raise exception 'aliases: an alias is longer than 500 characters'
-        using errcode = 'invalid_parameter_value';
-    end if;
+    perform memory_internal.check_entity_name_length('aliases: an alias', v_alias);
   end loop;
   v_id := memory.upsert_entity(p_project, p_name, p_entity_type, p_summary);
   foreach v_alias in array coalesce(p_aliases, '{}') loop
@@ -544,10 +555,7 @@ begin
   end loop;
   perform memory_internal.audit(v_org, p_project, 'entity.upsert', 'entity:' || v_id,
     jsonb_build_object('aliases', coalesce(cardinality(p_aliases), 0)));
-  select ej.j into v_answer
-    from memory.entities e cross join lateral memory_internal.entity_api_json(e) ej
-   where e.org_id = v_org and e.entity_id = v_id;
-  return v_answer;
+  return memory_internal.entity_api_answer(v_org, v_id);
 end
 $$;
 comment on function memory.api_upsert_entity(uuid, text, text, text, text[]) is
@@ -567,24 +575,19 @@ as $$
 declare
   v_org uuid;
   v_report jsonb;
-  v_answer jsonb;
 begin
   perform memory_internal.require_api('project:write', p_project);
   v_org := memory_internal.project_org(p_project);
-  if length(p_keep) > 500 then
-    raise exception 'keep is longer than 500 characters' using errcode = 'invalid_parameter_value';
-  elsif length(p_absorb) > 500 then
-    raise exception 'absorb is longer than 500 characters' using errcode = 'invalid_parameter_value';
-  end if;
+  perform memory_internal.check_entity_name_length('keep', p_keep);
+  perform memory_internal.check_entity_name_length('absorb', p_absorb);
   v_report := memory.merge_entities(p_project, p_keep, p_absorb, p_dry_run);
   if not p_dry_run then
     perform memory_internal.audit(v_org, p_project, 'entity.merge',
       'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id' - 'aliases');
   end if;
-  select ej.j into v_answer
-    from memory.entities e cross join lateral memory_internal.entity_api_json(e) ej
-   where e.org_id = v_org and e.entity_id = (v_report ->> 'entity_id')::uuid;
-  return jsonb_build_object('entity', v_answer) || (v_report - 'entity_id');
+  return jsonb_build_object(
+           'entity', memory_internal.entity_api_answer(v_org, (v_report ->> 'entity_id')::uuid))
+         || (v_report - 'entity_id');
 end
 $$;
 comment on function memory.api_merge_entities(uuid, text, text, boolean) is
@@ -603,23 +606,19 @@ as $$
 declare
   v_org uuid;
   v_report jsonb;
-  v_answer jsonb;
 begin
   perform memory_internal.require_api('project:write', p_project);
   v_org := memory_internal.project_org(p_project);
-  if length(p_name) > 500 then
-    raise exception 'name is longer than 500 characters' using errcode = 'invalid_parameter_value';
-  end if;
+  perform memory_internal.check_entity_name_length('name', p_name);
   v_report := memory.split_entity(p_project, p_name, p_dry_run);
   if not p_dry_run then
     perform memory_internal.audit(v_org, p_project, 'entity.split',
       'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id');
   end if;
-  select ej.j into v_answer
-    from memory.entities e cross join lateral memory_internal.entity_api_json(e) ej
-   where e.org_id = v_org and e.entity_id = (v_report ->> 'entity_id')::uuid;
   -- (A dry run's entity is gone with its rollback: only its name is known.)
-  return jsonb_build_object('entity', v_answer) || (v_report - 'entity_id');
+  return jsonb_build_object(
+           'entity', memory_internal.entity_api_answer(v_org, (v_report ->> 'entity_id')::uuid))
+         || (v_report - 'entity_id');
 end
 $$;
 comment on function memory.api_split_entity(uuid, text, boolean) is
@@ -961,6 +960,18 @@ create or replace function memory_internal.entity_api_json(p_entity memory.entit
                                    where a.org_id = p_entity.org_id
                                      and a.entity_id = p_entity.entity_id), '[]'))
   $$;
+
+-- An entity as the API shows it, by id (NULL when there is none).
+create or replace function memory_internal.entity_api_answer(p_org uuid, p_entity uuid)
+  returns jsonb
+  language sql stable
+  as $$
+    select ej.j
+      from memory.entities e cross join lateral memory_internal.entity_api_json(e) ej
+     where e.org_id = p_org and e.entity_id = p_entity
+  $$;
+comment on function memory_internal.entity_api_answer(uuid, uuid) is
+  'The entity p_entity as the API shows it (entity_api_json), or NULL.';
 
 create or replace function memory.list_entities(
   p_project uuid, p_after text default null, p_limit integer default 100)
