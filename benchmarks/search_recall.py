@@ -95,8 +95,8 @@ def vector_recall(
             with connect_app(app_dsn, org) as conn:
                 conn.execute(f"set hnsw.ef_search = {int(ef)}")
                 effective = int(
-                    _scalar(conn, "select greatest(%s, memory_internal.vector_ef_search(%s))",
-                            (ef, max(3 * k, 30)))
+                    _scalar(conn, "select greatest(%s, memory_internal.vector_ef_search("
+                                  "memory_internal.search_leg_hits(%s)))", (ef, k))
                 )  # fmt: skip
                 pid = conn.info.backend_pid
                 # One untimed pass first, so every timed call finds its plans cached.

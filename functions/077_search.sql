@@ -10,6 +10,14 @@ create or replace function memory_internal.rrf(p_rank integer) returns double pr
   as $$ select 1.0 / (60 + p_rank) $$;
 comment on function memory_internal.rrf(integer) is 'Reciprocal rank fusion term 1/(60 + rank), rank from 1: the score of a hit from a leg that ranks without scores.';
 
+-- How many hits each leg of memory.search ranks for an answer of p_k:
+-- more than are returned, so fusion has something to agree on.
+create or replace function memory_internal.search_leg_hits(p_k integer) returns integer
+  language sql immutable parallel safe
+  as $$ select greatest(p_k * 3, 30) $$;
+comment on function memory_internal.search_leg_hits(integer) is
+  'Hits each leg of memory.search ranks for an answer of p_k results: greatest(3 * p_k, 30).';
+
 -- Who wrote an episode, as a name: the participant a message's metadata
 -- names (`speaker`), normalized like every name; NULL when it names none.
 -- The one definition the search's speaker preference reads.
@@ -292,9 +300,7 @@ begin
     raise exception 'unknown fusion %; fusions are scores, rrf', coalesce(quote_literal(p_fusion), 'NULL')
       using errcode = 'invalid_parameter_value';
   end if;
-  -- Each leg ranks more candidates than are returned, so fusion has
-  -- something to agree on.
-  v_n := greatest(p_k * 3, 30);
+  v_n := memory_internal.search_leg_hits(p_k);
   if p_query_embedding is not null then
     -- Project-filtered vector queries keep walking the HNSW graph until
     -- they have their rows instead of returning fewer.  (Set here, not as

@@ -40,6 +40,7 @@ grant execute on function
   memory_internal.episode_visible(timestamptz, timestamptz, timestamptz, timestamptz),
   memory_internal.vector_exact_budget(integer, real),
   memory_internal.vector_ef_search(integer),
+  memory_internal.search_leg_hits(integer),
   memory_internal.search_episode_vector(uuid, vector, timestamptz, timestamptz, integer),
   memory_internal.search_episode_vector_within(uuid, vector, tstzrange, timestamptz, timestamptz, integer),
   memory_internal.search_episode_vector_cached(uuid, vector, timestamptz, timestamptz, integer),
