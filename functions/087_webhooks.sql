@@ -33,7 +33,7 @@ create or replace function memory.webhook_event_types()
     ) t(event_type, description)
   $$;
 comment on function memory.webhook_event_types() is
-  'The event types a webhook endpoint can subscribe to, with what each means.';
+  'The event types a webhook endpoint can subscribe to, with what each means. An endpoint subscribed to {*} receives every type, including types added later.';
 
 -- Attempts per delivery: the queue's backoff (2, 4, 8 ... s, at most an
 -- hour) over 12 attempts spans about 68 minutes of receiver downtime.
@@ -74,29 +74,47 @@ begin
 end
 $$;
 
+-- An endpoint's subscription: the listed types, de-duplicated and sorted,
+-- or '{*}' for every type, including types added later (NULL or ['*']).
 create or replace function memory_internal.webhook_event_type_list(p_types text[]) returns text[]
   language plpgsql stable
 as $$
 declare
   v_unknown text;
 begin
-  if p_types is null then  -- no filter: every type
-    return array(select t.event_type from memory.webhook_event_types() t order by 1);
+  if p_types is null then  -- no filter: every type, now and later
+    return '{*}';
   end if;
   if cardinality(p_types) = 0 or array_position(p_types, null) is not null then
     raise exception 'event_types must list at least one event type (or be null for all of them)'
       using errcode = 'invalid_parameter_value', column = 'event_types';
+  end if;
+  if '*' = any (p_types) then
+    if exists (select from unnest(p_types) u where u <> '*') then
+      raise exception 'event_types: "*" (every type) cannot be combined with other types'
+        using errcode = 'invalid_parameter_value', column = 'event_types';
+    end if;
+    return '{*}';
   end if;
   select u into v_unknown from unnest(p_types) u
    where u not in (select t.event_type from memory.webhook_event_types() t) limit 1;
   if v_unknown is not null then
     raise exception 'unknown event type "%"', left(v_unknown, 100)
       using errcode = 'invalid_parameter_value', column = 'event_types',
-            hint = 'memory.webhook_event_types() lists them.';
+            hint = 'memory.webhook_event_types() lists them; "*" is every type.';
   end if;
   return array(select distinct u from unnest(p_types) u order by 1);
 end
 $$;
+
+-- Whether an endpoint subscribed to p_event_types receives events of
+-- p_type: the one test the outbox applies.
+create or replace function memory_internal.webhook_wants(p_event_types text[], p_type text)
+  returns boolean
+  language sql immutable parallel safe
+  as $$ select p_type = any (p_event_types) or p_event_types = '{*}' $$;
+comment on function memory_internal.webhook_wants(text[], text) is
+  'Whether an endpoint subscribed to p_event_types (a list, or {*} for every type) receives events of type p_type.';
 
 -- A live (not deleted) endpoint of a project in the current org, locked.
 create or replace function memory_internal.webhook_endpoint(p_project uuid, p_endpoint uuid)
@@ -155,7 +173,7 @@ begin
 end
 $$;
 comment on function memory.create_webhook(uuid, text, text[]) is
-  'Add a webhook endpoint to a project: an http(s) URL and the event types it wants (NULL = all; see memory.webhook_event_types()). Returns the endpoint with its signing secret (whsec_...): the only time the secret is shown, until memory.rotate_webhook_secret.';
+  'Add a webhook endpoint to a project: an http(s) URL and the event types it wants (see memory.webhook_event_types(); NULL or {*}: every type, including types added later). Returns the endpoint with its signing secret (whsec_...): the only time the secret is shown, until memory.rotate_webhook_secret.';
 
 create or replace function memory.rotate_webhook_secret(p_project uuid, p_endpoint uuid)
   returns jsonb
@@ -202,7 +220,7 @@ begin
 end
 $$;
 comment on function memory.update_webhook(uuid, uuid, text, text[], boolean) is
-  'Change an endpoint''s URL, event types (a non-empty list) or enabled flag; NULL keeps a value. Events are queued only for enabled endpoints, and a queued delivery to an endpoint disabled since is dropped, not sent.';
+  'Change an endpoint''s URL, event types (a non-empty list; {*}: every type, including types added later) or enabled flag; NULL keeps a value. Events are queued only for enabled endpoints, and a queued delivery to an endpoint disabled since is dropped, not sent.';
 
 create or replace function memory.delete_webhook(p_project uuid, p_endpoint uuid)
   returns jsonb
@@ -305,7 +323,7 @@ begin
   end if;
   if not exists (select from memory.webhook_endpoints e
                   where e.org_id = p_org and e.project_id = p_project and e.enabled
-                    and p_type = any (e.event_types)) then
+                    and memory_internal.webhook_wants(e.event_types, p_type)) then
     return 0;
   end if;
   v_event := 'msg_' || gen_random_uuid();
@@ -317,7 +335,8 @@ begin
          memory_internal.webhook_payload(v_event, p_type, e.endpoint_id, v_body, coalesce(p_fact_ids, '{}')),
          memory_internal.webhook_max_attempts()
     from memory.webhook_endpoints e
-   where e.org_id = p_org and e.project_id = p_project and e.enabled and p_type = any (e.event_types)
+   where e.org_id = p_org and e.project_id = p_project and e.enabled
+     and memory_internal.webhook_wants(e.event_types, p_type)
    order by e.endpoint_id;
   get diagnostics v_n = row_count;
   return v_n;
@@ -350,7 +369,7 @@ begin
      where n.event_type in ('superseded', 'retracted', 'contradicted', 'expired', 'restored')
        and exists (select from memory.webhook_endpoints e
                     where e.org_id = n.org_id and e.project_id = n.project_id and e.enabled
-                      and 'fact.' || n.event_type = any (e.event_types))
+                      and memory_internal.webhook_wants(e.event_types, 'fact.' || n.event_type))
   ), bodies as (
     select ev.org_id, ev.project_id, ev.event_id, ev.type, ev.msg_id,
            array_remove(array[ev.fact_id, ev.new_fact_id], null) as fact_ids,
@@ -389,7 +408,7 @@ begin
     from bodies b
     join memory.webhook_endpoints e
       on e.org_id = b.org_id and e.project_id = b.project_id and e.enabled
-     and b.type = any (e.event_types)
+     and memory_internal.webhook_wants(e.event_types, b.type)
    order by b.event_id, e.endpoint_id;
   return null;
 end

@@ -553,6 +553,9 @@ WebhookEventType = Literal[
     "episode.enriched",
     "memory.wiped",
 ]
+# What an endpoint subscribes to: event types, or "*" alone for every type, including
+# types added later.
+WebhookSubscription = Literal[WebhookEventType, "*"]
 WebhookUrl = Annotated[
     str,
     Field(
@@ -565,15 +568,20 @@ WebhookUrl = Annotated[
 
 class WebhookCreate(Model):
     url: WebhookUrl
-    event_types: list[WebhookEventType] | None = Field(
-        None, min_length=1, description="The events to receive; null or absent: all of them."
+    event_types: list[WebhookSubscription] | None = Field(
+        None,
+        min_length=1,
+        description='The events to receive; ["*"], null or absent: every type, including '
+        "types added later.",
     )
 
 
 class WebhookUpdate(Model):
     url: WebhookUrl | None = None
-    event_types: list[WebhookEventType] | None = Field(
-        None, min_length=1, description="A new non-empty list; null or absent: unchanged."
+    event_types: list[WebhookSubscription] | None = Field(
+        None,
+        min_length=1,
+        description='A new non-empty list (["*"]: every type); null or absent: unchanged.',
     )
     enabled: bool | None = Field(None, description="null or absent: unchanged.")
 
@@ -581,7 +589,9 @@ class WebhookUpdate(Model):
 class Webhook(Model):
     endpoint_id: UUID
     url: str
-    event_types: list[WebhookEventType]
+    event_types: list[WebhookSubscription] = Field(
+        description='The event types received; ["*"]: every type, including types added later.'
+    )
     enabled: bool
     created_at: datetime
     updated_at: datetime

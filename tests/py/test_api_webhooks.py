@@ -73,9 +73,9 @@ def test_crud_and_secret_shown_once(http: httpx.Client, tenant_a: Tenant) -> Non
     assert SECRET.fullmatch(made["secret"])
     assert made["project_id"] == str(t.project) and made["enabled"] is True
     assert made["event_types"] == ["fact.retracted", "fact.superseded"]
-    # No event_types: every type.
+    # No event_types: every type, including types added later.
     every = create(http, t, url="http://127.0.0.1:9/all")
-    assert every["event_types"] == ALL_TYPES
+    assert every["event_types"] == ["*"]
 
     listed = http.get(hooks(t), headers=auth(t.token))
     assert listed.status_code == 200, listed.text
@@ -104,6 +104,8 @@ def test_crud_and_secret_shown_once(http: httpx.Client, tenant_a: Tenant) -> Non
         ["memory.wiped"],
         True,
     )
+    star = http.patch(f"{hooks(t)}/{wid}", json={"event_types": ["*"]}, headers=auth(t.token))
+    assert star.status_code == 200 and star.json()["event_types"] == ["*"], star.text
 
     rotated = http.post(f"{hooks(t)}/{wid}/rotate", headers=auth(t.token))
     assert rotated.status_code == 200, rotated.text
@@ -276,6 +278,7 @@ def test_other_orgs_endpoint_is_not_found(
         ({}, "url"),
         ({"url": "https://example.com/x", "event_types": ["fact.exploded"]}, "event_types[0]"),
         ({"url": "https://example.com/x", "event_types": []}, "event_types"),
+        ({"url": "https://example.com/x", "event_types": ["*", "memory.wiped"]}, "event_types"),
         ({"url": "https://example.com/x", "colour": "red"}, "colour"),
     ],
 )

@@ -621,6 +621,42 @@ def test_no_endpoint_no_job(app_dsn: str, receiver: Receiver, worker: Any) -> No
     receiver.wait(p, 1)
 
 
+def test_every_type_subscription_gets_each_type(tenant: Tenant) -> None:
+    """An endpoint subscribed to every type (no filter, or ["*"]) is queued every event,
+    whichever type; one that names a type only that type's (the control), until it is
+    updated to ["*"]."""
+    url = "http://127.0.0.1:9/"
+    default, star = tenant.webhook(url + "default"), tenant.webhook(url + "star", ["*"])
+    narrow = tenant.webhook(url + "narrow", ["fact.expired"])
+    _, new = supersede(tenant)
+    (tea,) = (
+        r["fact_id"]
+        for r in tenant.assert_facts(
+            {"subject": "Bob", "predicate": "likes", "object": "tea", "valid_from": T1}
+        )["results"]
+    )
+    tenant.one("select memory.close_fact(%s, %s, %s)", (tenant.project, tea, T2))
+    tenant.one("select memory.retract_fact(%s, %s, 'wrong plan')", (tenant.project, new))
+
+    def queued(hook: dict[str, Any]) -> list[str]:
+        return sorted(
+            j["payload"]["event_type"]
+            for j in tenant.jobs()
+            if j["payload"]["endpoint_id"] == hook["endpoint_id"]
+        )
+
+    every = ["fact.expired", "fact.restored", "fact.retracted", "fact.superseded"]
+    assert queued(default) == queued(star) == every
+    assert queued(narrow) == ["fact.expired"]
+    updated = tenant.one(
+        "select memory.update_webhook(%s, %s, p_event_types => %s)",
+        (tenant.project, narrow["endpoint_id"], ["*"]),
+    )
+    assert updated["event_types"] == ["*"]
+    tenant.one("select memory.wipe(%s)", (tenant.project,))
+    assert [queued(h).count("memory.wiped") for h in (default, star, narrow)] == [1, 1, 1]
+
+
 def test_one_event_two_endpoints_share_the_event_id(
     tenant: Tenant, receiver: Receiver, worker: Any
 ) -> None:
@@ -788,6 +824,7 @@ def test_delete_stops_deliveries_and_hides_the_endpoint(tenant: Tenant, receiver
         ("https://example.com/hook", [], "event_types"),
         ("https://example.com/hook", ["fact.deleted"], "event_types"),
         ("https://example.com/hook", ["fact.superseded", None], "event_types"),
+        ("https://example.com/hook", ["*", "memory.wiped"], "event_types"),
     ],
 )
 def test_bad_input_names_the_field(
@@ -816,9 +853,9 @@ def test_good_urls_and_event_types(tenant: Tenant) -> None:
         "episode.enriched",
         "memory.wiped",
     ]
-    assert tenant.webhook("https://example.com")["event_types"] == sorted(
-        t["event_type"] for t in types
-    )
+    # No filter is every type, now and later: stored as the wildcard, as is ["*"].
+    assert tenant.webhook("https://example.com")["event_types"] == ["*"]
+    assert tenant.webhook("https://example.com", ["*", "*"])["event_types"] == ["*"]
 
 
 # -- the worker's own rules -----------------------------------------------------------
