@@ -51,14 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--database-url",
         default=os.environ.get("DATABASE_URL") or None,
-        help="superuser DSN of a PostgreSQL 15+ with pgvector; a database chronomem_bench is "
-        "created there and dropped afterwards (default: DATABASE_URL, else a throwaway "
-        "embedded server in a temp dir)",
+        help="superuser DSN of a PostgreSQL 15+ with pgvector; a database "
+        "chronomem_bench_<benchmark> is created there and dropped afterwards (default: "
+        "DATABASE_URL, else a throwaway embedded server in a temp dir)",
     )
     common.add_argument(
         "--keep-database",
         action="store_true",
-        help="with --database-url: leave chronomem_bench in place afterwards (to inspect it)",
+        help="with --database-url: leave chronomem_bench_<benchmark> in place afterwards (to "
+        "inspect it)",
     )
     sub = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name in BENCHMARKS:
@@ -73,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     print(f"benchmark {args.benchmark}: preparing the database", flush=True)
     reuse = bool(getattr(args, "reuse", False))  # a benchmark's own option (search)
-    with bench_database(args.database_url, keep=args.keep_database, reuse=reuse) as db:
+    with bench_database(
+        args.benchmark, args.database_url, keep=args.keep_database, reuse=reuse
+    ) as db:
         path = _load(args.benchmark).run(args, db)
     print(f"wrote {path} in {time.perf_counter() - started:.0f} s", flush=True)
     return 0

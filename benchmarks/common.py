@@ -27,12 +27,20 @@ from chronomem.migrate import migrate
 from chronomem.paths import REPO_ROOT
 from chronomem.settings import APP_ROLE, Settings
 
-# Never the application's database: benchmarks create, fill and drop their own.
-BENCH_DB = "chronomem_bench"
+# Never the application's database: benchmarks create, fill and drop their own, one
+# per benchmark, so that one run never drops another's kept database (a `search
+# --reuse` load of 1M facts takes most of an hour to make).
+BENCH_DB_PREFIX = "chronomem_bench_"
+
+
+def bench_db_name(benchmark: str) -> str:
+    """The database a benchmark creates on the server: `chronomem_bench_<benchmark>`."""
+    return BENCH_DB_PREFIX + benchmark
 
 
 @dataclass(frozen=True)
 class BenchDatabase:
+    name: str  # chronomem_bench_<benchmark>
     admin: str  # superuser, on the bench database
     owner: str  # chronomem_owner: migrations, scratch tables, VACUUM
     app: str  # chronomem_app: what the API and the worker log in as
@@ -54,21 +62,22 @@ def _server(database_url: str | None) -> Iterator[tuple[str, str]]:
             server.cleanup()
 
 
-def _drop_database(superuser_dsn: str) -> None:
+def _drop_database(superuser_dsn: str, name: str) -> None:
     with psycopg.connect(superuser_dsn, autocommit=True) as conn:
         conn.execute(
-            sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(BENCH_DB))
+            sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
         )
 
 
 @contextmanager
 def bench_database(
-    database_url: str | None, keep: bool = False, reuse: bool = False
+    benchmark: str, database_url: str | None, keep: bool = False, reuse: bool = False
 ) -> Iterator[BenchDatabase]:
-    """A freshly bootstrapped and migrated `chronomem_bench`, dropped afterwards (unless
-    `keep`, with a --database-url server: then it stays for EXPLAIN and psql until the
-    next run replaces it).  `reuse` (with --database-url) keeps it before and after: an
-    existing one is migrated, not replaced, and the benchmark decides what to reuse.
+    """A freshly bootstrapped and migrated `chronomem_bench_<benchmark>`, dropped afterwards
+    (unless `keep`, with a --database-url server: then it stays for EXPLAIN and psql until
+    the next run of that benchmark replaces it).  `reuse` (with --database-url) keeps it
+    before and after: an existing one is migrated, not replaced, and the benchmark decides
+    what to reuse.
 
     Set up exactly as `chronomem up` does (bootstrap as superuser, migrate as owner).
     Passwords, where the server asks for them, come from CHRONOMEM_OWNER_PASSWORD and
@@ -76,22 +85,24 @@ def bench_database(
     """
     settings = Settings.from_env()
     reuse = reuse and database_url is not None
+    name = bench_db_name(benchmark)
     with _server(database_url) as (superuser, kind):
         if not reuse:
-            _drop_database(superuser)  # a leftover from an interrupted run
-        owner = bootstrap(superuser, BENCH_DB, settings.owner_password)
+            _drop_database(superuser, name)  # a leftover from an interrupted run
+        owner = bootstrap(superuser, name, settings.owner_password)
         try:
             migrate(owner)
             set_login_passwords(owner, {APP_ROLE: settings.app_password})
             yield BenchDatabase(
-                admin=with_params(superuser, dbname=BENCH_DB),
+                name=name,
+                admin=with_params(superuser, dbname=name),
                 owner=owner,
                 app=app_dsn(owner, settings.app_password),
                 server=kind,
             )
         finally:
             if not ((keep or reuse) and kind == "database_url"):
-                _drop_database(superuser)
+                _drop_database(superuser, name)
 
 
 def server_info(dsn: str) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reuse",
         action="store_true",
-        help="with --database-url: keep chronomem_bench after the run and, when it already "
+        help="with --database-url: keep chronomem_bench_search after the run and, when it already "
         "holds a load with the same data settings, migrate it and measure without loading "
         "again (to iterate on queries and indexes)",
     )
@@ -138,7 +138,7 @@ def _reused(args: argparse.Namespace, db: BenchDatabase, specs: list[Project]) -
         return None
     if record["data_settings"] != _data_settings(args):
         raise SystemExit(
-            f"--reuse: chronomem_bench was loaded with {record['data_settings']}, not "
+            f"--reuse: chronomem_bench_search was loaded with {record['data_settings']}, not "
             f"{_data_settings(args)}; run once without --reuse to load it again"
         )
     ids = {p["name"]: uuid.UUID(p["project_id"]) for p in record["data"]["projects"]}
