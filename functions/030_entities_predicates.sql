@@ -1,19 +1,44 @@
 -- Entity resolution (exact on the normalized name or an alias, never fuzzy)
 -- and predicate cardinality.
 
+-- The entities of a project with these normalized names (each name at most
+-- once: the key is unique), in name order: one scan of the unique name key
+-- with the names as an array key, the only plan that gives that order
+-- without a sort (sorts, bitmap and sequential scans are off here).  Costed
+-- by statistics alone, a session's generic plan made before the first
+-- ANALYZE of a grown table read every entity of the project through the
+-- (org, project, entity_id) key and filtered the names: without statistics
+-- that cost the same as probing the names (tests/py/test_write_plans.py).
+create or replace function memory_internal.find_entities_by_name(
+  p_org uuid, p_project uuid, p_normalized text[])
+  returns table (normalized text, entity_id uuid)
+  language sql stable
+  set enable_sort = off
+  set enable_bitmapscan = off
+  set enable_seqscan = off
+  set plan_cache_mode = force_generic_plan
+  as $$
+    select x.normalized_name, x.entity_id
+      from memory.entities x
+     where x.org_id = p_org and x.project_id = p_project and x.normalized_name = any (p_normalized)
+     order by x.normalized_name
+  $$;
+comment on function memory_internal.find_entities_by_name(uuid, uuid, text[]) is
+  'The entities of the project with these normalized names, in name order, by one scan of the unique name key whatever the statistics: find_entities'' first half.';
+
 -- The entities names resolve to in a project: for each distinct name, its
--- entity by own normalized name first, then by alias, with the entity's
--- canonical (normalized) name.  Names that resolve to nothing are left
--- out.  One index scan for all the names (= ANY on the unique name key, a
--- leakproof index condition) and one over the aliases, never a probe per
--- name (a batch names a hundred or more, most of them literals that are
--- no entity) nor a scan of the project's entities.  Both keys are unique,
--- so each name comes out at most once.  Plain index scans: a plan made
--- while the project is small would otherwise read all its entities
--- (seqscan), and a bitmap scan compares each row found with every name
--- again.  (The SETs keep the function from being inlined: it runs once
--- per calling statement.)  force_generic_plan: planned once per session;
--- a custom plan per call cost more than running it.
+-- entity by own normalized name first (find_entities_by_name), then by
+-- alias, with the entity's canonical (normalized) name.  Names that resolve
+-- to nothing are left out.  One index scan for all the names (= ANY on the
+-- unique keys, a leakproof index condition), never a probe per name (a
+-- batch names a hundred or more, most of them literals that are no entity)
+-- nor a scan of the project's entities.  Both keys are unique, so each name
+-- comes out at most once.  Plain index scans: a plan made while the project
+-- is small would otherwise read all its entities (seqscan), and a bitmap
+-- scan compares each row found with every name again.  (The SETs keep the
+-- function from being inlined: it runs once per calling statement.)
+-- force_generic_plan: planned once per session; a custom plan per call cost
+-- more than running it.
 create or replace function memory_internal.find_entities(
   p_org uuid, p_project uuid, p_normalized text[])
   returns table (normalized text, entity_id uuid, canonical text)
@@ -22,18 +47,21 @@ create or replace function memory_internal.find_entities(
   set enable_bitmapscan = off
   set plan_cache_mode = force_generic_plan
   as $$
-    select x.normalized_name, x.entity_id, x.normalized_name
-      from memory.entities x
-     where x.org_id = p_org and x.project_id = p_project and x.normalized_name = any (p_normalized)
+    with own as materialized (
+      select n.normalized, n.entity_id
+        from memory_internal.find_entities_by_name(p_org, p_project, p_normalized) n
+    )
+    select o.normalized, o.entity_id, o.normalized from own o
     union all
     select y.normalized_alias, x.entity_id, x.normalized_name
       from memory.entity_aliases y
       join memory.entities x on x.org_id = y.org_id and x.entity_id = y.entity_id
      where y.org_id = p_org and y.project_id = p_project and y.normalized_alias = any (p_normalized)
-       -- An entity's own name wins over another entity's alias.
-       and not exists (select from memory.entities z
-                        where z.org_id = p_org and z.project_id = p_project
-                          and z.normalized_name = y.normalized_alias)
+       -- An entity's own name wins over another entity's alias.  (The own
+       -- names among the given ones, found above: a test of the name key
+       -- here was planned, without statistics, as a read of the project's
+       -- entities per alias.)
+       and not exists (select from own o where o.normalized = y.normalized_alias)
   $$;
 
 -- The entity one name resolves to (see find_entities).  NULL when there is
@@ -175,29 +203,28 @@ comment on function memory_internal.rekey_tombstones(uuid, uuid, uuid[], uuid[],
 
 -- Objects written as a plain name (object_type auto) that named no entity
 -- then and that some entity now bears, by its name or an alias: the stored
--- versions (retracted ones included) whose object is one of p_names (NULL:
--- any), with the entity, its canonical key and the identity object that
--- key gives (unchanged under a 'one' predicate).
+-- versions (retracted ones included) whose object is one of p_names, with
+-- the entity, its canonical key and the identity object that key gives
+-- (unchanged under a 'one' predicate).
 create or replace function memory_internal.named_auto_objects(
   p_org uuid, p_project uuid, p_names text[])
   returns table (fact_id uuid, subject_id uuid, predicate text, identity_object text,
                  invalid_at timestamptz, entity_id uuid, canonical text, new_identity_object text)
   language sql stable
   as $$
-    -- Per name, one probe of facts_auto_object_idx (offset 0: a probe
-    -- whatever the statistics say, not a read of every auto object of the
-    -- project), and entities looked up only for the names some fact uses
-    -- (usually none).
+    -- Per name, one probe of facts_auto_object_idx (offset 0, in the
+    -- existence test too: a probe whatever the statistics say, not a read
+    -- of every auto object of the project into a hash), and entities looked
+    -- up only for the names some fact uses (usually none).
     select v.fact_id, v.subject_id, v.predicate, v.identity_object, v.invalid_at,
            n.entity_id, n.canonical,
            case when v.identity_object = '' then '' else n.canonical end
       from memory_internal.find_entities(p_org, p_project, array(
              select k.name
-               from unnest(coalesce(p_names, array(
-                      select distinct x.object_key from memory_internal.fact_versions(p_project) x
-                       where x.org_id = p_org and x.object_auto))) k(name)
+               from unnest(p_names) k(name)
               where exists (select from memory_internal.fact_versions(p_project) x
-                             where x.org_id = p_org and x.object_auto and x.object_key = k.name))) n
+                             where x.org_id = p_org and x.object_auto and x.object_key = k.name
+                            offset 0))) n
      cross join lateral (
        select y.* from memory_internal.fact_versions(p_project) y
         where y.org_id = p_org and y.object_auto and y.object_key = n.normalized
@@ -302,12 +329,17 @@ create or replace function memory_internal.adopt_named_objects(
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
+declare
+  -- NULL: every plain name some stored fact uses.
+  v_names text[] := coalesce(p_names, array(
+    select distinct x.object_key from memory_internal.fact_versions(p_project) x
+     where x.org_id = p_org and x.object_auto));
 begin
-  if not exists (select from memory_internal.named_auto_objects(p_org, p_project, p_names)) then
+  if not exists (select from memory_internal.named_auto_objects(p_org, p_project, v_names)) then
     return 0;
   end if;
   perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
-  return memory_internal.adopt_auto_objects(p_org, p_project, p_names);
+  return memory_internal.adopt_auto_objects(p_org, p_project, v_names);
 end
 $$;
 comment on function memory_internal.adopt_named_objects(uuid, uuid, text[]) is

@@ -12,7 +12,8 @@ grant execute on function
   memory_internal.range_believed(uuid, uuid, timestamptz),
   memory_internal.project_org(uuid),
   memory_internal.find_entity(uuid, uuid, text),
-  memory_internal.find_entities(uuid, uuid, text[])
+  memory_internal.find_entities(uuid, uuid, text[]),
+  memory_internal.find_entities_by_name(uuid, uuid, text[])
   to chronomem_app, chronomem_analyst;
 
 -- Readers: app and analyst.
