@@ -15,10 +15,15 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.abc import Query
 from psycopg.rows import scalar_row
 from pytest_pgtap.pgtap import Runner
 from testdb import MissingPgTap, TestDatabase, admin_server, provision
+
+from chronomem.bootstrap import bootstrap
+from chronomem.dsn import with_params
+from chronomem.migrate import migrate
 
 
 @pytest.fixture(scope="session")
@@ -110,3 +115,21 @@ class RollbackRunner(Runner):
 @pytest.fixture(scope="session")
 def _pgtap_runner(pgtap_connection: psycopg.Connection[Any]) -> Runner:
     return RollbackRunner(pgtap_connection)
+
+
+@pytest.fixture
+def fresh_install(admin_dsn: str, owner_dsn: str) -> Iterator[str]:
+    """A new database on the test server, bootstrapped and migrated as `chronomem up`
+    sets one up, with nothing written and nothing analyzed; yields a superuser DSN."""
+    name = "chronomem_test_fresh"
+    server = with_params(admin_dsn, dbname="postgres")
+    drop = sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(drop)
+    bootstrap(server, name)
+    migrate(with_params(owner_dsn, dbname=name))
+    try:
+        yield with_params(admin_dsn, dbname=name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(drop)

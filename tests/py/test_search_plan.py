@@ -24,6 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from nested_plans import nested_plans
 
 SIZES = {"big": 4000, "mid": 950, "small": 50}  # 80 %, 19 %, 1 % of 5,000
 K = 30  # the leg's LIMIT for k = 10: greatest(k * 3, 30)
@@ -592,3 +593,98 @@ def test_vector_legs_walk_wide_enough_to_find_the_nearest_rows(
     assert sum(product) / len(product) >= 0.85, product
     assert sum(control) / len(control) <= 0.7, control
     assert app.scalar("select current_setting('hnsw.ef_search')") == "40"
+
+
+# -- the entity leg, planned before the first ANALYZE ------------------------------------
+
+FIRST = ["ann", "bo", "cy", "dee", "eli", "fay", "gus", "hal", "ida", "jo"]
+LAST = ["lee", "moss", "nash", "orr", "park", "quinn", "ross", "shaw", "tate", "vance"]
+
+
+def _people_batch(day: int, copies: range) -> str:
+    """Every first name with every last name, numbered (`copies`): people who share words,
+    each on a plan written as a plain name."""
+    return json.dumps([
+        {"subject": f"{f} {ln} {i}", "predicate": "plan", "object": "pro",
+         "valid_from": f"2024-03-{day:02d}"}
+        for f in FIRST for ln in LAST for i in copies
+    ])  # fmt: skip
+
+
+def _reads(plan: str, table: str) -> list[tuple[str, str]]:
+    """(index, Index Cond) of every index scan of `table` in the plan."""
+    lines = plan.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if " Scan using " in line and f" on {table} " in line:
+            index = line.split(" Scan using ", 1)[1].split(" ", 1)[0]
+            cond = next((c.strip() for c in lines[i + 1 : i + 4] if "Index Cond" in c), "")
+            out.append((index, cond))
+    return out
+
+
+@pytest.mark.parametrize("first_plans", ["empty", "grown"])
+def test_entity_leg_of_a_new_install_reads_by_the_question_words(
+    fresh_install: str, first_plans: str
+) -> None:
+    """The entity leg reads the names that are runs of the question (the name key), the
+    name tokens of its words, and those candidates by id, whatever the planner knew when
+    the session planned it: on a new install's empty tables, or after they grew with no
+    ANALYZE yet. The question's words came from a CTE joined to the tables, and without
+    statistics the plan read every entity and every name token of the project and
+    filtered them by the join (11 ms per search at 2,000 entities, found by the API
+    benchmark on a server with autovacuum off)."""
+    question = "Which plan is Ann Lee 3 on?"
+
+    def search(conn: psycopg.Connection[Any], project: uuid.UUID) -> list[Any]:
+        answer = _one(
+            conn,
+            "select memory.search(%s, %s, p_legs => array['entity'])",
+            (project, question),
+        )
+        return [r["text"] for r in answer["results"]]
+
+    with psycopg.connect(fresh_install) as conn, conn.transaction():
+        conn.execute("set local role chronomem_app")
+        org = _one(conn, "select memory.create_org('entity leg plans')")
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = _one(conn, "select memory.create_project(%s, 'p')", (org,))
+        conn.execute(
+            "select memory.assert_facts(%s, %s::jsonb)", (project, _people_batch(1, range(1)))
+        )
+        if first_plans == "empty":
+            search(conn, project)  # the session's plans, on 100 entities
+        # 2,100 people in all: 210 named Ann, 210 named Lee.
+        for start in range(1, 21, 10):
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)",
+                (project, _people_batch(2, range(start, start + 10))),
+            )
+        if first_plans == "empty":
+            conn.execute("reset role")
+            with nested_plans(conn) as plans:
+                found = search(conn, project)
+    if first_plans == "grown":
+        with psycopg.connect(fresh_install) as conn, conn.transaction():
+            conn.execute("select memory.use_org(%s)", (org,))
+            with nested_plans(conn) as plans:
+                found = search(conn, project)
+    with psycopg.connect(fresh_install) as conn:
+        analyzed = _one(
+            conn,
+            "select count(*) from pg_stat_user_tables where relname in ('entities', "
+            "'entity_name_tokens') and (last_analyze is not null or last_autoanalyze is not null)",
+        )
+    # Controls: nothing was analyzed meanwhile; the person the question names comes first
+    # (a whole-name match), then people sharing a word with it.
+    assert analyzed == 0
+    assert found[0] == "ann lee 3" and len(found) == 10, found
+    entities = [r for p in plans for r in _reads(p, "entities")]
+    tokens = [r for p in plans for r in _reads(p, "entity_name_tokens")]
+    assert entities and tokens, plans
+    for index, cond in entities:
+        # By a name of the question, or by id (the candidates, an alias's entity); never
+        # a range of the project.
+        assert "normalized_name = ANY" in cond or "entity_id = " in cond, (index, cond, plans)
+    for index, cond in tokens:
+        assert "token = ANY" in cond, (index, cond, plans)

@@ -26,17 +26,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from nested_plans import nested_plans
-from psycopg import sql
-
-from chronomem.bootstrap import bootstrap
-from chronomem.dsn import with_params
-from chronomem.migrate import migrate
 
 # The statements whose plans are checked, each by a phrase of its text: restitch's
 # layout of an identity's versions, assert_facts' per-fact outcome lookup, sync_edges'
@@ -160,24 +154,6 @@ def test_identity_lookups_are_generic_probes_in_a_project_unknown_to_statistics(
     assert len(plans["outcome"]) == 3, plans
     assert len(plans["layout"]) >= 1, plans
     _assert_identity_probes(plans["layout"] + plans["outcome"], new)
-
-
-@pytest.fixture
-def fresh_install(admin_dsn: str, owner_dsn: str) -> Iterator[str]:
-    """A new database on the test server, bootstrapped and migrated as `chronomem up`
-    sets one up, with nothing written and nothing analyzed; yields a superuser DSN."""
-    name = "chronomem_test_fresh"
-    server = with_params(admin_dsn, dbname="postgres")
-    drop = sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(drop)
-    bootstrap(server, name)
-    migrate(with_params(owner_dsn, dbname=name))
-    try:
-        yield with_params(admin_dsn, dbname=name)
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(drop)
 
 
 def test_first_plans_of_a_new_install_still_probe_keys_once_it_has_grown(
