@@ -149,31 +149,46 @@ $$;
 comment on function memory.close_fact(uuid, uuid, timestamptz, text, text, text) is
   'End a fact''s world-time window at p_at (it stops holding; nothing replaces it). p_kind: expired (default) or contradicted. Logged as an event; the edge closes with it.';
 
+-- PL/pgSQL: the identity is read once, then its versions by the identity
+-- key.  As one SQL statement, a plan made without statistics (a new
+-- install before its first ANALYZE) looked the fact up again for every
+-- version of the project: 3.9 s per call at 6,000 versions.
 create or replace function memory.fact_history(p_project uuid, p_fact uuid)
   returns table (
     event_id bigint, occurred_at timestamptz, event_type text, fact_id uuid,
     old_fact_id uuid, new_fact_id uuid, old_range tstzrange, new_range tstzrange,
     actor text, reason text, subject text, predicate text, object text, content text)
-  language sql stable
+  language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
-  as $$
-    with target as (
-      select v.org_id, v.subject_id, v.predicate, v.identity_object
-        from memory_internal.fact_versions(p_project) v where v.fact_id = p_fact
-    ), versions as (
-      select v.* from memory_internal.fact_versions(p_project) v
-        join target t on t.org_id = v.org_id and t.subject_id = v.subject_id
-                     and t.predicate = v.predicate and t.identity_object = v.identity_object
-    )
+  set plan_cache_mode = force_generic_plan
+  -- The versions in the identity key's order, which no other index gives.
+  set enable_sort = off
+as $$
+#variable_conflict use_column
+declare
+  t record;
+begin
+  -- Row-level security scopes both reads (another org's project: nothing).
+  select v.org_id, v.subject_id, v.predicate, v.identity_object into t
+    from memory_internal.fact_versions(p_project) v
+   where v.fact_id = p_fact;
+  if not found then
+    return;
+  end if;
+  return query
     select e.event_id, e.occurred_at, e.event_type, e.fact_id, e.old_fact_id, e.new_fact_id,
            e.old_range, e.new_range, e.actor, e.reason,
            s.name, v.predicate_label, coalesce(o.name, v.object_literal), v.content
-      from versions v
+      from (select x.* from memory_internal.fact_versions(p_project) x
+             where x.org_id = t.org_id and x.subject_id = t.subject_id and x.predicate = t.predicate
+               and x.identity_object = t.identity_object
+             order by x.valid_from, x.fact_seq) v
       join memory.fact_events e on e.org_id = v.org_id and e.fact_id = v.fact_id
       join memory.entities s on s.org_id = v.org_id and s.entity_id = v.subject_id
       left join memory.entities o on o.org_id = v.org_id and o.entity_id = v.object_entity_id
-     order by e.occurred_at, e.event_id
-  $$;
+     order by e.occurred_at, e.event_id;
+end
+$$;
 comment on function memory.fact_history(uuid, uuid) is
   'Every event of every version of the fact''s identity (same subject, predicate and, unless cardinality one, object), oldest first: when did this change, and to what?';
 
