@@ -3,11 +3,13 @@ check them: auto_explain of every statement, nested ones included."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -33,3 +35,24 @@ def nested_plans(conn: psycopg.Connection[Any]) -> Iterator[list[str]]:
     finally:
         conn.remove_notice_handler(keep)
         conn.execute("reset role")
+
+
+def plans_in_this_session(
+    conn: psycopg.Connection[Any], run: Callable[[psycopg.Connection[Any]], T]
+) -> tuple[list[str], T]:
+    """In conn's transaction (a superuser's, any role it set is reset): run(conn) as
+    chronomem_app with the plans the session already has, and those plans."""
+    conn.execute("reset role")
+    with nested_plans(conn) as plans:
+        result = run(conn)
+    return plans, result
+
+
+def plans_in_a_new_session(
+    dsn: str, org: Any, run: Callable[[psycopg.Connection[Any]], T]
+) -> tuple[list[str], T]:
+    """run(conn) as chronomem_app in a new session scoped to org (its plans made now,
+    on whatever statistics the tables have), and its plans."""
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        conn.execute("select memory.use_org(%s)", (org,))
+        return plans_in_this_session(conn, run)

@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from nested_plans import nested_plans
+from nested_plans import plans_in_a_new_session, plans_in_this_session
 
 SIZES = {"big": 4000, "mid": 950, "small": 50}  # 80 %, 19 %, 1 % of 5,000
 K = 30  # the leg's LIMIT for k = 10: greatest(k * 3, 30)
@@ -661,14 +661,9 @@ def test_entity_leg_of_a_new_install_reads_by_the_question_words(
                 (project, _people_batch(2, range(start, start + 10))),
             )
         if first_plans == "empty":
-            conn.execute("reset role")
-            with nested_plans(conn) as plans:
-                found = search(conn, project)
+            plans, found = plans_in_this_session(conn, lambda c: search(c, project))
     if first_plans == "grown":
-        with psycopg.connect(fresh_install) as conn, conn.transaction():
-            conn.execute("select memory.use_org(%s)", (org,))
-            with nested_plans(conn) as plans:
-                found = search(conn, project)
+        plans, found = plans_in_a_new_session(fresh_install, org, lambda c: search(c, project))
     with psycopg.connect(fresh_install) as conn:
         analyzed = _one(
             conn,

@@ -271,6 +271,22 @@ def supersede(t: Tenant, subject: str = "Alice") -> tuple[str, str]:
     return pair["old_fact_id"], pair["new_fact_id"]
 
 
+def close_and_restore(t: Tenant, close_reason: str | None = None) -> tuple[str, str, str]:
+    """A supersession (Alice's plan), a window closed with no newer fact (Bob's liking
+    tea, closed at T2) and one given back (the newer plan retracted): the window events.
+    Returns the ids (old plan, retracted plan, tea)."""
+    old, new = supersede(t)  # pro from T1, enterprise from T2
+    (tea,) = (
+        r["fact_id"]
+        for r in t.assert_facts(
+            {"subject": "Bob", "predicate": "likes", "object": "tea", "valid_from": T1}
+        )["results"]
+    )
+    t.one("select memory.close_fact(%s, %s, %s, %s)", (t.project, tea, T2, close_reason))
+    t.one("select memory.retract_fact(%s, %s, 'wrong plan')", (t.project, new))
+    return old, new, tea
+
+
 def verify(secret: str, d: Delivery) -> None:
     """The svix library's verifier accepts the delivery (raises otherwise)."""
     Webhook(secret).verify(d.body, d.headers)
@@ -497,15 +513,7 @@ def test_expiry_and_restoration_events(tenant: Tenant, receiver: Receiver, worke
     which this endpoint does not take."""
     p = path()
     hook = tenant.webhook(receiver.url(p), ["fact.expired", "fact.restored"])
-    old, new = supersede(tenant)  # pro from T1, enterprise from T2
-    (tea,) = (
-        r["fact_id"]
-        for r in tenant.assert_facts(
-            {"subject": "Bob", "predicate": "likes", "object": "tea", "valid_from": T1}
-        )["results"]
-    )
-    tenant.one("select memory.close_fact(%s, %s, %s, 'gave it up')", (tenant.project, tea, T2))
-    tenant.one("select memory.retract_fact(%s, %s, 'wrong plan')", (tenant.project, new))
+    old, new, tea = close_and_restore(tenant, "gave it up")
     deliveries = receiver.wait(p, 2)
     tenant.wait_jobs(lambda jobs: len(jobs) == 2 and all(j["status"] == "done" for j in jobs))
     for d in deliveries:
@@ -628,15 +636,7 @@ def test_every_type_subscription_gets_each_type(tenant: Tenant) -> None:
     url = "http://127.0.0.1:9/"
     default, star = tenant.webhook(url + "default"), tenant.webhook(url + "star", ["*"])
     narrow = tenant.webhook(url + "narrow", ["fact.expired"])
-    _, new = supersede(tenant)
-    (tea,) = (
-        r["fact_id"]
-        for r in tenant.assert_facts(
-            {"subject": "Bob", "predicate": "likes", "object": "tea", "valid_from": T1}
-        )["results"]
-    )
-    tenant.one("select memory.close_fact(%s, %s, %s)", (tenant.project, tea, T2))
-    tenant.one("select memory.retract_fact(%s, %s, 'wrong plan')", (tenant.project, new))
+    close_and_restore(tenant)
 
     def queued(hook: dict[str, Any]) -> list[str]:
         return sorted(

@@ -30,7 +30,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from nested_plans import nested_plans
+from nested_plans import nested_plans, plans_in_a_new_session, plans_in_this_session
 
 # The statements whose plans are checked, each by a phrase of its text: restitch's
 # layout of an identity's versions, assert_facts' per-fact outcome lookup, sync_edges'
@@ -475,16 +475,10 @@ def test_extraction_context_reads_the_named_entities_only(
         if first_plans == "empty":
             context(conn, episode)  # the session's plans, on 20 facts
         grow(conn, project, 1000)
-        conn.execute("reset role")
         if first_plans == "empty":
-            with nested_plans(conn) as plans:
-                conn.execute("set local role chronomem_app")
-                known = context(conn, episode)
+            plans, known = plans_in_this_session(conn, lambda c: context(c, episode))
     if first_plans == "grown":
-        with psycopg.connect(fresh_install) as conn, conn.transaction():
-            conn.execute("select memory.use_org(%s)", (org,))
-            with nested_plans(conn) as plans:
-                known = context(conn, episode)
+        plans, known = plans_in_a_new_session(fresh_install, org, lambda c: context(c, episode))
     # Control: the facts of the three people the episode names, by name or alias.
     assert known == ["p12 pro", "p3 pro", "p7 pro"], known
     # The statements of extraction_fact_ids (the names said, their entities, their facts).
@@ -542,16 +536,12 @@ def test_fact_history_of_a_new_install_reads_the_identity(
         if first_plans == "empty":
             history(conn, project, fact)  # the session's plans, on 20 versions
         write(conn, project, 1000, "pro", 2)  # h7's plan superseded, 980 more people
-        conn.execute("reset role")
         if first_plans == "empty":
-            with nested_plans(conn) as plans:
-                conn.execute("set local role chronomem_app")
-                seen = history(conn, project, fact)
+            plans, seen = plans_in_this_session(conn, lambda c: history(c, project, fact))
     if first_plans == "grown":
-        with psycopg.connect(fresh_install) as conn, conn.transaction():
-            conn.execute("select memory.use_org(%s)", (org,))
-            with nested_plans(conn) as plans:
-                seen = history(conn, project, fact)
+        plans, seen = plans_in_a_new_session(
+            fresh_install, org, lambda c: history(c, project, fact)
+        )
     # Control: h7's two versions and what happened to them.
     assert seen == ["asserted free", "superseded free", "asserted pro"], seen
     # The versions by the identity key. (Their events and names are joined by key once
