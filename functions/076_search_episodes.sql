@@ -250,7 +250,7 @@ comment on function memory_internal.search_episode_vector_planned(uuid, vector, 
 
 -- Postings (memory_internal.episode_terms, sql/0009): one row per
 -- distinct lexeme of an inserted episode's content_tsv, written by the
--- inserting statement; they die with the episode (cascade).  Document
+-- inserting statement, deleted by the deleting one (by their key, sql/0025).  Document
 -- frequencies (episode_term_df, plus episode_term_df_pending for the
 -- last few inserting statements) follow both.  Content is not rewritten by
 -- the product, but if the owner ever does, postings and df follow it (and
@@ -453,9 +453,15 @@ begin
       end if;
     end loop;
   elsif tg_op = 'DELETE' then
-    -- The postings went with the episodes (cascade).  Pending deltas are
-    -- folded first, so no row keeps a wiped word.  Wipe holds the project
-    -- lock exclusive, so no ingest of the project holds the fold lock now.
+    -- The postings, by their key from the deleted rows' content_tsv (no
+    -- foreign key cascades to them: sql/0025).
+    delete from memory_internal.episode_terms t
+     using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
+     where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
+       and t.episode_id = o.episode_id;
+    -- Pending deltas are folded first, so no row keeps a wiped word.  Wipe
+    -- holds the project lock exclusive, so no ingest of the project holds
+    -- the fold lock now.
     for r in select distinct o.org_id, o.project_id from old_rows o order by 1, 2 loop
       perform pg_advisory_xact_lock(memory_internal.episode_df_fold_lock_key(r.project_id));
       perform memory_internal.fold_episode_term_df(r.org_id, r.project_id);
@@ -468,7 +474,9 @@ begin
   else
     perform pg_advisory_xact_lock(memory_internal.episode_df_fold_lock_key(old.project_id));
     perform memory_internal.fold_episode_term_df(old.org_id, old.project_id);
-    delete from memory_internal.episode_terms t where t.org_id = old.org_id and t.episode_id = old.episode_id;
+    delete from memory_internal.episode_terms t
+     where t.org_id = old.org_id and t.project_id = old.project_id and t.episode_id = old.episode_id
+       and t.lexeme = any (tsvector_to_array(old.content_tsv));
     insert into memory_internal.episode_terms (org_id, project_id, lexeme, episode_id, tf, dl, impact)
     select new.org_id, new.project_id, u.lexeme, new.episode_id, x.tf, x.dl,
            memory_internal.episode_term_impact(

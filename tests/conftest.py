@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -117,11 +118,8 @@ def _pgtap_runner(pgtap_connection: psycopg.Connection[Any]) -> Runner:
     return RollbackRunner(pgtap_connection)
 
 
-@pytest.fixture
-def fresh_install(admin_dsn: str, owner_dsn: str) -> Iterator[str]:
-    """A new database on the test server, bootstrapped and migrated as `chronomem up`
-    sets one up, with nothing written and nothing analyzed; yields a superuser DSN."""
-    name = "chronomem_test_fresh"
+@contextmanager
+def _fresh_database(admin_dsn: str, owner_dsn: str, name: str) -> Iterator[str]:
     server = with_params(admin_dsn, dbname="postgres")
     drop = sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
     with psycopg.connect(server, autocommit=True) as conn:
@@ -133,3 +131,18 @@ def fresh_install(admin_dsn: str, owner_dsn: str) -> Iterator[str]:
     finally:
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute(drop)
+
+
+@pytest.fixture
+def fresh_install(admin_dsn: str, owner_dsn: str) -> Iterator[str]:
+    """A new database on the test server, bootstrapped and migrated as `chronomem up`
+    sets one up, with nothing written and nothing analyzed; yields a superuser DSN."""
+    with _fresh_database(admin_dsn, owner_dsn, "chronomem_test_fresh") as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="module")
+def fresh_install_module(admin_dsn: str, owner_dsn: str) -> Iterator[str]:
+    """fresh_install shared by a module's tests (which must leave it as they found it)."""
+    with _fresh_database(admin_dsn, owner_dsn, "chronomem_test_fresh_module") as dsn:
+        yield dsn
