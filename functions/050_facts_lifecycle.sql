@@ -192,15 +192,38 @@ $$;
 comment on function memory.fact_history(uuid, uuid) is
   'Every event of every version of the fact''s identity (same subject, predicate and, unless cardinality one, object), oldest first: when did this change, and to what?';
 
+-- PL/pgSQL: the subject is resolved once, then its versions are read by
+-- the identity key, in that key's order (the only index that gives it;
+-- sorts off).  As one SQL statement, planned without statistics (a new
+-- install before its first ANALYZE), the subject's lookup was a filter
+-- run on every version of the project: 0.46-0.75 s per call at 6,000.
 create or replace function memory.subject_timeline(
   p_project uuid, p_subject text, p_predicate text default null)
   returns table (
     fact_id uuid, predicate text, object text, content text, valid_from timestamptz,
     valid_range tstzrange, recorded_at timestamptz, invalid_at timestamptz,
     status text, events jsonb)
-  language sql stable
+  language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
-  as $$
+  set plan_cache_mode = force_generic_plan
+  set enable_sort = off
+as $$
+#variable_conflict use_column
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_subject uuid := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_subject));
+  v_predicate text := memory.normalize_text(p_predicate);
+begin
+  if v_subject is null then
+    return;  -- no such subject (or a project of another org)
+  end if;
+  return query
+    with v as materialized (
+      select x.* from memory_internal.fact_versions(p_project) x
+       where x.org_id = v_org and x.subject_id = v_subject
+         and (v_predicate is null or x.predicate = v_predicate)
+       order by x.org_id, x.project_id, x.subject_id, x.predicate, x.identity_object, x.valid_from,
+                x.fact_seq)
     select v.fact_id, v.predicate_label, coalesce(o.name, v.object_literal), v.content,
            v.valid_from, v.valid_range, v.recorded_at, v.invalid_at,
            case when v.invalid_at is not null then 'retracted'
@@ -213,12 +236,10 @@ create or replace function memory.subject_timeline(
                      'new_fact_id', e.new_fact_id, 'actor', e.actor, 'reason', e.reason)
                    order by e.occurred_at, e.event_id)
               from memory.fact_events e where e.org_id = v.org_id and e.fact_id = v.fact_id)
-      from memory_internal.fact_versions(p_project) v
+      from v
       left join memory.entities o on o.org_id = v.org_id and o.entity_id = v.object_entity_id
-     where v.subject_id = memory_internal.find_entity(
-             memory_internal.project_org(p_project), p_project, memory.normalize_text(p_subject))
-       and (p_predicate is null or v.predicate = memory.normalize_text(p_predicate))
-     order by v.predicate, v.valid_from, v.fact_seq
-  $$;
+     order by v.predicate, v.valid_from, v.fact_seq;
+end
+$$;
 comment on function memory.subject_timeline(uuid, text, text) is
   'Every version of a subject''s facts (optionally one predicate) in world-time order, with its window, record time, status and the events that shaped it.';
