@@ -519,12 +519,20 @@ begin
       join memory.episodes e1 on e1.org_id = v_org and e1.episode_id = f.id
      where f.kind = 'episode' and p_fusion = 'scores'
   ), shared as (
+    -- Each hit's neighbours read by session and turn (offset 0: a probe per
+    -- hit), the project and visibility tested on what it returns: with
+    -- those in the read too, a plan made without statistics guessed one
+    -- row for every index and read the project's episodes by
+    -- (org, project, occurred_at) instead, once per search.
     select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score,
            min(memory_internal.episode_speaker(e2.metadata)) as speaker, min(e2.occurred_at) as occurred_at
       from hit_episodes h
-      join memory.episodes e2 on e2.org_id = v_org and e2.session_id = h.session_id
-                             and e2.seq between h.lo and h.hi and e2.seq <> h.seq
-     where e2.project_id = p_project
+     cross join lateral (
+       select e.episode_id, e.project_id, e.seq, e.metadata, e.occurred_at, e.created_at
+         from memory.episodes e
+        where e.org_id = v_org and e.session_id = h.session_id and e.seq between h.lo and h.hi
+       offset 0) e2
+     where e2.seq <> h.seq and e2.project_id = p_project
        and memory_internal.episode_visible(e2.occurred_at, e2.created_at, p_at, p_known_at)
      group by e2.episode_id
   ), scored as (

@@ -683,3 +683,60 @@ def test_entity_leg_of_a_new_install_reads_by_the_question_words(
         assert "normalized_name = ANY" in cond or "entity_id = " in cond, (index, cond, plans)
     for index, cond in tokens:
         assert "token = ANY" in cond, (index, cond, plans)
+
+
+def test_context_shares_of_a_new_install_read_each_hit_s_turns(fresh_install: str) -> None:
+    """The context step of the fusion (each episode hit passes a share of its score to
+    the turns next to it) reads the turns around each hit by session and turn, however
+    many episodes the project holds when the planner has no statistics for them. With
+    the project and visibility tests inside that read, a plan made without statistics
+    guessed one row for every index and read the project's every episode by (org,
+    project, occurred_at) once per search (a new install before its first ANALYZE)."""
+    question = "Who adopted the greyhound?"
+
+    def turns(session: int) -> str:
+        return json.dumps([
+            {"role": "user", "content": f"turn {j} of chat {session}: the weather in city {j % 13}",
+             "occurred_at": f"2024-03-{1 + session:02d}T10:{j // 60:02d}:{j % 60:02d}Z"}
+            for j in range(100)
+        ])  # fmt: skip
+
+    def search(conn: psycopg.Connection[Any], project: uuid.UUID) -> list[Any]:
+        answer = _one(
+            conn,
+            "select memory.search(%s, %s, p_legs => array['episode_fulltext'])",
+            (project, question),
+        )
+        return [(r["text"], r["ranks"]) for r in answer["results"]]
+
+    with psycopg.connect(fresh_install) as conn, conn.transaction():
+        conn.execute("set local role chronomem_app")
+        org = _one(conn, "select memory.create_org('context share plans')")
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = _one(conn, "select memory.create_project(%s, 'p')", (org,))
+        for session in range(12):
+            conn.execute(
+                "select memory.ingest(%s, %s, %s::jsonb)", (project, f"s{session}", turns(session))
+            )
+        conn.execute(
+            "select memory.ingest(%s, 'pets', %s::jsonb)",
+            (project, json.dumps([{"role": "user", "content": "Maria adopted a greyhound"},
+                                  {"role": "assistant", "content": "What is its name?"}])),
+        )  # fmt: skip
+    plans, found = plans_in_a_new_session(fresh_install, org, lambda c: search(c, project))
+    with psycopg.connect(fresh_install) as conn:
+        analyzed = _one(
+            conn,
+            "select count(*) from pg_stat_user_tables where relname = 'episodes' "
+            "and (last_analyze is not null or last_autoanalyze is not null)",
+        )
+    # Controls: nothing was analyzed; the hit comes first, and the turn after it, which
+    # no leg returned, follows by its share.
+    assert analyzed == 0
+    assert found[0] == ("Maria adopted a greyhound", {"episode_fulltext": 1}), found
+    assert ("What is its name?", {}) in found, found
+    (fusion,) = [p for p in plans if "hit_episodes as materialized" in p]
+    reads = _reads(fusion, "episodes")
+    assert reads, fusion
+    for index, cond in reads:
+        assert "episode_id = " in cond or "session_id = " in cond, (index, cond, fusion)
