@@ -221,6 +221,12 @@ declare
   v_words text[] := memory_internal.content_words(memory_internal.name_tokens(p_qnorm));
   v_exact uuid[];
   v_cand uuid[];
+  -- Candidates the fuzzy tier scores at most, besides the rarest word's
+  -- (see below): ten per hit asked, at least 300 (about 5 ms of
+  -- word_similarity).
+  v_budget integer := greatest(10 * p_n, 300);
+  v_counts integer[];
+  v_picked text[];
 begin
   -- Names and aliases that are a run of the question's words.
   v_exact := array(select f.entity_id
@@ -230,9 +236,30 @@ begin
                      where a.org_id = v_org and a.project_id = p_project
                        and a.normalized_alias = any (v_grams)
                      order by a.normalized_alias));
-  -- And those sharing a whole content word with it.
+  -- And those sharing a whole content word with it: the question's words
+  -- from the rarest (in the project's names), while the names they bring
+  -- stay within the budget, and always the rarest.  A word most names
+  -- share ("person" in 3,000 "person <n>") made every one of them a
+  -- candidate, each a word_similarity (53 of 82 ms per search); such names
+  -- are still found by a rarer word, as a run of the question, or when
+  -- that word is the question's rarest.  Counted up to one past the
+  -- budget (a word past it is never picked beside another).
+  v_counts := array(select k.n
+                      from unnest(v_words) with ordinality w(token, o)
+                     cross join lateral (
+                       select count(*)::integer as n
+                         from (select from memory_internal.entity_name_tokens t
+                                where t.org_id = v_org and t.project_id = p_project and t.token = w.token
+                                limit v_budget + 1) x) k
+                     order by w.o);
+  v_picked := array(select r.token
+                      from (select c.token, sum(c.n) over by_n as cum, row_number() over by_n as rn
+                              from unnest(v_words, v_counts) c(token, n)
+                             where c.n > 0
+                            window by_n as (order by c.n, c.token)) r
+                     where r.rn = 1 or r.cum <= v_budget);
   v_cand := array(select t.entity_id from memory_internal.entity_name_tokens t
-                   where t.org_id = v_org and t.project_id = p_project and t.token = any (v_words)
+                   where t.org_id = v_org and t.project_id = p_project and t.token = any (v_picked)
                   union
                   select unnest(v_exact));
   return query
@@ -266,4 +293,4 @@ begin
 end
 $$;
 comment on function memory_internal.search_entities(uuid, text, timestamptz, integer) is
-  'Entity leg of memory.search: up to p_n entities created by p_known_at whose name or alias occurs in the normalized question p_qnorm, or is similar to a run of it, or shares a non-stop word with it; whole-word matches first, then by word_similarity, then id. Candidates share a whole word with the question (entity_name_tokens) or match one of its runs of 1-4 words exactly (btree on names and aliases).';
+  'Entity leg of memory.search: up to p_n entities created by p_known_at whose name or alias occurs in the normalized question p_qnorm, or is similar to a run of it, or shares a non-stop word with it; whole-word matches first, then by word_similarity, then id. Candidates share a whole word with the question (entity_name_tokens; from its rarest word while their count stays within greatest(10 * p_n, 300), and always the rarest) or match one of its runs of 1-4 words exactly (btree on names and aliases).';

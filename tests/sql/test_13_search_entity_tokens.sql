@@ -10,7 +10,7 @@
 --   Acme Corporation (alias "Acme"), Mount Saint Helens Volcano Park,
 --   Person 1 Smith .. Person 120 Smith (created by assert_facts).
 BEGIN;
-select plan(34);
+select plan(39);
 
 create procedure pg_temp.seed(p text) language plpgsql as $$
 declare
@@ -149,6 +149,30 @@ select ok(not pg_temp.ent('p', 'The Offices') = any (pg_temp.leg('p', 'anything 
           'the token leg does not: it shares no content word (the documented loss)');
 select ok(pg_temp.ent('p', 'The Offices') = any (pg_temp.leg('p', 'where are the offices')),
           'control: found by its own content word');
+-- A word most names share: past the budget (greatest(10 * p_n, 300)
+-- names), it brings no candidates, unless it is the question's rarest.
+select is((memory.assert_facts(pg_temp.id('p'), (
+            select jsonb_agg(jsonb_build_object('subject', 'Member ' || i, 'predicate', 'likes',
+                                                'object', 'Acme', 'object_type', 'entity'))
+              from generate_series(1, 320) i)) ->> 'inserted')::integer, 320,
+          'fixture: p gets 320 members, "member" in each name');
+select ok((select count(*) from unnest(pg_temp.leg('p', 'what did member 12 say about acme', 50)) u
+            join memory.entities n on n.entity_id = u
+           where n.normalized_name like 'member %') > 10,
+          'for 50 hits (a budget of 500 names) the leg scores every member for "member 12" (all share the word)');
+select is((select array_agg(n.normalized_name order by x.o > 2, n.normalized_name)
+             from unnest(pg_temp.leg('p', 'what did member 12 say about acme')) with ordinality x(u, o)
+             join memory.entities n on n.entity_id = x.u),
+          array['acme corporation', 'member 12', 'person 12 smith'],
+          'the leg: the names that are runs of the question (Acme by its alias, member 12; tied), then one with a rarer word ("12"), no other member');
+select is((select count(*) from unnest(pg_temp.leg('p', 'which member?')) u
+            join memory.entities n on n.entity_id = u
+           where n.normalized_name like 'member %')::integer, 30,
+          'control: the question''s rarest word brings its names, however many');
+select is(pg_temp.leg('p', 'what did member 12 say about acme', 50),
+          pg_temp.ref('p', 'what did member 12 say about acme', 50),
+          'control: within the budget (up to 500 names for 50 hits) the leg ranks as the full scan');
+
 -- known_at: entities created later are not found.
 select is(pg_temp.leg('p', 'Alice Smith', 30, '2000-01-01'), '{}'::uuid[], 'nothing was known in 2000');
 -- Other projects: the same names, never found in p.
