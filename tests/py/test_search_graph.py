@@ -232,3 +232,35 @@ def test_graph_level_is_one_generic_plan_of_index_probes(admin_dsn: str, n: int)
         assert any("lvl.source_id" in c or "lvl.target_id" in c for c in conds), plan
         # Generic: the project is a parameter, not this call's value.
         assert "(project_id = $1)" in plan and str(project) not in plan, plan
+
+
+def test_communities_count_each_member_s_links_once(admin_dsn: str) -> None:
+    """compute_communities names each community after its member with the most links;
+    it counts every entity's links once, in one pass over the links. Counted per member
+    from the links (a temp table without an index), the naming read every link once per
+    entity: the job took 3.2 s at 3,000 entities and 6,000 edges (0.6 s now), growing
+    with entities x links."""
+    stars = [(f"hub {h}", [f"leaf {h}.{i}" for i in range(h + 3)]) for h in range(3)]
+    facts = [
+        {"subject": leaf, "predicate": "knows", "object": hub, "object_type": "entity"}
+        for hub, leaves in stars
+        for leaf in leaves
+    ]
+    with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
+        conn.execute("set local role chronomem_app")
+        org = conn.execute("select memory.create_org('communities')").fetchone()[0]  # type: ignore[index]
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = conn.execute("select memory.create_project(%s, 'c')", (org,)).fetchone()[0]  # type: ignore[index]
+        conn.execute("select memory.assert_facts(%s, %s::jsonb)", (project, json.dumps(facts)))
+        conn.execute("reset role")
+        with nested_plans(conn) as plans:
+            conn.execute("select memory.compute_communities(%s)", (project,))
+        found = conn.execute(
+            "select label, size from memory.communities where project_id = %s order by label",
+            (project,),
+        ).fetchall()
+    # Control: one community per star, named after its hub (the most links).
+    assert found == [("hub 0", 4), ("hub 1", 5), ("hub 2", 6)], found
+    (naming,) = [p for p in plans if "insert into memory.community_members" in p]
+    assert "SubPlan" not in naming, naming
+    assert naming.count("on chronomem_links") == 1, naming
