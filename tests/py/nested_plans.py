@@ -56,3 +56,15 @@ def plans_in_a_new_session(
     with psycopg.connect(dsn) as conn, conn.transaction():
         conn.execute("select memory.use_org(%s)", (org,))
         return plans_in_this_session(conn, run)
+
+
+def analyzed_tables(conn: psycopg.Connection[Any], tables: list[str]) -> list[str]:
+    """Which of the given tables (schema-qualified names) an ANALYZE or autovacuum's
+    has analyzed: the control of the tests that need plans made without statistics."""
+    rows = conn.execute(
+        "select schemaname || '.' || relname from pg_stat_all_tables "
+        "where schemaname || '.' || relname = any (%s) "
+        "and (last_analyze is not null or last_autoanalyze is not null) order by 1",
+        (tables,),
+    ).fetchall()
+    return [r[0] for r in rows]

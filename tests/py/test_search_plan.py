@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from nested_plans import plans_in_a_new_session, plans_in_this_session
+from nested_plans import analyzed_tables, plans_in_a_new_session, plans_in_this_session
 
 SIZES = {"big": 4000, "mid": 950, "small": 50}  # 80 %, 19 %, 1 % of 5,000
 K = 30  # the leg's LIMIT for k = 10: greatest(k * 3, 30)
@@ -665,14 +665,10 @@ def test_entity_leg_of_a_new_install_reads_by_the_question_words(
     if first_plans == "grown":
         plans, found = plans_in_a_new_session(fresh_install, org, lambda c: search(c, project))
     with psycopg.connect(fresh_install) as conn:
-        analyzed = _one(
-            conn,
-            "select count(*) from pg_stat_user_tables where relname in ('entities', "
-            "'entity_name_tokens') and (last_analyze is not null or last_autoanalyze is not null)",
-        )
+        analyzed = analyzed_tables(conn, ["memory.entities", "memory_internal.entity_name_tokens"])
     # Controls: nothing was analyzed meanwhile; the person the question names comes first
     # (a whole-name match), then people sharing a word with it.
-    assert analyzed == 0
+    assert analyzed == [], analyzed
     assert found[0] == "ann lee 3" and len(found) == 10, found
     entities = [r for p in plans for r in _reads(p, "entities")]
     tokens = [r for p in plans for r in _reads(p, "entity_name_tokens")]
@@ -726,14 +722,10 @@ def test_context_shares_of_a_new_install_read_each_hit_s_turns(fresh_install: st
         )  # fmt: skip
     plans, found = plans_in_a_new_session(fresh_install, org, lambda c: search(c, project))
     with psycopg.connect(fresh_install) as conn:
-        analyzed = _one(
-            conn,
-            "select count(*) from pg_stat_user_tables where relname = 'episodes' "
-            "and (last_analyze is not null or last_autoanalyze is not null)",
-        )
+        analyzed = analyzed_tables(conn, ["memory.episodes"])
     # Controls: nothing was analyzed; the hit comes first, and the turn after it, which
     # no leg returned, follows by its share.
-    assert analyzed == 0
+    assert analyzed == [], analyzed
     assert found[0] == ("Maria adopted a greyhound", {"episode_fulltext": 1}), found
     assert ("What is its name?", {}) in found, found
     (fusion,) = [p for p in plans if "hit_episodes as materialized" in p]
