@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "locomo": "benchmarks.locomo",
     "search": "benchmarks.search",
     "api": "benchmarks.api",
+    "closes": "benchmarks.closes",
 }
 
 
