@@ -224,6 +224,49 @@ $$;
 comment on function memory_internal.search_graph_level(uuid, timestamptz, timestamptz, uuid[], uuid[], uuid[], integer) is
   'One level of memory.search''s graph walk: the facts (newest first) on the edges effective at p_at at the frontier entities (at depth 2 only edges with both ends at the frontier; none with an inner end), and the edges'' other ends not yet reached. One generic plan of index probes.';
 
+-- The fact hits' details for memory.search's answer: the rows facts_at
+-- gives for the ids asked, with the names readable_facts_at shows.  Each
+-- read asks for the order of its key with sorts off (facts by id:
+-- facts_text_cover_idx or the primary key; names by entity id), so its
+-- one generic plan reads by key whatever the planner knows.  (Read
+-- through readable_facts_at inside the fusion statement, planned per call
+-- without statistics, it took facts_identity_idx by the project alone and
+-- kept the ids asked: the project's every fact, once per search, until
+-- the first ANALYZE.)
+create or replace function memory_internal.search_fact_details(
+  p_project uuid, p_at timestamptz, p_known_at timestamptz, p_ids uuid[])
+  returns table (fact_id uuid, detail jsonb)
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  set plan_cache_mode = force_generic_plan
+  set enable_sort = off
+as $$
+#variable_conflict use_column
+begin
+  return query
+    select f.fact_id,
+           jsonb_build_object('text', f.content, 'subject', s.name, 'predicate', f.predicate_label,
+                              'object', coalesce(o.name, f.object_literal),
+                              'valid_from', lower(f.valid_range), 'valid_until', upper(f.valid_range),
+                              'confidence', f.confidence)
+      from (select x.* from memory.facts_at(p_project, p_at, p_known_at) x
+             where x.fact_id = any (p_ids)
+             order by x.org_id, x.project_id, x.fact_id) f
+     cross join lateral (
+       select e.name from memory.entities e
+        where e.org_id = f.org_id and e.entity_id = f.subject_id
+        order by e.org_id, e.entity_id
+       offset 0) s
+      left join lateral (
+       select e.name from memory.entities e
+        where e.org_id = f.org_id and e.entity_id = f.object_entity_id
+        order by e.org_id, e.entity_id
+       offset 0) o on true;
+end
+$$;
+comment on function memory_internal.search_fact_details(uuid, timestamptz, timestamptz, uuid[]) is
+  'memory.search''s details of its fact hits: for each id that holds at p_at as believed at p_known_at, text, subject, predicate, object (names, as readable_facts_at), window and confidence as JSON. Reads by key in one generic plan.';
+
 -- p_fusion (session 4) added an argument to memory.search and search_rows:
 -- the 7-argument forms are dropped, or a 7-argument call would match both.
 drop function if exists memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[]);
@@ -566,16 +609,11 @@ begin
            'ranks', n.ranks) || d.detail order by n.position), '[]')
     into v_results
     from numbered n
-    -- The facts' details in one read of readable_facts_at (by key, for the
-    -- array of the fact hits), not one per hit.
-    left join (
-      select r.fact_id,
-             jsonb_build_object('text', r.content, 'subject', r.subject, 'predicate', r.predicate,
-                                'object', r.object, 'valid_from', r.valid_from,
-                                'valid_until', r.valid_until, 'confidence', r.confidence) as detail
-        from memory.readable_facts_at(p_project, p_at, p_known_at) r
-       where r.fact_id = any (array(select n2.id from numbered n2 where n2.kind = 'fact'))
-    ) fd on n.kind = 'fact' and fd.fact_id = n.id
+    -- The facts' details in one read for the array of the fact hits
+    -- (search_fact_details, by key), not one per hit.
+    left join memory_internal.search_fact_details(
+                p_project, p_at, p_known_at, array(select n2.id from numbered n2 where n2.kind = 'fact')) fd
+      on n.kind = 'fact' and fd.fact_id = n.id
     cross join lateral (
       select case n.kind
         when 'fact' then fd.detail

@@ -733,3 +733,49 @@ def test_context_shares_of_a_new_install_read_each_hit_s_turns(fresh_install: st
     assert reads, fusion
     for index, cond in reads:
         assert "episode_id = " in cond or "session_id = " in cond, (index, cond, fusion)
+
+
+def test_fact_details_of_a_new_install_read_the_hits_by_key(fresh_install: str) -> None:
+    """The details of the fact hits (text, names, window) are read by the hits' ids,
+    however many facts the project holds when the planner has no statistics for them.
+    Read inside the fusion statement through readable_facts_at, a plan made without
+    statistics took facts_identity_idx by the project alone and kept the ids asked: the
+    project's every fact once per search (a new install before its first ANALYZE)."""
+
+    def search(conn: psycopg.Connection[Any], project: uuid.UUID) -> list[Any]:
+        answer = _one(
+            conn,
+            "select memory.search(%s, 'Who owns the greyhound?', p_legs => array['fact_fulltext'])",
+            (project,),
+        )
+        return [(r["text"], r["subject"], r["object"]) for r in answer["results"]]
+
+    facts = [
+        {"subject": f"customer {i}", "predicate": "plan", "object": f"plan {i % 7}",
+         "content": f"customer {i} is on plan {i % 7}"}
+        for i in range(1500)
+    ] + [{"subject": "Maria", "predicate": "owns", "object": "greyhound",
+          "content": "Maria owns a greyhound"}]  # fmt: skip
+    with psycopg.connect(fresh_install) as conn, conn.transaction():
+        conn.execute("set local role chronomem_app")
+        org = _one(conn, "select memory.create_org('fact detail plans')")
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = _one(conn, "select memory.create_project(%s, 'p')", (org,))
+        for start in range(0, len(facts), 500):
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)",
+                (project, json.dumps(facts[start : start + 500])),
+            )
+    plans, found = plans_in_a_new_session(fresh_install, org, lambda c: search(c, project))
+    with psycopg.connect(fresh_install) as conn:
+        analyzed = analyzed_tables(conn, ["memory.facts", "memory.entities"])
+    # Controls: nothing was analyzed; the fact is found with its names.
+    assert analyzed == [], analyzed
+    assert found == [("Maria owns a greyhound", "Maria", "greyhound")], found
+    (details,) = [p for p in plans if "x.fact_id = any (p_ids)" in p]
+    facts_reads = _reads(details, "facts")
+    assert facts_reads, details
+    for index, cond in facts_reads:
+        assert "fact_id = ANY" in cond, (index, cond, details)
+    for index, cond in _reads(details, "entities"):
+        assert "entity_id = " in cond, (index, cond, details)
