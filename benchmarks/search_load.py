@@ -128,7 +128,7 @@ def store_vectors(
         report.calls[f"store_embeddings_{kind}"] += 1
 
 
-HNSW_TABLES = ("memory.facts", "memory.episodes")
+HNSW_TABLES = ("memory.fact_embeddings", "memory.episodes")
 
 
 def drop_hnsw_indexes(owner_dsn: str) -> list[tuple[str, str]]:
@@ -175,12 +175,13 @@ def build_hnsw_indexes(
 
 
 def vacuum_analyze(owner_dsn: str, report: LoadReport) -> None:
-    """What autovacuum would get to: the embedding UPDATEs leave every row version twice."""
+    """What autovacuum would get to: the episodes' embedding UPDATEs leave their rows twice."""
     t0 = perf_counter()
     with psycopg.connect(owner_dsn, autocommit=True) as conn:
         conn.execute(
-            "vacuum (analyze) memory.facts, memory.episodes, memory.entities, memory.edges, "
-            "memory.fact_events, memory.entity_aliases, memory.sessions, "
+            "vacuum (analyze) memory.facts, memory.fact_embeddings, memory.episodes, "
+            "memory.entities, memory.edges, memory.fact_events, memory.entity_aliases, "
+            "memory.sessions, "
             "memory_internal.fact_terms, memory_internal.entity_name_tokens"
         )
     report.seconds["vacuum_analyze"] += perf_counter() - t0

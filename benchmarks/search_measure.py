@@ -27,12 +27,13 @@ FACTS_AT_COUNT_SQL = "select count(*) from memory.facts_at(%s, %s)"
 FACTS_AT_SUBJECT_SQL = (
     "select count(*) from memory.facts_at(%s, %s) f where f.subject_id = %s"
 )  # fmt: skip
-TABLES = ("memory.facts", "memory.episodes", "memory.edges", "memory.fact_events",
+TABLES = ("memory.facts", "memory.fact_embeddings", "memory.episodes", "memory.edges",
+          "memory.fact_events",
           "memory.entities", "memory.jobs",
           # the text legs' btree postings (they replace GIN under forced RLS)
           "memory_internal.episode_terms", "memory_internal.episode_term_df",
           "memory_internal.fact_terms", "memory_internal.entity_name_tokens")  # fmt: skip
-HNSW_INDEXES = ("memory.facts_embedding_idx", "memory.episodes_embedding_idx")
+HNSW_INDEXES = ("memory.fact_embeddings_embedding_idx", "memory.episodes_embedding_idx")
 
 
 @dataclass(frozen=True)

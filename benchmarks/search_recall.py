@@ -42,7 +42,8 @@ EXACT_SQL = {
     ),
     "fact_vector": (
         "select f.fact_id from memory.facts_at(%s, now(), now()) f "
-        "where f.embedding is not null order by f.embedding <=> %s, f.fact_id limit %s"
+        "join memory.fact_embeddings e using (org_id, fact_id) "
+        "order by e.embedding <=> %s, f.fact_id limit %s"
     ),
 }
 

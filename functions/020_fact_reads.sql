@@ -40,10 +40,10 @@ create or replace function memory.facts_at(
   language sql stable parallel safe
   as $$
     -- One SELECT, no UNION: inlined into a caller's query it is pulled up
-    -- like a table scan, so the caller's ORDER BY embedding <=> q LIMIT n
-    -- can use the HNSW index.  (Columns in table order: a migration that
-    -- adds a column to memory.facts must add it here, or this file fails to
-    -- apply.)
+    -- like a table scan, so the caller's filters and joins reach its
+    -- indexes (the fact vector leg probes it per HNSW candidate).
+    -- (Columns in table order: a migration that adds or drops a column of
+    -- memory.facts must do the same here, or this file fails to apply.)
     select f.org_id, f.project_id, f.fact_id, f.fact_seq, f.subject_id, f.predicate,
            f.predicate_label, f.object_entity_id, f.object_literal, f.object_key,
            f.identity_object, f.content, f.content_key, f.confidence, f.source,
@@ -55,7 +55,7 @@ create or replace function memory.facts_at(
                        memory_internal.range_believed(f.org_id, f.fact_id, k.known_at), f.valid_from)
            end,
            f.recorded_at, f.range_changed_at, f.invalid_at,
-           f.support_count, f.last_seen_at, f.embedding, f.content_tsv, f.object_auto,
+           f.support_count, f.last_seen_at, f.content_tsv, f.object_auto,
            f.subject_written, f.object_written
       from memory.facts f,
            (select coalesce(p_at, now()) as at,

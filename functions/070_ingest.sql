@@ -188,6 +188,7 @@ create or replace function memory.store_embeddings(p_kind text, p_ids uuid[], p_
   language plpgsql
   security definer
   set search_path = memory_internal, memory, public, pg_temp
+  set enable_sort = off
 as $$
 declare
   v_n integer;
@@ -202,8 +203,38 @@ begin
     update memory.episodes e set embedding = u.v
       from unnest(p_ids, p_vectors) u(id, v) where e.episode_id = u.id;
   elsif p_kind = 'fact' then
-    update memory.facts f set embedding = u.v
-      from unnest(p_ids, p_vectors) u(id, v) where f.fact_id = u.id;
+    -- Versions of the org's projects only (a wiped id is skipped), their
+    -- project from the version itself; the last vector given for an id wins.
+    -- A NULL vector clears, as it does for episodes and entities.
+    with given as (
+      select distinct on (u.id) u.id, u.v
+        from unnest(p_ids, p_vectors) with ordinality u(id, v, i)
+       order by u.id, u.i desc),
+    cleared as (
+      delete from memory.fact_embeddings e
+       using given g
+       where g.v is null and e.org_id = memory_internal.current_org() and e.fact_id = g.id
+      returning e.fact_id),
+    upserted as (
+      -- The ids in each project of the org, in fact_id order with sorts
+      -- off: only an index holding fact_id after the project serves that,
+      -- whatever the statistics (planned on a new install, an index by
+      -- (org, project) alone costs the same, and would read the project's
+      -- every version).
+      insert into memory.fact_embeddings (org_id, project_id, fact_id, embedding)
+      select f.org_id, f.project_id, f.fact_id, g.v
+        from memory.projects p
+       cross join lateral (
+             select v.org_id, v.project_id, v.fact_id
+               from memory_internal.fact_versions(p.project_id) v
+              where v.fact_id = any (p_ids)
+              order by v.fact_id) f
+        join given g on g.id = f.fact_id and g.v is not null
+       where p.org_id = memory_internal.current_org()
+          on conflict (org_id, fact_id) do update set embedding = excluded.embedding
+      returning fact_id)
+    select (select count(*) from cleared) + (select count(*) from upserted) into v_n;
+    return v_n;
   else
     update memory.entities n set embedding = u.v
       from unnest(p_ids, p_vectors) u(id, v) where n.entity_id = u.id;

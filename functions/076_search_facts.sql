@@ -68,17 +68,21 @@ create or replace trigger "40_terms_update" after update of content, project_id 
 -- p_known_at) nearest to the query embedding, nearest first (the HNSW
 -- scan's order: a relaxed iterative scan may return them slightly out of
 -- order, which the caller's sort by distance fixes).  A plain SQL
--- function, so the planner inlines it and the HNSW index serves the ORDER
--- BY ... LIMIT with facts_at's filter (the caller sets hnsw.iterative_scan).
+-- function, so the planner inlines it: the HNSW index of
+-- memory.fact_embeddings serves the ORDER BY ... LIMIT, and each candidate
+-- of the project is probed in facts_at by its key, the scan going on
+-- while candidates fail (the caller sets hnsw.iterative_scan).
 create or replace function memory_internal.search_fact_vector(
   p_project uuid, p_query_embedding vector, p_at timestamptz, p_known_at timestamptz, p_n integer)
   returns table (fact_id uuid, distance double precision)
   language sql stable
   as $$
-    select f.fact_id, f.embedding <=> p_query_embedding
-      from memory.facts_at(p_project, p_at, p_known_at) f
-     where f.embedding is not null
-     order by f.embedding <=> p_query_embedding
+    select e.fact_id, e.embedding <=> p_query_embedding
+      from memory.fact_embeddings e
+      join memory.facts_at(p_project, p_at, p_known_at) f
+        on f.org_id = e.org_id and f.fact_id = e.fact_id
+     where e.project_id = p_project
+     order by e.embedding <=> p_query_embedding
      limit p_n
   $$;
 comment on function memory_internal.search_fact_vector(uuid, vector, timestamptz, timestamptz, integer) is

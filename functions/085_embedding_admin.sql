@@ -47,21 +47,26 @@ begin
   -- a concurrent ingest or assert_facts cannot deadlock with this.
   foreach v_kind in array array['episode', 'entity', 'fact'] loop
     v_table := case v_kind when 'episode' then 'memory.episodes'
-                           when 'fact' then 'memory.facts'
+                           when 'fact' then 'memory.fact_embeddings'
                            else 'memory.entities' end::regclass;
     v_index := case v_kind when 'episode' then 'episodes_embedding_idx'
-                           when 'fact' then 'facts_embedding_idx'
+                           when 'fact' then 'fact_embeddings_embedding_idx'
                            else 'entities_embedding_idx' end;
     v_what := case v_kind when 'entity' then 'Embedding of name and summary'
+                          when 'fact' then 'Embedding of the version''s content'
                           else 'Embedding of content' end;
     execute format('drop index if exists memory.%I', v_index);
+    if v_kind = 'fact' then
+      -- Fact versions hold their vectors as rows (sql/0026): none is left.
+      truncate memory.fact_embeddings;
+    end if;
     execute format('alter table %s alter column embedding type vector(%s) using null',
                    v_table, p_dim);
     execute format('create index %I on %s using hnsw (embedding vector_cosine_ops)',
                    v_index, v_table);
     execute format('comment on column %s.embedding is %L', v_table,
                    v_what || coalesce(' [model: ' || p_model || ']', '')
-                   || '; NULL until the embed job ran.');
+                   || case v_kind when 'fact' then '.' else '; NULL until the embed job ran.' end);
   end loop;
 
   -- Every row needs a new vector: embed jobs per org and project, c_chunk
@@ -107,7 +112,7 @@ begin
 end
 $$;
 comment on function memory.reembed(integer, text) is
-  'Owner only: switch the installation to p_dim-dimension embeddings (from model p_model, if named). Drops the HNSW indexes, sets every embedding column to vector(p_dim) with all vectors NULL, recreates the indexes and queues embed jobs for every episode, fact and entity of every org and project. Run by `chronomem reembed`.';
+  'Owner only: switch the installation to p_dim-dimension embeddings (from model p_model, if named). Drops the HNSW indexes, sets every embedding column to vector(p_dim) with all vectors NULL (fact versions'' vectors deleted), recreates the indexes and queues embed jobs for every episode, fact and entity of every org and project. Run by `chronomem reembed`.';
 
 revoke all on function memory.reembed(integer, text) from public;
 grant execute on function memory.embedding_model() to chronomem_app, chronomem_analyst;

@@ -328,7 +328,7 @@ CASES: dict[str, Case] = {
     P + "embedding_dim()": Case(
         neutral="the installation's embedding dimension (a column type), not tenant data",
         check="select memory.embedding_dim() = (select atttypmod from pg_attribute "
-        "where attrelid = 'memory.facts'::regclass and attname = 'embedding')",
+        "where attrelid = 'memory.fact_embeddings'::regclass and attname = 'embedding')",
     ),
     P + "embedding_model()": Case(
         neutral="the installation's embedding model name (a column comment), not tenant data",

@@ -53,9 +53,19 @@ def test_reembed_to_8_dimensions(
                 "select memory.assert_facts(%s, %s::jsonb)",
                 (project, json.dumps([{"subject": "ann", "predicate": "likes", "object": "tea"}])),
             )
+            stored = conn.execute(  # type: ignore[index]
+                "select memory.store_embeddings('fact', array_agg(fact_id), "
+                "array_fill(array_fill(0.5, array[384])::vector, array[count(*)::int])) "
+                "from memory.facts_at(%s)",
+                (project,),
+            ).fetchone()[0]
+            assert stored == 1  # control: a 384-dimension vector the reembed must clear
 
     result = _reembed(owner_dsn, "--dim", "8", "--model", "tiny-8")
     assert result.returncode == 0, result.stderr
+    with psycopg.connect(app_dsn) as conn:
+        conn.execute("select memory.use_org(%s)", (org,))
+        assert conn.execute("select count(*) from memory.fact_embeddings").fetchone() == (0,)
     report = json.loads(result.stdout.splitlines()[0])
     assert report["dim"] == 8 and report["model"] == "tiny-8"
 
@@ -93,7 +103,8 @@ def test_reembed_to_8_dimensions(
         dims = conn.execute(
             "select 'episode', vector_dims(embedding) from memory.episodes union all "
             "select 'entity', vector_dims(embedding) from memory.entities union all "
-            "select 'fact', vector_dims(embedding) from memory_internal.fact_versions(%s) "
+            "select 'fact', vector_dims(e.embedding) from memory_internal.fact_versions(%s) v "
+            "join memory.fact_embeddings e using (org_id, fact_id) "
             "order by 1",
             (project,),
         ).fetchall()

@@ -50,6 +50,15 @@ def _assert(conn: psycopg.Connection[Any], project: uuid.UUID, facts: str) -> An
     return conn.execute("select memory.assert_facts(%s, %s::jsonb)", (project, facts)).fetchone()[0]  # type: ignore[index]
 
 
+def _embed(conn: psycopg.Connection[Any], facts: list[str]) -> Any:
+    """Store an embedding for each fact, as the embed worker does."""
+    return conn.execute(
+        "select memory.store_embeddings('fact', %s::uuid[], array_fill("
+        "array_fill(0.5, array[memory.embedding_dim()])::vector, array[%s]))",
+        (facts, len(facts)),
+    ).fetchone()[0]  # type: ignore[index]
+
+
 def _checks(plans: list[str]) -> list[tuple[str, list[str], list[str]]]:
     """Each referential check's table, key columns and index conditions."""
     found = []
@@ -82,7 +91,7 @@ def grown_session(fresh_install_module: str) -> dict[str, Any]:
         conn.execute("select memory.use_org(%s)", (org,))
         project = conn.execute("select memory.create_project(%s, 'p')", (org,)).fetchone()[0]  # type: ignore[index]
         first = _ingest(conn, project, "s0", _messages(0, 3))["episode_ids"]
-        _assert(conn, project, _facts(0, 3, first))
+        _embed(conn, [r["fact_id"] for r in _assert(conn, project, _facts(0, 3, first))["results"]])
         episodes = list(first)
         for s in range(1, 7):
             episodes += _ingest(conn, project, f"s{s}", _messages(s, 100))["episode_ids"]
@@ -99,6 +108,12 @@ def grown_session(fresh_install_module: str) -> dict[str, Any]:
 
         ingest_plans, ingested = plans_in_this_session(conn, ingest)
         fact_plans, asserted = plans_in_this_session(conn, facts)
+
+        def embed(c: psycopg.Connection[Any]) -> Any:
+            c.execute("select memory.use_org(%s)", (org,))
+            return _embed(c, [r["fact_id"] for r in asserted["results"]])
+
+        embed_plans, embedded = plans_in_this_session(conn, embed)
         postings = conn.execute(
             "select count(*) from memory_internal.episode_terms where episode_id = %s",
             (ingested["episode_ids"][0],),
@@ -108,7 +123,13 @@ def grown_session(fresh_install_module: str) -> dict[str, Any]:
     assert analyzed == [], analyzed
     assert len(ingested["episode_ids"]) == 50 and postings > 5, (ingested, postings)
     assert asserted["inserted"] == 50, asserted
-    return {"ingest": _checks(ingest_plans), "facts": _checks(fact_plans)}
+    assert embedded == 50, embedded
+    return {
+        "ingest": _checks(ingest_plans),
+        "facts": _checks(fact_plans),
+        "embeddings": _checks(embed_plans),
+        "embedding_reads": [p for p in embed_plans if "FOR KEY SHARE" not in p],
+    }
 
 
 def test_ingest_of_a_new_install_checks_each_episode_by_its_whole_key(
@@ -126,6 +147,34 @@ def test_ingest_of_a_new_install_checks_each_episode_by_its_whole_key(
 def test_fact_checks_of_entities_probe_the_whole_key(grown_session: dict[str, Any]) -> None:
     checks = [c for c in grown_session["facts"] if c[0] == "entities"]
     assert len(checks) >= 50, checks  # subject and object of each fact
+    assert not _partial(checks)
+
+
+def test_stored_embeddings_find_their_facts_by_key(grown_session: dict[str, Any]) -> None:
+    """store_embeddings finds each fact by its id (a probe per project of the org) on
+    plans made when the project held 3 facts: no read of memory.facts by an index
+    without fact_id, none by a sequential scan."""
+    reads = grown_session["embedding_reads"]
+    probes = [
+        p for p in reads if re.search(r"Index (Only )?Scan using facts_(pkey|text_cover_idx)", p)
+    ]
+    assert probes, reads  # control: the plans were seen
+    by_other = re.compile(r"Scan using facts_(?!pkey|text_cover_idx)\w+|Seq Scan on facts\b")
+    assert not [p for p in reads if by_other.search(p)], reads
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: a stored embedding's check of its fact version, planned while the "
+    "install held 3 facts, reads the org's versions until the first ANALYZE of memory.facts",
+)
+def test_embedding_checks_of_facts_probe_the_whole_key(grown_session: dict[str, Any]) -> None:
+    """A stored embedding's check of its fact version (sql/0026), planned when the
+    project held 3 facts: each probes (org, fact), not the org's facts. It takes
+    facts_range_changed_idx by the org alone (with (org, project, fact) as the key it
+    took the same index by the project)."""
+    checks = [c for c in grown_session["embeddings"] if c[0] == "facts"]
+    assert len(checks) == 50, checks
     assert not _partial(checks)
 
 

@@ -28,7 +28,7 @@ from nested_plans import analyzed_tables, plans_in_a_new_session, plans_in_this_
 
 SIZES = {"big": 4000, "mid": 950, "small": 50}  # 80 %, 19 %, 1 % of 5,000
 K = 30  # the leg's LIMIT for k = 10: greatest(k * 3, 30)
-HNSW_INDEXES = ("episodes_embedding_idx", "facts_embedding_idx")
+HNSW_INDEXES = ("episodes_embedding_idx", "fact_embeddings_embedding_idx")
 
 # The leg queries of memory.search, as written in functions/076_search_episodes.sql
 # (episodes) and functions/077_search.sql (facts).
@@ -43,9 +43,11 @@ EPISODE_LEG_FUNCTION = """
     select x.episode_id from memory_internal.search_episode_vector(
       %(project)s, %(q)s::vector, %(at)s, %(known_at)s, %(n)s) x"""
 FACT_LEG = """
-    select f.fact_id from memory.facts_at(%(project)s, %(at)s, %(known_at)s) f
-     where f.embedding is not null
-     order by f.embedding <=> %(q)s::vector
+    select e.fact_id from memory.fact_embeddings e
+      join memory.facts_at(%(project)s, %(at)s, %(known_at)s) f
+        on f.org_id = e.org_id and f.fact_id = e.fact_id
+     where e.project_id = %(project)s
+     order by e.embedding <=> %(q)s::vector
      limit %(n)s"""
 
 RANDOM_VECTOR = (
@@ -111,19 +113,24 @@ ENTITIES = """
     insert into memory.entities (org_id, project_id, name, normalized_name)
     select %(org)s, %(p)s, 'subject ' || i, 'subject ' || i from generate_series(1, %(n)s) i"""
 # Current facts (open windows starting anywhere in 2019-2023), recorded a day ago.
-FACTS = f"""
+FACTS = """
     insert into memory.facts (org_id, project_id, subject_id, predicate, predicate_label,
                               object_literal, object_key, identity_object, content, content_key,
                               source, valid_from, valid_range, recorded_at, range_changed_at,
-                              last_seen_at, embedding)
+                              last_seen_at)
     select n.org_id, n.project_id, n.entity_id, 'likes', 'likes', 'tea', 'tea', 'tea',
            n.name || ' likes tea', n.normalized_name || ' likes tea', 'api',
            v.t, tstzrange(v.t, null), now() - interval '1 day', now() - interval '1 day',
-           now() - interval '1 day', {RANDOM_VECTOR.format(corr="n.entity_id is not null")}
+           now() - interval '1 day'
       from memory.entities n
      cross join lateral (select timestamptz '2019-01-01Z' + random() * interval '5 years'
                                 + interval '0 s' * (n.entity_id is not null)::int as t) v
      where n.org_id = %(org)s and n.project_id = %(p)s"""
+FACT_EMBEDDINGS = f"""
+    insert into memory.fact_embeddings (org_id, project_id, fact_id, embedding)
+    select f.org_id, f.project_id, f.fact_id, {RANDOM_VECTOR.format(corr="f.fact_id is not null")}
+      from memory.facts f
+     where f.org_id = %(org)s and f.project_id = %(p)s"""
 
 
 def _load(conn: psycopg.Connection[Any], org: uuid.UUID, projects: dict[str, uuid.UUID]) -> None:
@@ -144,12 +151,15 @@ def _load(conn: psycopg.Connection[Any], org: uuid.UUID, projects: dict[str, uui
             " values (%(org)s, %(p)s, 'load')",
             params,
         )
-        for query in (EPISODES, ENTITIES, FACTS):
+        for query in (EPISODES, ENTITIES, FACTS, FACT_EMBEDDINGS):
             conn.execute(query, params)
     conn.execute("set local maintenance_work_mem = '256MB'")
     for ddl in indexdefs:
         conn.execute(ddl)
-    conn.execute("analyze memory.sessions, memory.episodes, memory.entities, memory.facts")
+    conn.execute(
+        "analyze memory.sessions, memory.episodes, memory.entities, memory.facts,"
+        " memory.fact_embeddings"
+    )
     conn.execute("set local session_replication_role = origin")
 
 
@@ -207,7 +217,11 @@ def test_fixture_sizes(app: PlanData) -> None:
             == n
         )
         assert (
-            app.scalar("select count(*) from memory.facts_at(%s) where embedding is not null", (p,))
+            app.scalar(
+                "select count(*) from memory.facts_at(%s) f join memory.fact_embeddings e"
+                " using (org_id, fact_id)",
+                (p,),
+            )
             == n
         )
     assert SIZES["small"] > K
@@ -239,9 +253,20 @@ def test_episode_vector_leg_function_is_inlined_onto_the_hnsw_index(
 
 
 def test_fact_vector_leg_uses_the_hnsw_index(app: PlanData) -> None:
+    """The HNSW scan of the embeddings gives the order; each candidate's version is a
+    probe of memory.facts by its key (a nested loop keeps the scan's order)."""
     params = app.leg_params("big")
     nodes = app.explain(FACT_LEG, params)
-    assert _hnsw_scan(nodes, "facts_embedding_idx"), app.explain_text(FACT_LEG, params)
+    text = app.explain_text(FACT_LEG, params)
+    assert _hnsw_scan(nodes, "fact_embeddings_embedding_idx"), text
+    loops = [n for n in nodes if n["Node Type"] == "Nested Loop"]
+    assert loops, text
+    probes = [
+        n
+        for n in _plan_nodes({"Plan": loops[0]})
+        if n.get("Relation Name") == "facts" and "fact_id = e.fact_id" in n.get("Index Cond", "")
+    ]
+    assert probes, text
 
 
 def test_iterative_scan_returns_full_k_for_a_one_percent_project(app: PlanData) -> None:
@@ -300,7 +325,9 @@ def test_search_returns_k_results_with_all_legs(app: PlanData, project: str) -> 
 def test_vector_leg_ranks_follow_distance(app: PlanData, leg: str) -> None:
     """relaxed_order lets an iterative scan return rows slightly out of distance order;
     a leg's ranks must still be by distance."""
-    table, key = ("episodes", "episode_id") if leg == "episode_vector" else ("facts", "fact_id")
+    table, key = (
+        ("episodes", "episode_id") if leg == "episode_vector" else ("fact_embeddings", "fact_id")
+    )
     bad = []
     for project in ("big", "mid"):
         for q in app.queries:
@@ -381,7 +408,7 @@ CACHED = {
     "fact": (
         "select x.fact_id from memory_internal.search_fact_vector_cached("
         "%(project)s, %(q)s::vector, %(at)s, %(known_at)s, %(n)s) x",
-        "facts_embedding_idx",
+        "fact_embeddings_embedding_idx",
     ),
 }
 
