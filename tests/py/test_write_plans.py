@@ -25,6 +25,7 @@ first ANALYZE replaced the session's plans).
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -44,6 +45,8 @@ from nested_plans import (
 MARKERS = {
     "layout": "lead(v.valid_from) over w",
     "outcome": "l.outcome = 'skipped'",
+    # sync_edges' expiry: the edges to expire found and locked, then updated by address.
+    "find_expired": "select c.ctid",
     "expire_edges": "update memory.edges e",
     "insert_edges": "insert into memory.edges",
     "floor_edges": "max(greatest(e.recorded_at, e.expired_at))",
@@ -270,11 +273,12 @@ def test_edge_sync_probes_each_key_in_a_project_unknown_to_statistics(admin_dsn:
     # Control: both statements ran, and did their work: the second batch closed the
     # first day's 60 edges (expired, replaced by closed ones) and opened 60 more.
     assert edges == (120, 60), edges
-    assert len(plans["insert_edges"]) == 2 and len(plans["expire_edges"]) == 2, plans
+    assert len(plans["insert_edges"]) == 2 and len(plans["find_expired"]) == 2, plans
+    _assert_expiry_by_address(plans["expire_edges"])
     # Every read of edges in these statements, and in the record-time floor's (which
     # reads the batch's subjects' edges), is an index probe keyed on an edge's end; no
     # sequential scan, no range of the org or project.
-    for name in ("expire_edges", "insert_edges", "floor_edges"):
+    for name in ("find_expired", "insert_edges", "floor_edges"):
         assert plans[name], (name, plans)
         for plan in plans[name]:
             assert "Seq Scan on edges" not in plan, (name, plan)
@@ -283,9 +287,16 @@ def test_edge_sync_probes_each_key_in_a_project_unknown_to_statistics(admin_dsn:
             assert reads, (name, plan)
             for i in reads:
                 cond = next((c for c in lines[i + 1 : i + 4] if "Index Cond" in c), "")
-                if "edges_pkey" in lines[i]:
-                    continue  # the expiry's update of the rows found, by id
                 assert "source_id =" in cond or "target_id =" in cond, (name, lines[i], plan)
+
+
+def _assert_expiry_by_address(plans: list[str]) -> None:
+    """The expiry's update takes the rows found by their addresses: a TID scan, and no
+    other read of memory.edges."""
+    assert plans, plans
+    for plan in plans:
+        scans = [line for line in plan.splitlines() if "Scan" in line and " on edges" in line]
+        assert scans and all("Tid Scan on edges" in line for line in scans), plan
 
 
 def test_first_edge_plans_of_a_new_install_probe_the_key_not_a_hub(fresh_install: str) -> None:
@@ -311,12 +322,68 @@ def test_first_edge_plans_of_a_new_install_probe_the_key_not_a_hub(fresh_install
         ).fetchone()
     # Control: the hubs are there, and both statements ran.
     assert hub is not None and hub[0] > 150, hub
-    assert len(plans["insert_edges"]) == 1 and len(plans["expire_edges"]) == 1, plans
-    for name in ("expire_edges", "insert_edges"):
+    assert len(plans["insert_edges"]) == 1 and len(plans["find_expired"]) == 1, plans
+    _assert_expiry_by_address(plans["expire_edges"])
+    for name in ("find_expired", "insert_edges"):
         for plan in plans[name]:
             assert "edges_key_idx" in plan, (name, plan)
             assert "edges_target_idx" not in plan, (name, plan)
             assert "Seq Scan on edges" not in plan, (name, plan)
+
+
+def test_edge_plans_of_an_install_analyzed_while_empty_probe_by_key(fresh_install: str) -> None:
+    """An ANALYZE of the new install's empty tables (an operator's, or the write
+    benchmark's) leaves memory.edges with no rows on record: sync_edges' statements,
+    planned on it once per session, must still read by key. The expiry's update, joined
+    to the rows found by id, read the org's edges by edges_pkey once per key (a batch of
+    100 took 95 ms, then 790 ms 30 batches later)."""
+    with psycopg.connect(fresh_install) as conn, conn.transaction(force_rollback=True):
+        conn.execute(
+            "analyze memory.edges, memory.facts, memory.entities, memory.fact_events, "
+            "memory_internal.fact_terms"
+        )
+        org = _org(conn, "analyzed empty edges")
+        project = _new_project(conn, org, "p")
+        conn.execute("select memory.declare_predicate(%s, 'works_at', 'one')", (project,))
+        # Two people move twice (every statement planned, an edge expired), then 600
+        # people twice: 1,800 edges by the last batch, each batch closing the last one's.
+        for day, n in ((1, 2), (2, 2), (3, 600), (4, 600)):
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)", (project, _employer_batch(n, day))
+            )
+        conn.execute("reset role")
+        plans = _plans(conn, project, [_employer_batch(60, 5)])
+        edges = conn.execute(
+            "select count(*), count(*) filter (where expired_at is not null) "
+            "from memory.edges where project_id = %s",
+            (project,),
+        ).fetchone()
+        reltuples = conn.execute(
+            "select reltuples from pg_class where oid = 'memory.edges'::regclass"
+        ).fetchone()
+    # Controls: the statistics still say empty; the batches expired what they closed
+    # (the last one 60 of day 4's edges).
+    assert reltuples == (0,), reltuples
+    assert edges is not None and edges[0] > 1800 and edges[1] >= 662, edges
+    # No read of edges by a range of the org or project, in any of sync_edges' plans.
+    for plan in plans["find_expired"] + plans["expire_edges"] + plans["insert_edges"]:
+        lines = plan.splitlines()
+        for i, line in enumerate(lines):
+            if "Scan" in line and " on edges" in line:
+                cond = next((c for c in lines[i + 1 : i + 4] if "Index Cond" in c), "")
+                assert not re.search(
+                    r"Index Cond: \(\(?org_id = \$1\)?( AND \(project_id = \$2\))?\)$", cond.strip()
+                ), (line, plan)
+    assert len(plans["find_expired"]) == 1 and len(plans["insert_edges"]) == 1, plans
+    _assert_expiry_by_address(plans["expire_edges"])
+    for name in ("find_expired", "insert_edges"):
+        for plan in plans[name]:
+            lines = plan.splitlines()
+            reads = [i for i, line in enumerate(lines) if "Scan" in line and " on edges" in line]
+            assert reads, (name, plan)
+            for i in reads:
+                cond = next((c for c in lines[i + 1 : i + 4] if "Index Cond" in c), "")
+                assert "source_id =" in cond, (name, lines[i], plan)
 
 
 def test_job_wakeup_check_reads_one_kind_not_a_backlog_of_another(admin_dsn: str) -> None:
