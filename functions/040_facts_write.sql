@@ -284,7 +284,10 @@ comment on function memory_internal.sync_edges(uuid, uuid, uuid[], uuid[], text[
 -- record-time floor, for identities_floor and assert_facts (whose outcome
 -- lookup reads the facts half itself, in its pass over the versions).
 -- One probe of edges_key_idx per (source, relation): as a join, a plan
--- made on few statistics read all the org's edges.
+-- made on few statistics read all the org's edges.  In the order of the
+-- rest of that index's key, sorts off: planned while memory.edges looked
+-- empty, the probe took edges_target_idx by the org and relation alone (a
+-- skip scan over the targets), reading every edge of that relation.
 create or replace function memory_internal.edges_floor(
   p_org uuid, p_project uuid, p_sources uuid[], p_relations text[])
   returns timestamptz
@@ -293,6 +296,8 @@ create or replace function memory_internal.edges_floor(
   set search_path = memory_internal, memory, public, pg_temp
   set plan_cache_mode = force_generic_plan
   set enable_seqscan = off
+  set enable_sort = off
+  set enable_incremental_sort = off
 as $$
 begin
   return (
@@ -302,6 +307,7 @@ begin
        select y.recorded_at, y.expired_at from memory.edges y
         where y.org_id = p_org and y.project_id = p_project and y.source_id = k.s
           and y.relation = k.r
+        order by y.target_id, y.relation, y.recorded_at
        offset 0) e);
 end
 $$;

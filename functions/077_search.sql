@@ -177,9 +177,15 @@ create or replace function memory_internal.search_graph_level(
   -- The plan is kept for the session: one made while the project is small
   -- must not scan whole tables once it has grown (as restitch).
   set enable_seqscan = off
+  set enable_sort = off
+  set enable_incremental_sort = off
 as $$
 begin
   -- offset 0 keeps each lateral read a probe per entity (or per edge).
+  -- Each read of edges asks for an order only its index gives, so a plan
+  -- made while memory.edges looked empty cannot read the org's edges by
+  -- edges_pkey instead (sql/0027): by source, the rest of edges_key_idx's
+  -- key; by target, edges_target_idx's relation.
   with lvl as materialized (
     select e.source_id, e.target_id, e.relation
       from unnest(p_frontier) s(id)
@@ -187,6 +193,7 @@ begin
        select x.source_id, x.target_id, x.relation
          from memory.edges_at(p_project, p_at, p_known_at) x
         where x.source_id = s.id
+        order by x.target_id, x.relation, x.recorded_at
        offset 0) e
      where (p_depth < 2 or e.target_id = any (p_frontier))
        and not (e.source_id = any (p_inner) or e.target_id = any (p_inner))
@@ -198,6 +205,7 @@ begin
        select x.source_id, x.target_id, x.relation
          from memory.edges_at(p_project, p_at, p_known_at) x
         where x.target_id = t.id
+        order by x.relation
        offset 0) e
      where p_depth < 2 and not e.source_id = any (p_frontier)
        and not (e.source_id = any (p_inner) or e.target_id = any (p_inner))

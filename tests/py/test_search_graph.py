@@ -234,6 +234,60 @@ def test_graph_level_is_one_generic_plan_of_index_probes(admin_dsn: str, n: int)
         assert "(project_id = $1)" in plan and str(project) not in plan, plan
 
 
+def test_graph_level_planned_while_edges_looked_empty_reads_by_entity(
+    fresh_install: str,
+) -> None:
+    """A new install analyzed while empty (an operator's ANALYZE before the first
+    writes): the session's graph walk, planned then and kept while the project grows,
+    still reads each frontier entity's edges by source and by target. Planned so, it read
+    the org's edges by edges_pkey with the org alone as its condition, once per entity
+    of the frontier, until the next ANALYZE."""
+    with psycopg.connect(fresh_install) as conn, conn.transaction(force_rollback=True):
+        conn.execute("analyze memory.edges, memory.facts, memory.entities")
+        conn.execute("set local role chronomem_app")
+        org = conn.execute("select memory.create_org('graph empty stats')").fetchone()[0]  # type: ignore[index]
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = conn.execute("select memory.create_project(%s, 'g')", (org,)).fetchone()[0]  # type: ignore[index]
+
+        def knows(pairs: list[tuple[int, int]]) -> None:
+            facts = [
+                {"subject": f"node {a}", "predicate": "knows", "object": f"node {b}",
+                 "object_type": "entity"}
+                for a, b in pairs
+            ]  # fmt: skip
+            conn.execute("select memory.assert_facts(%s, %s::jsonb)", (project, json.dumps(facts)))
+
+        def walk() -> Any:
+            return conn.execute(
+                "select memory.search(%s, 'What about node 1 and node 2?', null, "
+                "p_legs => array['graph'])",
+                (project,),
+            ).fetchone()[0]  # type: ignore[index]
+
+        knows([(1, 2), (2, 3)])
+        conn.execute("reset role")
+        with nested_plans(conn) as first:
+            walk()  # the session's plan, made on the empty statistics
+        conn.execute("set local role chronomem_app")
+        knows([(i, i % 700 + 1) for i in range(1, 701)] + [(i, 1) for i in range(3, 300)])
+        conn.execute("reset role")
+        with nested_plans(conn) as seen:
+            result = walk()
+        reltuples = conn.execute(
+            "select reltuples from pg_class where oid = 'memory.edges'::regclass"
+        ).fetchone()
+    plans = [p for p in first + seen if "with lvl as materialized" in p]
+    # Controls: the statistics still say empty; the walk found facts on the edges.
+    assert reltuples == (0,), reltuples
+    assert result["results"] and not result["degraded"], result
+    assert len(plans) >= 2, plans
+    for plan in plans:
+        assert "edges_pkey" not in plan and "Seq Scan" not in plan, plan
+        conds = [line for line in plan.splitlines() if "Index Cond:" in line]
+        assert any("(source_id = s.id)" in c for c in conds), plan
+        assert any("(target_id = t.id)" in c for c in conds), plan
+
+
 def test_communities_count_each_member_s_links_once(admin_dsn: str) -> None:
     """compute_communities names each community after its member with the most links;
     it counts every entity's links once, in one pass over the links. Counted per member

@@ -365,8 +365,11 @@ def test_edge_plans_of_an_install_analyzed_while_empty_probe_by_key(fresh_instal
     # (the last one 60 of day 4's edges).
     assert reltuples == (0,), reltuples
     assert edges is not None and edges[0] > 1800 and edges[1] >= 662, edges
-    # No read of edges by a range of the org or project, in any of sync_edges' plans.
-    for plan in plans["find_expired"] + plans["expire_edges"] + plans["insert_edges"]:
+    # No read of edges by a range of the org or project, in any of sync_edges' plans
+    # or the record-time floor's.
+    for plan in (
+        plans["find_expired"] + plans["expire_edges"] + plans["insert_edges"] + plans["floor_edges"]
+    ):
         lines = plan.splitlines()
         for i, line in enumerate(lines):
             if "Scan" in line and " on edges" in line:
@@ -375,8 +378,9 @@ def test_edge_plans_of_an_install_analyzed_while_empty_probe_by_key(fresh_instal
                     r"Index Cond: \(\(?org_id = \$1\)?( AND \(project_id = \$2\))?\)$", cond.strip()
                 ), (line, plan)
     assert len(plans["find_expired"]) == 1 and len(plans["insert_edges"]) == 1, plans
+    assert plans["floor_edges"], plans
     _assert_expiry_by_address(plans["expire_edges"])
-    for name in ("find_expired", "insert_edges"):
+    for name in ("find_expired", "insert_edges", "floor_edges"):
         for plan in plans[name]:
             lines = plan.splitlines()
             reads = [i for i, line in enumerate(lines) if "Scan" in line and " on edges" in line]
