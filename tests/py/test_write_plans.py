@@ -299,22 +299,29 @@ def _assert_expiry_by_address(plans: list[str]) -> None:
         assert scans and all("Tid Scan on edges" in line for line in scans), plan
 
 
+def _grown_then_planned(
+    conn: psycopg.Connection[Any], label: str
+) -> tuple[uuid.UUID, dict[str, list[str]]]:
+    """In a new org and project (works_at declared one): two people move twice
+    (the session plans every statement of sync_edges on what the tables hold then, an
+    edge expired), then 600 people on 7 companies twice (hubs of ~170 edges, 1,800
+    edges); the project, and the plans of a fifth day's 60 moves."""
+    project = _new_project(conn, _org(conn, label), "p")
+    conn.execute("select memory.declare_predicate(%s, 'works_at', 'one')", (project,))
+    for day, n in ((1, 2), (2, 2), (3, 600), (4, 600)):
+        conn.execute(
+            "select memory.assert_facts(%s, %s::jsonb)", (project, _employer_batch(n, day))
+        )
+    conn.execute("reset role")
+    return project, _plans(conn, project, [_employer_batch(60, 5)])
+
+
 def test_first_edge_plans_of_a_new_install_probe_the_key_not_a_hub(fresh_install: str) -> None:
     """sync_edges' probes, planned on a new install's empty memory.edges, by the key
     index: the target index cost the same then and read every edge into a hub."""
     with psycopg.connect(fresh_install) as conn, conn.transaction(force_rollback=True):
-        org = _org(conn, "new install edges")
-        project = _new_project(conn, org, "p")
-        conn.execute("select memory.declare_predicate(%s, 'works_at', 'one')", (project,))
-        # The first writes (an edge opened, then closed and another opened) plan every
-        # statement on empty tables; then 600 people on 7 companies: hubs of ~170 edges.
-        for day in (1, 2, 3, 4):
-            conn.execute(
-                "select memory.assert_facts(%s, %s::jsonb)",
-                (project, _employer_batch(2 if day < 3 else 600, day)),
-            )
-        conn.execute("reset role")
-        plans = _plans(conn, project, [_employer_batch(60, 5)])
+        # The first writes plan every statement on empty tables.
+        project, plans = _grown_then_planned(conn, "new install edges")
         hub = conn.execute(
             "select max(n) from (select count(*) n from memory.edges where project_id = %s "
             "group by target_id) x",
@@ -342,17 +349,8 @@ def test_edge_plans_of_an_install_analyzed_while_empty_probe_by_key(fresh_instal
             "analyze memory.edges, memory.facts, memory.entities, memory.fact_events, "
             "memory_internal.fact_terms"
         )
-        org = _org(conn, "analyzed empty edges")
-        project = _new_project(conn, org, "p")
-        conn.execute("select memory.declare_predicate(%s, 'works_at', 'one')", (project,))
-        # Two people move twice (every statement planned, an edge expired), then 600
-        # people twice: 1,800 edges by the last batch, each batch closing the last one's.
-        for day, n in ((1, 2), (2, 2), (3, 600), (4, 600)):
-            conn.execute(
-                "select memory.assert_facts(%s, %s::jsonb)", (project, _employer_batch(n, day))
-            )
-        conn.execute("reset role")
-        plans = _plans(conn, project, [_employer_batch(60, 5)])
+        # The first writes plan every statement on tables analyzed empty.
+        project, plans = _grown_then_planned(conn, "analyzed empty edges")
         edges = conn.execute(
             "select count(*), count(*) filter (where expired_at is not null) "
             "from memory.edges where project_id = %s",
