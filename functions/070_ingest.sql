@@ -203,6 +203,21 @@ begin
     update memory.episodes e set embedding = u.v
       from unnest(p_ids, p_vectors) u(id, v) where e.episode_id = u.id;
   elsif p_kind = 'fact' then
+    -- The write lock (shared) of each project holding one of the versions,
+    -- in project order, before the versions are read again and stored: a
+    -- wipe holds it exclusively, so none runs between that read and this
+    -- transaction's end, and one that ran before left nothing to read.
+    -- (What the foreign key's check did, sql/0028.)
+    perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(x.project_id))
+       from (select distinct f.project_id
+               from memory.projects p
+              cross join lateral (
+                    select v.project_id
+                      from memory_internal.fact_versions(p.project_id) v
+                     where v.fact_id = any (p_ids)
+                     order by v.fact_id) f
+              where p.org_id = memory_internal.current_org()
+              order by 1) x;
     -- Versions of the org's projects only (a wiped id is skipped), their
     -- project from the version itself; the last vector given for an id wins.
     -- A NULL vector clears, as it does for episodes and entities.
@@ -243,5 +258,26 @@ begin
   return v_n;
 end
 $$;
+-- A deleted fact version's embedding goes in the deleting statement (a
+-- wipe: found by key from the deleted rows), as a foreign key's cascade
+-- would have done (sql/0028 says why there is none).
+create or replace function memory_internal.tg_facts__embeddings() returns trigger
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  delete from memory.fact_embeddings e
+   using old_rows o
+   where e.org_id = o.org_id and e.fact_id = o.fact_id;
+  return null;
+end
+$$;
+comment on function memory_internal.tg_facts__embeddings() is
+  'Deletes the embeddings of the fact versions a statement deletes (memory.fact_embeddings has no foreign key).';
+
+create or replace trigger "40_embeddings_delete" after delete on memory.facts
+  referencing old table as old_rows
+  for each statement execute function memory_internal.tg_facts__embeddings();
+
 comment on function memory.store_embeddings(text, uuid[], vector[]) is
   'Write embeddings computed by the embed worker (rows of the current org only).';

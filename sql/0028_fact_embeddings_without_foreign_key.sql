@@ -1,0 +1,17 @@
+-- 0028_fact_embeddings_without_foreign_key: memory.fact_embeddings loses
+-- its foreign key to memory.facts, as the fact postings never had one
+-- (sql/0010).
+--
+-- The key's check is a query each session plans once.  The embed
+-- worker's session, whose first store on a new install ran when the
+-- project held 3 facts, planned it as a read of facts_range_changed_idx by
+-- the org alone and kept that plan until memory.facts was analyzed: every
+-- embedding stored read the org's versions
+-- (tests/py/test_referential_plans.py).  What the key guarded is kept
+-- otherwise: memory.store_embeddings is the only writer and stores only
+-- versions it reads, holding their projects' write lock (shared) from
+-- before that read to its commit, so a wipe (which holds it exclusively)
+-- never runs between them; and the versions' delete trigger
+-- (tg_facts__embeddings, functions/070) deletes their embeddings by key in
+-- the deleting statement, as the cascade did.
+alter table memory.fact_embeddings drop constraint fact_embeddings_org_id_fact_id_fkey;

@@ -1,0 +1,121 @@
+"""A fact version's embedding and a wipe of its project, racing: whichever commits
+first, no embedding of a wiped version is left (memory.fact_embeddings has no foreign
+key, sql/0028: store_embeddings holds the project's write lock, shared, from its read
+of the versions to its commit, and a wipe holds it exclusively)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+VEC = "array_fill(0.5, array[memory.embedding_dim()])::vector"
+
+
+def _project_with_fact(app_dsn: str, org: uuid.UUID, name: str) -> tuple[uuid.UUID, uuid.UUID]:
+    with psycopg.connect(app_dsn) as conn, conn.transaction():
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = conn.execute("select memory.create_project(%s, %s)", (org, name)).fetchone()[0]  # type: ignore[index]
+        facts = [{"subject": "Zoltan", "predicate": "lives in", "object": "Oslo"}]
+        result = conn.execute(
+            "select memory.assert_facts(%s, %s::jsonb)", (project, json.dumps(facts))
+        ).fetchone()[0]  # type: ignore[index]
+    return project, uuid.UUID(result["results"][0]["fact_id"])
+
+
+def _store(conn: psycopg.Connection[Any], fact: uuid.UUID) -> int:
+    return conn.execute(  # type: ignore[no-any-return, index]
+        f"select memory.store_embeddings('fact', array[%s]::uuid[], array[{VEC}])", (fact,)
+    ).fetchone()[0]
+
+
+def _embedded(app_dsn: str, org: uuid.UUID, fact: uuid.UUID) -> int:
+    with psycopg.connect(app_dsn) as conn, conn.transaction():
+        conn.execute("select memory.use_org(%s)", (org,))
+        return conn.execute(  # type: ignore[no-any-return, index]
+            "select count(*) from memory.fact_embeddings where fact_id = %s", (fact,)
+        ).fetchone()[0]
+
+
+def _waits_for_a_lock(admin_dsn: str, pid: int, timeout: float = 10.0) -> bool:
+    """Whether backend pid comes to wait for a heavyweight lock (an advisory one here)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "select wait_event_type from pg_stat_activity where pid = %s", (pid,)
+            ).fetchone()
+            if row and row[0] == "Lock":
+                return True
+            time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def org(app_dsn: str) -> uuid.UUID:
+    with psycopg.connect(app_dsn) as conn:
+        return conn.execute("select memory.create_org('embedding wipe race')").fetchone()[0]  # type: ignore[no-any-return, index]
+
+
+def test_a_wipe_after_a_store_takes_the_stored_embedding(
+    app_dsn: str, admin_dsn: str, org: uuid.UUID
+) -> None:
+    project, fact = _project_with_fact(app_dsn, org, "stored first")
+    with psycopg.connect(app_dsn) as storer:
+        storer.execute("select memory.use_org(%s)", (org,))  # in the open transaction
+        assert _store(storer, fact) == 1  # control: stored, not committed yet
+        wiped: list[Any] = []
+
+        def wipe() -> None:
+            with psycopg.connect(app_dsn) as conn, conn.transaction():
+                conn.execute("select memory.use_org(%s)", (org,))
+                wiped.append(conn.info.backend_pid)
+                wiped.append(conn.execute("select memory.wipe(%s)", (project,)).fetchone()[0])  # type: ignore[index]
+
+        thread = threading.Thread(target=wipe)
+        thread.start()
+        while not wiped:
+            time.sleep(0.01)
+        # The wipe waits for the store's transaction ...
+        assert _waits_for_a_lock(admin_dsn, wiped[0])
+        storer.commit()
+    thread.join(timeout=30)
+    # ... and then deletes the version and its embedding.
+    assert wiped[1]["scope"] == "project" and wiped[1]["facts"] == 1, wiped
+    assert _embedded(app_dsn, org, fact) == 0
+
+
+def test_a_store_after_a_wipe_stores_nothing(app_dsn: str, admin_dsn: str, org: uuid.UUID) -> None:
+    project, fact = _project_with_fact(app_dsn, org, "wiped first")
+    _, other = _project_with_fact(app_dsn, org, "not wiped")
+    with psycopg.connect(app_dsn) as wiper:
+        wiper.execute("select memory.use_org(%s)", (org,))
+        wiper.execute("select memory.wipe(%s)", (project,))  # not committed yet
+        stored: list[Any] = []
+
+        def store() -> None:
+            with psycopg.connect(app_dsn) as conn, conn.transaction():
+                conn.execute("select memory.use_org(%s)", (org,))
+                stored.append(conn.info.backend_pid)
+                stored.append(_store(conn, fact))
+
+        thread = threading.Thread(target=store)
+        thread.start()
+        while not stored:
+            time.sleep(0.01)
+        # The store waits for the wipe's transaction ...
+        assert _waits_for_a_lock(admin_dsn, stored[0])
+        wiper.commit()
+    thread.join(timeout=30)
+    # ... and then finds no version to embed.
+    assert stored[1] == 0 and _embedded(app_dsn, org, fact) == 0, stored
+    # Control: a version of another project is stored.
+    with psycopg.connect(app_dsn) as conn, conn.transaction():
+        conn.execute("select memory.use_org(%s)", (org,))
+        assert _store(conn, other) == 1
+    assert _embedded(app_dsn, org, other) == 1
