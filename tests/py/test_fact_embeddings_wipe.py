@@ -56,6 +56,35 @@ def _waits_for_a_lock(admin_dsn: str, pid: int, timeout: float = 10.0) -> bool:
     return False
 
 
+def _waits_then_runs(
+    holder: psycopg.Connection[Any],
+    app_dsn: str,
+    admin_dsn: str,
+    org: uuid.UUID,
+    sql: str,
+    params: tuple[Any, ...],
+) -> Any:
+    """Run sql in another session of org while holder's transaction is open: it must wait
+    for a lock until holder commits. Its result."""
+    out: list[Any] = []
+
+    def run() -> None:
+        with psycopg.connect(app_dsn) as conn, conn.transaction():
+            conn.execute("select memory.use_org(%s)", (org,))
+            out.append(conn.info.backend_pid)
+            out.append(conn.execute(sql, params).fetchone()[0])  # type: ignore[index]
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    while not out:
+        time.sleep(0.01)
+    waited = _waits_for_a_lock(admin_dsn, out[0])
+    holder.commit()
+    thread.join(timeout=30)
+    assert waited, "the second session did not wait for the first one's commit"
+    return out[1]
+
+
 @pytest.fixture
 def org(app_dsn: str) -> uuid.UUID:
     with psycopg.connect(app_dsn) as conn:
@@ -69,24 +98,11 @@ def test_a_wipe_after_a_store_takes_the_stored_embedding(
     with psycopg.connect(app_dsn) as storer:
         storer.execute("select memory.use_org(%s)", (org,))  # in the open transaction
         assert _store(storer, fact) == 1  # control: stored, not committed yet
-        wiped: list[Any] = []
-
-        def wipe() -> None:
-            with psycopg.connect(app_dsn) as conn, conn.transaction():
-                conn.execute("select memory.use_org(%s)", (org,))
-                wiped.append(conn.info.backend_pid)
-                wiped.append(conn.execute("select memory.wipe(%s)", (project,)).fetchone()[0])  # type: ignore[index]
-
-        thread = threading.Thread(target=wipe)
-        thread.start()
-        while not wiped:
-            time.sleep(0.01)
-        # The wipe waits for the store's transaction ...
-        assert _waits_for_a_lock(admin_dsn, wiped[0])
-        storer.commit()
-    thread.join(timeout=30)
-    # ... and then deletes the version and its embedding.
-    assert wiped[1]["scope"] == "project" and wiped[1]["facts"] == 1, wiped
+        # The wipe waits for the store's commit, then deletes the version and its embedding.
+        wiped = _waits_then_runs(
+            storer, app_dsn, admin_dsn, org, "select memory.wipe(%s)", (project,)
+        )
+    assert wiped["scope"] == "project" and wiped["facts"] == 1, wiped
     assert _embedded(app_dsn, org, fact) == 0
 
 
@@ -96,24 +112,16 @@ def test_a_store_after_a_wipe_stores_nothing(app_dsn: str, admin_dsn: str, org: 
     with psycopg.connect(app_dsn) as wiper:
         wiper.execute("select memory.use_org(%s)", (org,))
         wiper.execute("select memory.wipe(%s)", (project,))  # not committed yet
-        stored: list[Any] = []
-
-        def store() -> None:
-            with psycopg.connect(app_dsn) as conn, conn.transaction():
-                conn.execute("select memory.use_org(%s)", (org,))
-                stored.append(conn.info.backend_pid)
-                stored.append(_store(conn, fact))
-
-        thread = threading.Thread(target=store)
-        thread.start()
-        while not stored:
-            time.sleep(0.01)
-        # The store waits for the wipe's transaction ...
-        assert _waits_for_a_lock(admin_dsn, stored[0])
-        wiper.commit()
-    thread.join(timeout=30)
-    # ... and then finds no version to embed.
-    assert stored[1] == 0 and _embedded(app_dsn, org, fact) == 0, stored
+        # The store waits for the wipe's commit, then finds no version to embed.
+        stored = _waits_then_runs(
+            wiper,
+            app_dsn,
+            admin_dsn,
+            org,
+            f"select memory.store_embeddings('fact', array[%s]::uuid[], array[{VEC}])",
+            (fact,),
+        )
+    assert stored == 0 and _embedded(app_dsn, org, fact) == 0, stored
     # Control: a version of another project is stored.
     with psycopg.connect(app_dsn) as conn, conn.transaction():
         conn.execute("select memory.use_org(%s)", (org,))
