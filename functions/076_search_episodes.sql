@@ -513,6 +513,26 @@ create or replace trigger "40_terms_update" after update of content, project_id,
                      or old.token_count is distinct from new.token_count)
   execute function memory_internal.tg_episodes__terms();
 
+-- Which of a question's words a leg reads candidates for: from the rarest
+-- (fewest postings, or names), while their summed counts stay within
+-- p_budget, and always the rarest (ties by spelling); a word with no count
+-- is never picked.  NULL when no word has one.  The one rule of the
+-- episode and fact full-text legs and of the entity leg's shared words.
+create or replace function memory_internal.rarest_words(
+  p_words text[], p_counts double precision[], p_budget double precision)
+  returns text[]
+  language sql immutable parallel safe
+  as $$
+    select array_agg(r.word order by r.rn)
+      from (select c.word, sum(c.n) over by_n as cum, row_number() over by_n as rn
+              from unnest(p_words, p_counts) c(word, n)
+             where c.n > 0
+            window by_n as (order by c.n, c.word)) r
+     where r.rn = 1 or r.cum <= p_budget
+  $$;
+comment on function memory_internal.rarest_words(text[], double precision[], double precision) is
+  'The words a full-text or entity leg reads candidates for: from the rarest (by p_counts), while their summed counts stay within p_budget, and always the rarest; NULL when no word has a count.';
+
 -- Episode full-text leg: Okapi BM25 over the question's lexemes (an OR
 -- query, so a long question finds the episode holding its rare words).
 -- ts_rank_cd has no notion of how rare a word is, so a speaker's name in
@@ -579,12 +599,10 @@ create or replace function memory_internal.search_episode_fulltext(
       select d.lexeme, d.df::float8 as df
         from q cross join lateral memory_internal.episode_term_dfs(q.org_id, p_project, q.lexemes) d
     ), picked as (
-      select r.lexeme
-        from (select d.lexeme, sum(d.df) over by_df as cum, row_number() over by_df as rn
-                from df d
-               where d.df > 0
-              window by_df as (order by d.df, d.lexeme)) r, q
-       where r.rn = 1 or r.cum <= q.c_budget
+      select unnest(memory_internal.rarest_words(array_agg(d.lexeme), array_agg(d.df), q.c_budget))
+               as lexeme
+        from df d cross join q
+       group by q.c_budget
     ), bound as materialized (
       -- Whether a picked word holds more than c_budget postings (at any
       -- instant: postings are not filtered here).  Only then does the

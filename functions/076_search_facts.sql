@@ -221,12 +221,8 @@ begin
         end if;
       end loop;
     end if;
-    select array_agg(r.lexeme) filter (where r.rn = 1 or r.cum <= v_budget), count(*), min(r.n)
-      into v_picked, v_present, v_least
-      from (select c.lexeme, c.n, sum(c.n) over by_n as cum, row_number() over by_n as rn
-              from unnest(v_lexemes, v_counts) c(lexeme, n)
-             where c.n > 0
-            window by_n as (order by c.n, c.lexeme)) r;
+    v_picked := memory_internal.rarest_words(v_lexemes, v_counts::float8[], v_budget);
+    select count(*), min(c.n) into v_present, v_least from unnest(v_counts) c(n) where c.n > 0;
     if v_picked is null then
       return;  -- no fact of the project holds any of the words
     end if;

@@ -252,12 +252,7 @@ begin
                                 where t.org_id = v_org and t.project_id = p_project and t.token = w.token
                                 limit v_budget + 1) x) k
                      order by w.o);
-  v_picked := array(select r.token
-                      from (select c.token, sum(c.n) over by_n as cum, row_number() over by_n as rn
-                              from unnest(v_words, v_counts) c(token, n)
-                             where c.n > 0
-                            window by_n as (order by c.n, c.token)) r
-                     where r.rn = 1 or r.cum <= v_budget);
+  v_picked := memory_internal.rarest_words(v_words, v_counts::float8[], v_budget);
   v_cand := array(select t.entity_id from memory_internal.entity_name_tokens t
                    where t.org_id = v_org and t.project_id = p_project and t.token = any (v_picked)
                   union

@@ -50,6 +50,7 @@ grant execute on function
   memory_internal.search_fact_vector_cached(uuid, vector, timestamptz, timestamptz, integer),
   memory_internal.search_fact_vector_planned(uuid, vector, timestamptz, timestamptz, integer),
   memory_internal.project_sizes(uuid, uuid),
+  memory_internal.rarest_words(text[], double precision[], double precision),
   memory_internal.search_episode_fulltext(uuid, text, timestamptz, timestamptz, integer),
   memory_internal.episode_term_dfs(uuid, uuid, text[]),
   memory_internal.episode_collection(uuid, uuid),
