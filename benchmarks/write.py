@@ -59,6 +59,15 @@ SUBJECT_NS = uuid.UUID("6f1d7c1e-2a4b-4c8e-9a51-6d0c1b7e3f20")
 GOAL_MIN, GOAL_TARGET = 0.5, 0.7
 COUNT_KEYS = ("inserted", "superseded", "skipped", "refused", "invalid")
 
+# --ablate: a diagnostic, never the goal's measurement.  Each name switches off, in the
+# benchmark's own throwaway database, one piece of what assert_facts does and the
+# baseline does not, so a run tells how far the ratio moves without it.
+ABLATIONS = {
+    "postings": "the fact full-text postings (memory.facts trigger 40_terms_insert disabled)",
+    "foreign-keys": "every foreign key of the memory and memory_internal schemas dropped "
+    "(no referential check on any write)",
+}
+
 SCRATCH_SCHEMA = "bench_scratch"
 BARE = f"{SCRATCH_SCHEMA}.bench_bare_facts"
 CREATE_BARE = f"create table {BARE} (like memory.facts including all)"
@@ -142,6 +151,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=20240601, help="workload seed")
     parser.add_argument(
+        "--ablate",
+        type=_ablations,
+        default=[],
+        help="diagnostic, comma-separated: "
+        + "; ".join(f"{k}: {v}" for k, v in ABLATIONS.items())
+        + ". Applied to the benchmark's own database after it is migrated; the results go "
+        "to write_ablated_<names>.json/.png, never to write.json",
+    )
+    parser.add_argument(
         "--stats",
         choices=["fresh", "stale"],
         default="fresh",
@@ -149,6 +167,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "planned on statistics that know the project's rows; stale: only before the "
         "warm-up, i.e. the project is new to the planner (as before autovacuum catches up)",
     )
+
+
+def _ablations(text: str) -> list[str]:
+    names = sorted({x.strip() for x in text.split(",") if x.strip()})
+    unknown = [n for n in names if n not in ABLATIONS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown ablation {', '.join(unknown)} (known: {', '.join(ABLATIONS)})"
+        )
+    return names
 
 
 # --------------------------------------------------------------------------- workload
@@ -343,6 +371,29 @@ def create_bare_table(owner_dsn: str) -> dict[str, Any]:
         "foreign_keys": fks,
         "triggers": triggers,
     }
+
+
+def ablate(owner_dsn: str, names: list[str]) -> list[str]:
+    """Apply the --ablate diagnostics to the benchmark database; returns the statements."""
+    done: list[str] = []
+    with psycopg.connect(owner_dsn) as conn:
+        statements = []
+        if "postings" in names:
+            statements.append('alter table memory.facts disable trigger "40_terms_insert"')
+        if "foreign-keys" in names:
+            statements += [
+                f"alter table {table} drop constraint {name}"
+                for table, name in conn.execute(
+                    "select c.conrelid::regclass::text, quote_ident(c.conname) "
+                    "from pg_constraint c join pg_namespace n on n.oid = c.connamespace "
+                    "where c.contype = 'f' and n.nspname in ('memory', 'memory_internal') "
+                    "order by 1, 2"
+                ).fetchall()
+            ]
+        for statement in statements:
+            conn.execute(statement)
+            done.append(statement)
+    return done
 
 
 def drop_bare_table(owner_dsn: str) -> None:
@@ -821,6 +872,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
     load_before = os.getloadavg()  # other work on the machine skews both methods unevenly
     speed_before = speed_reference(db.admin)
     table = create_bare_table(db.owner)
+    ablated = ablate(db.owner, args.ablate) if args.ablate else []
     try:
         org = new_org(db.app, "benchmark write")
         scenarios = [scenario(db, org, w, args) for w in args.writers]
@@ -846,6 +898,7 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
             "writers": args.writers,
             "seed": args.seed,
             "stats": args.stats,
+            "ablate": args.ablate,
             "mix": MIX,
             "server": db.server,
             "postgres": server,
@@ -870,20 +923,34 @@ def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
         ),
         "baseline": baseline_description(table),
         "goal": {"ratio_min": GOAL_MIN, "ratio_target": GOAL_TARGET},
+        "ablation": (
+            {
+                "what": [ABLATIONS[n] for n in args.ablate],
+                "statements": ablated,
+                "note": "A diagnostic: assert_facts ran without these, so its ratio is not the "
+                "goal's measurement (write.json is).",
+            }
+            if args.ablate
+            else None
+        ),
         "scenarios": scenarios,
         "small_batches": small,
         "entity_objects": entities,
         "runtime_s": round(perf_counter() - started, 1),
     }
     out: Path = args.out
-    json_path = out / "write.json"
+    stem = "write" + (
+        "_ablated_" + "_".join(n.replace("-", "_") for n in args.ablate) if args.ablate else ""
+    )
+    json_path = out / f"{stem}.json"
     write_json(json_path, result)
     subtitle = (
         f"PostgreSQL {server['version']}, {machine['cores']} cores, {args.batches} timed "
         f"batches/writer,\nmix 50/30/20 new/superseding/identical, stats {args.stats}"
+        + (f"; ablated: {', '.join(args.ablate)}" if args.ablate else "")
     )
     per_call = small + ([{**entities, "entity_objects": True}] if entities else [])
-    plot(out / "write.png", scenarios, per_call, subtitle)
+    plot(out / f"{stem}.png", scenarios, per_call, subtitle)
     speed = machine["speed_reference"]
     print(f"  {speed_line(speed['before'], speed['after'])}", flush=True)
     for s in scenarios:
