@@ -687,6 +687,8 @@ declare
   v_lines text[] := '{}';
   v_facts jsonb := '[]';
   v_episodes jsonb := '[]';
+  v_groups jsonb := '[]';
+  v_header text;
   v_used integer := 0;
   v_line text;
   v_cost integer;
@@ -729,12 +731,40 @@ begin
     v_lines := v_lines || v_line;
     v_episodes := v_episodes || r;
   end loop;
+  -- Last, the groups of related entities (memory.communities) holding an
+  -- entity the context names: its facts' subjects and objects, and the
+  -- entities the question matched.  Only a computation made by p_at and
+  -- p_known_at counts (context_communities): a later one describes a later
+  -- graph.
+  for r in select to_jsonb(c)
+             from memory_internal.context_communities(
+                    p_project, p_at, p_known_at,
+                    array(select (x ->> 'id')::uuid from jsonb_array_elements(v_facts) x),
+                    array(select (x ->> 'id')::uuid from jsonb_array_elements(v_search -> 'results') x
+                           where x ->> 'kind' = 'entity')) c loop
+    v_line := format('- %s (%s members): %s%s', r ->> 'label', r ->> 'size',
+                     array_to_string(array(select jsonb_array_elements_text(r -> 'members')), ', '),
+                     case when (r ->> 'more')::integer > 0 then format(' and %s more', r ->> 'more')
+                          else '' end);
+    v_header := coalesce(v_header, format('Related groups (computed %s):',
+                                          to_char((r ->> 'computed_at')::timestamptz, 'YYYY-MM-DD HH24:MI "UTC"')));
+    v_cost := memory_internal.estimate_tokens(v_line || E'\n')
+              + case when jsonb_array_length(v_groups) = 0
+                     then memory_internal.estimate_tokens(v_header || E'\n') else 0 end;
+    continue when v_used + v_cost > p_max_tokens;
+    if jsonb_array_length(v_groups) = 0 then
+      v_lines := v_lines || v_header;
+    end if;
+    v_used := v_used + v_cost;
+    v_lines := v_lines || v_line;
+    v_groups := v_groups || r;
+  end loop;
   return jsonb_build_object(
     'text', array_to_string(v_lines, E'\n'),
-    'facts', v_facts, 'episodes', v_episodes, 'tokens', v_used,
+    'facts', v_facts, 'episodes', v_episodes, 'communities', v_groups, 'tokens', v_used,
     'degraded', v_search -> 'degraded', 'failed_legs', v_search -> 'failed_legs',
     'at', p_at, 'known_at', p_known_at);
 end
 $$;
 comment on function memory.context(uuid, text, vector, timestamptz, timestamptz, integer, integer) is
-  'A prompt-ready block for an agent: the facts that hold at p_at (with their windows), then supporting conversation excerpts with dates, within p_max_tokens (estimated); also as JSON.';
+  'A prompt-ready block for an agent: the facts that hold at p_at (with their windows), then supporting conversation excerpts with dates, then the communities (memory.compute_communities, when computed by p_at and p_known_at) holding the entities the facts and the question name, within p_max_tokens (estimated); also as JSON (facts, episodes, communities).';

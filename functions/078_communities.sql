@@ -89,3 +89,82 @@ end
 $$;
 comment on function memory.compute_communities(uuid, integer) is
   'Group a project''s entities by label propagation over current edges and store the result in memory.communities / community_members (replacing the previous one).';
+
+-- The communities a prompt context names (memory.context's last section):
+-- those holding an entity the context mentions (the subjects and objects
+-- of its facts, which are read as of p_at / p_known_at, and its entity
+-- hits), as their last computation found them, and only when that
+-- computation is not later than the instant asked nor the knowledge
+-- asked: a grouping found afterwards would describe a later graph.  Those
+-- naming most of the context's entities first, then the largest; each
+-- with every member's name when it has at most p_names members, else the
+-- names of the members the context mentions, and how many more there are.
+-- Every read is a probe by key (offset 0), so one generic plan serves any
+-- project whatever the statistics know.
+create or replace function memory_internal.context_communities(
+  p_project uuid, p_at timestamptz, p_known_at timestamptz, p_facts uuid[], p_entities uuid[],
+  p_limit integer default 5, p_names integer default 8)
+  returns table (community_id uuid, label text, size integer, computed_at timestamptz,
+                 members text[], more integer)
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  set plan_cache_mode = force_generic_plan
+  set enable_sort = off
+as $$
+#variable_conflict use_column
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  return query
+    with named as materialized (
+      -- The facts by their ids, in the order of their key: with sorts off
+      -- only an index by (org, project, fact) gives it, where a probe per id
+      -- planned without statistics read the project's versions by another.
+      select n.id
+        from (select f.subject_id, f.object_entity_id
+                from memory.facts_at(p_project, p_at, p_known_at) f
+               where f.fact_id = any (p_facts)
+               order by f.org_id, f.project_id, f.fact_id) f
+       cross join lateral (values (f.subject_id), (f.object_entity_id)) n(id)
+       where n.id is not null
+      union
+      select e.id from unnest(p_entities) e(id) where e.id is not null
+    ), hits as materialized (
+      select m.community_id, n.id as entity_id
+        from named n
+       cross join lateral (
+         select m.community_id from memory.community_members m
+          where m.org_id = v_org and m.project_id = p_project and m.entity_id = n.id
+         offset 0) m
+    ), picked as materialized (
+      select c.community_id, c.label, c.size, c.computed_at, h.named
+        from (select h.community_id, count(*) as named from hits h group by h.community_id) h
+       cross join lateral (
+         select c.community_id, c.label, c.size, c.computed_at from memory.communities c
+          where c.org_id = v_org and c.community_id = h.community_id
+         offset 0) c
+       where c.computed_at <= least(p_at, p_known_at)
+       order by h.named desc, c.size desc, c.label, c.community_id
+       limit p_limit
+    )
+    select p.community_id, p.label, p.size, p.computed_at, s.names,
+           p.size - cardinality(s.names)
+      from picked p
+     cross join lateral (
+       select array(
+         select e.name
+           from (select m.entity_id from memory.community_members m
+                  where p.size <= p_names and m.org_id = v_org and m.community_id = p.community_id
+                 union
+                 select h.entity_id from hits h where h.community_id = p.community_id) w
+          cross join lateral (
+            select e.name from memory.entities e
+             where e.org_id = v_org and e.entity_id = w.entity_id
+            offset 0) e
+          order by e.name) as names
+       offset 0) s  -- once per community, not once per use of the names
+     order by p.named desc, p.size desc, p.label, p.community_id;
+end
+$$;
+comment on function memory_internal.context_communities(uuid, timestamptz, timestamptz, uuid[], uuid[], integer, integer) is
+  'memory.context''s communities: those holding a subject or object of the given facts (read as of p_at / p_known_at) or one of the given entities, computed no later than p_at and p_known_at; most named first, then largest, at most p_limit; members'' names (all when at most p_names, else the named ones) and how many more.';

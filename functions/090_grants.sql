@@ -58,6 +58,7 @@ grant execute on function
   memory_internal.search_entities(uuid, text, timestamptz, integer),
   memory_internal.search_graph_level(uuid, timestamptz, timestamptz, uuid[], uuid[], uuid[], integer),
   memory_internal.search_fact_details(uuid, timestamptz, timestamptz, uuid[]),
+  memory_internal.context_communities(uuid, timestamptz, timestamptz, uuid[], uuid[], integer, integer),
   memory_internal.question_ngrams(text), memory_internal.name_tokens(text),
   memory_internal.content_words(text[]),
   memory_internal.estimate_tokens(text)

@@ -214,7 +214,8 @@ def build_server(backend: Backend) -> MCPServer:
         max_tokens: Annotated[int, Field(ge=50, le=100_000)] = 1500,
     ) -> dict[str, Any]:
         """A prompt-ready block (`text`): the facts that hold at `as_of` with their
-        windows, then supporting conversation excerpts, within `max_tokens`."""
+        windows, then supporting conversation excerpts, then the communities (groups of
+        related entities) of the entities named, within `max_tokens`."""
         return call(
             ctx,
             READ,

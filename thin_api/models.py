@@ -423,10 +423,26 @@ class SearchResult(Model):
     known_at: datetime
 
 
+class ContextCommunity(Model):
+    community_id: UUID
+    label: str
+    size: int
+    computed_at: datetime
+    members: list[str] = Field(
+        description="Every member's name when the community has at most 8, else the names "
+        "of the members the context mentions."
+    )
+    more: int = Field(description="Members not named in `members`.")
+
+
 class ContextResult(Model):
     text: str
     facts: list[SearchHit]
     episodes: list[SearchHit]
+    communities: list[ContextCommunity] = Field(
+        description="The communities holding an entity the facts or the question name, as "
+        "computed no later than `at` and `known_at`."
+    )
     tokens: int
     degraded: bool
     failed_legs: list[FailedLeg]

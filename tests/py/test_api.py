@@ -341,6 +341,14 @@ def test_graph_entities_and_communities(api: Client, project: uuid.UUID, tenant:
         ["bob", "carol"],
     ]
     assert groups[0].size == 3
+    # The context's last section: the community of the entities it names (Bob and
+    # Carol's is not named); before the computation, none.
+    ctx = api.context(project, "where does alice work")
+    assert [(c.label, c.members, c.more) for c in ctx.communities] == [
+        (groups[0].label, ["acme", "alice", "berlin"], 0)
+    ]
+    assert ctx.text.endswith(f"- {groups[0].label} (3 members): acme, alice, berlin")
+    assert api.context(project, "where does alice work", as_of="2024-07-01").communities == []
 
 
 def test_an_entity_and_its_aliases_take_over_the_plain_names_of_it(

@@ -806,3 +806,54 @@ def test_fact_details_of_a_new_install_read_the_hits_by_key(fresh_install: str) 
         assert "fact_id = ANY" in cond, (index, cond, details)
     for index, cond in _reads(details, "entities"):
         assert "entity_id = " in cond, (index, cond, details)
+
+
+def test_context_communities_of_a_new_install_read_by_key(fresh_install: str) -> None:
+    """memory.context's communities are read from the context's facts and entities by
+    key (a fact by its id, its entities' memberships by entity, each community by id,
+    the members' names by entity), however many communities the project holds when the
+    planner has no statistics for them: never a range of the org or the project."""
+
+    def context(conn: psycopg.Connection[Any], project: uuid.UUID) -> list[Any]:
+        answer = _one(
+            conn, "select memory.context(%s, 'Who owns the greyhound?', p_k => 5)", (project,)
+        )
+        return [sorted(c["members"]) for c in answer["communities"]]
+
+    # 500 communities of three customers (3k knows 3k+1 knows 3k+2), and Maria's.
+    facts = [
+        {"subject": f"customer {i}", "predicate": "knows", "object": f"customer {i + 1}",
+         "object_type": "entity"}
+        for i in range(1500) if i % 3 != 2
+    ] + [{"subject": "Maria", "predicate": "owns", "object": "greyhound",
+          "object_type": "entity", "content": "Maria owns a greyhound"}]  # fmt: skip
+    with psycopg.connect(fresh_install) as conn, conn.transaction():
+        conn.execute("set local role chronomem_app")
+        org = _one(conn, "select memory.create_org('context community plans')")
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = _one(conn, "select memory.create_project(%s, 'p')", (org,))
+        for start in range(0, len(facts), 500):
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)",
+                (project, json.dumps(facts[start : start + 500])),
+            )
+        made = _one(conn, "select memory.compute_communities(%s)", (project,))
+    plans, found = plans_in_a_new_session(fresh_install, org, lambda c: context(c, project))
+    with psycopg.connect(fresh_install) as conn:
+        analyzed = analyzed_tables(
+            conn, ["memory.communities", "memory.community_members", "memory.entities"]
+        )
+    # Controls: nothing was analyzed; 501 communities were made, and Maria's is found.
+    assert analyzed == [], analyzed
+    assert made["communities"] == 501, made
+    assert found == [sorted(["Maria", "greyhound"])], found
+    (reads,) = [p for p in plans if "memory.community_members m" in p]
+    members = _reads(reads, "community_members")
+    communities = _reads(reads, "communities")
+    assert members and communities, reads
+    for index, cond in members:
+        assert "entity_id = " in cond or "community_id = " in cond, (index, cond, reads)
+    for index, cond in communities:
+        assert "community_id = " in cond, (index, cond, reads)
+    for index, cond in _reads(reads, "entities") + _reads(reads, "facts"):
+        assert "entity_id = " in cond or "fact_id = " in cond, (index, cond, reads)

@@ -18,7 +18,7 @@
 -- hour back before the retraction, so known_at = now() - 30 min is "after
 -- everything was recorded, before the retraction".
 BEGIN;
-select plan(61);
+select plan(70);
 
 create temp table owned (k text not null, kind text not null, id uuid not null);
 create temp table comm_snap (label text, members text);
@@ -371,6 +371,71 @@ insert into comm_snap select * from pg_temp.communities();
 insert into res values ('comm2', memory.compute_communities(pg_temp.id('c')));
 select bag_eq('select label, members from pg_temp.communities()', 'select label, members from pg_temp.comm_snap',
               'computing again gives the same communities, each stored once');
+
+-- memory.context's last section: the communities holding an entity the
+-- context names.  c's facts and entities are recorded an hour back (as p's),
+-- its communities now.  c2 (same org) holds Ann-Ben-Cat too, and its own
+-- community of them; cs is a star of eleven (Hub knows M01 .. M10).
+reset role;
+call pg_temp.shift_back(pg_temp.id('c'), '1 hour');
+set local role chronomem_app;
+call pg_temp.use('org_a');
+insert into pg_temp.ids values ('c2', memory.create_project(pg_temp.id('org_a'), 'c2')),
+                               ('cs', memory.create_project(pg_temp.id('org_a'), 'cs'));
+call pg_temp.fact('c2', 'ab', '{"subject": "Ann", "predicate": "knows", "object": "Ben", "object_type": "entity"}');
+call pg_temp.fact('c2', 'bc', '{"subject": "Ben", "predicate": "knows", "object": "Cat", "object_type": "entity"}');
+insert into res select 'cs_facts', memory.assert_facts(pg_temp.id('cs'), (
+  select jsonb_agg(jsonb_build_object('subject', 'Hub', 'predicate', 'knows', 'object', format('M%s', to_char(i, 'FM00')),
+                                      'object_type', 'entity'))
+    from generate_series(1, 10) i));
+insert into res values ('comm_c2', memory.compute_communities(pg_temp.id('c2'))),
+                       ('comm_cs', memory.compute_communities(pg_temp.id('cs')));
+create function pg_temp.groups(p_ctx jsonb) returns text language sql immutable as $$
+  select string_agg(x ->> 'label' || ':' || (x ->> 'members') || ':' || (x ->> 'more'), '; ')
+    from jsonb_array_elements(p_ctx -> 'communities') x $$;
+create function pg_temp.entity_hit(p_project text, p_query text, p_at timestamptz, p_known timestamptz)
+  returns boolean language sql stable as $$
+  select exists (select from pg_temp.hits(pg_temp.search(p_project, p_query, null, p_at, p_known)) h
+                  join memory.entities e on e.entity_id = h.id
+                 where h.kind = 'entity' and e.project_id = pg_temp.id(p_project) and e.name = 'Ann') $$;
+insert into res values
+  ('ctx_ann', memory.context(pg_temp.id('c'), 'Tell me about Ann', null, now(), now(), 1500)),
+  ('ctx_dee', memory.context(pg_temp.id('c'), 'Tell me about Dee', null, now(), now(), 1500)),
+  ('ctx_ann_before', memory.context(pg_temp.id('c'), 'Tell me about Ann', null, now() - interval '1 day', now(), 1500)),
+  ('ctx_ann_unknown', memory.context(pg_temp.id('c'), 'Tell me about Ann', null, now(), now() - interval '30 minutes', 1500)),
+  ('ctx_m03', memory.context(pg_temp.id('cs'), 'Tell me about M03', null, now(), now(), 1500, 3));
+select is(pg_temp.groups(pg_temp.r('ctx_ann')), 'Ben:["Ann", "Ben", "Cat"]:0',
+          'context naming Ann: her community, every member named; Dee''s, of the same run, absent');
+select is(pg_temp.groups(pg_temp.r('ctx_dee')), 'Dee:["Dee", "Eve"]:0', 'control: naming Dee gives Dee''s');
+select is((select array_agg(c.project_id) from jsonb_array_elements(pg_temp.r('ctx_ann') -> 'communities') x
+             join memory.communities c on c.community_id = (x ->> 'community_id')::uuid),
+          array[pg_temp.id('c')], 'the community is c''s, not c2''s of the same names');
+select ok(pg_temp.r('ctx_ann') ->> 'text' like 'Facts (as of %'
+          and pg_temp.r('ctx_ann') ->> 'text' like E'%\nRelated groups (computed '
+              || to_char(now() at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || E' UTC):\n- Ben (3 members): Ann, Ben, Cat',
+          'the text ends with the groups, after the facts, with the computation''s instant');
+select ok(pg_temp.entity_hit('c', 'Tell me about Ann', now() - interval '1 day', now())
+          and pg_temp.groups(pg_temp.r('ctx_ann_before')) is null
+          and strpos(pg_temp.r('ctx_ann_before') ->> 'text', 'Related groups') = 0,
+          'at an instant before the communities were computed: none (the question still matches Ann)');
+select ok(pg_temp.entity_hit('c', 'Tell me about Ann', now(), now() - interval '30 minutes')
+          and pg_temp.groups(pg_temp.r('ctx_ann_unknown')) is null,
+          'as believed before they were computed: none (Ann was known then)');
+select ok((select bool_and(x -> 'members' ? 'M03' and (x ->> 'more')::int = 11 - jsonb_array_length(x -> 'members')
+                           and (x ->> 'more')::int > 0 and (x ->> 'size')::int = 11)
+             from jsonb_array_elements(pg_temp.r('ctx_m03') -> 'communities') x)
+          and jsonb_array_length(pg_temp.r('ctx_m03') -> 'communities') = 1
+          and pg_temp.r('ctx_m03') ->> 'text' ~ E'\n- Hub \\(11 members\\): .*M03.* and [0-9]+ more$',
+          'a community of more than eight: the members the context names, and how many more');
+select is_empty($$ select b from generate_series(50, 300, 5) b
+                    cross join lateral (select memory.context(pg_temp.id('cs'), 'Tell me about M03', null, now(), now(), b) x) c
+                   where memory_internal.estimate_tokens(c.x ->> 'text') > b
+                      or jsonb_array_length(c.x -> 'communities')
+                         <> (select count(*) from regexp_split_to_table(c.x ->> 'text', E'\n') l where l like '- Hub (%') $$,
+                'every budget from 50 to 300 tokens holds the text, and JSON and text list the same groups');
+select ok(jsonb_array_length(memory.context(pg_temp.id('cs'), 'Tell me about M03', null, now(), now(), 50) -> 'communities') = 0
+          and jsonb_array_length(memory.context(pg_temp.id('cs'), 'Tell me about M03', null, now(), now(), 1500) -> 'communities') = 1,
+          'control: the star''s group fits the full budget, not the smallest');
 
 select * from finish();
 ROLLBACK;
