@@ -288,6 +288,13 @@ begin
       delete from memory.edges where org_id = v_org and project_id = p_project
          and (source_id = v_entity or target_id = v_entity);
       delete from memory.entity_aliases where org_id = v_org and entity_id = v_entity;
+      -- The community it was in: its label may be the subject's name and its
+      -- size counts it (deleting the entity would only drop its membership).
+      -- The communities job computes the others' again.
+      delete from memory.communities c
+       using memory.community_members m
+       where m.org_id = v_org and m.project_id = p_project and m.entity_id = v_entity
+         and c.org_id = v_org and c.community_id = m.community_id;
       delete from memory.entities where org_id = v_org and entity_id = v_entity;
       get diagnostics v_n_entities = row_count;
       v_deleted := v_facts || v_entity;
@@ -307,7 +314,7 @@ begin
 end
 $$;
 comment on function memory.wipe(uuid, text, text, text) is
-  'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it, by a plain name too). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction.';
+  'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it, by a plain name too, and the community it was in). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction.';
 
 create or replace function memory.reconcile_edges(
   p_batch integer default 1000, p_project uuid default null)

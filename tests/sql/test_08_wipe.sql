@@ -8,7 +8,7 @@
 -- record-time columns back one hour after each step (superuser, triggers
 -- off): step 1 is recorded at now() - 2h, step 2 at now() - 1h, the wipes at now().
 BEGIN;
-select plan(44);
+select plan(46);
 
 create temp table wiped (fact_id uuid primary key, scope text not null);
 grant all on wiped to public;
@@ -163,6 +163,11 @@ insert into res values ('heal', memory.reconcile_edges(1000, pg_temp.id('p')));
 insert into wiped select v.fact_id, 'subject' from memory_internal.fact_versions(pg_temp.id('p')) v
   join memory.entities e on e.entity_id in (v.subject_id, v.object_entity_id) where e.normalized_name = 'bob'
 on conflict do nothing;
+-- The communities of p, computed now: Bob's, and Alice's without him.
+insert into res values ('communities', memory.compute_communities(pg_temp.id('p')));
+insert into snap select n.normalized_name || '_community', m.community_id::text
+  from memory.community_members m join memory.entities n on n.org_id = m.org_id and n.entity_id = m.entity_id
+ where m.project_id = pg_temp.id('p') and n.normalized_name in ('bob', 'alice');
 call pg_temp.wipe('w_subject', null, 'BOB');
 select is(pg_temp.r('w_subject') - 'fact_events' - 'edges',
           '{"scope": "subject", "facts": 4, "entities": 1, "episodes": 0, "sessions": 0, "tombstones": 1}'::jsonb,
@@ -174,6 +179,12 @@ select is((select count(*) from memory.edges e join memory.entities t on t.entit
             where e.project_id = pg_temp.id('p') and t.normalized_name in ('bob', 'jazz')), 0::bigint,
           'no edge to or from Bob is left');
 select is(pg_temp.events_naming_wiped('subject'), 0::bigint, 'no remaining event names a wiped fact');
+select is((select count(*) from memory.communities where community_id = (select v::uuid from snap where k = 'bob_community')),
+          0::bigint, 'the community Bob was in is gone: its label and size named him (the job computes it again)');
+select is((select count(*) from memory.communities
+            where community_id = (select v::uuid from snap where k = 'alice_community')
+              and community_id <> (select v::uuid from snap where k = 'bob_community')),
+          1::bigint, 'control: Alice''s community, without Bob, stays');
 select is((select valid_range from memory_internal.fact_versions(pg_temp.id('p')) where content = 'Carol''s best friend is Dan'),
           '[2019-01-01 00:00:00+00,)'::tstzrange, 'what a wiped fact about Bob had closed is restored');
 select set_eq('select * from pg_temp.have()', 'select * from pg_temp.want()',
