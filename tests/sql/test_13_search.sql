@@ -18,7 +18,7 @@
 -- hour back before the retraction, so known_at = now() - 30 min is "after
 -- everything was recorded, before the retraction".
 BEGIN;
-select plan(70);
+select plan(72);
 
 create temp table owned (k text not null, kind text not null, id uuid not null);
 create temp table comm_snap (label text, members text);
@@ -371,6 +371,32 @@ insert into comm_snap select * from pg_temp.communities();
 insert into res values ('comm2', memory.compute_communities(pg_temp.id('c')));
 select bag_eq('select label, members from pg_temp.communities()', 'select label, members from pg_temp.comm_snap',
               'computing again gives the same communities, each stored once');
+
+-- A graph on which synchronous rounds never settle: n1, n4, n5 and n6 trade
+-- two labels every round.  Labels are entity ids, so the ids are set (as the
+-- owner) to give the label order that does it (n3 < n0 < n7 < n6 < n4 < n5
+-- < n1); found by simulating the rule.  The rounds after the tenth move one
+-- colour at a time and end.
+insert into pg_temp.ids values ('osc', memory.create_project(pg_temp.id('org_a'), 'osc'));
+reset role;
+insert into memory.entities (org_id, project_id, entity_id, name, normalized_name)
+select pg_temp.id('org_a'), pg_temp.id('osc'), format('00000000-0000-4000-8000-%s', lpad(o::text, 12, '0'))::uuid,
+       'n' || n, 'n' || n
+  from unnest(array[3, 0, 7, 6, 4, 5, 1]) with ordinality u(n, o);
+set local role chronomem_app;
+call pg_temp.use('org_a');
+insert into res select 'osc_facts', memory.assert_facts(pg_temp.id('osc'), (
+  select jsonb_agg(jsonb_build_object('subject', 'n' || a, 'predicate', 'links', 'object', 'n' || b, 'object_type', 'entity'))
+    from (values (0, 3), (0, 6), (1, 4), (1, 6), (3, 7), (4, 5), (4, 7), (5, 6)) e(a, b)));
+insert into res values ('osc', memory.compute_communities(pg_temp.id('osc')));
+select ok((pg_temp.r('osc') ->> 'converged')::boolean and (pg_temp.r('osc') ->> 'rounds')::int < 20
+          and (pg_temp.r('osc_facts') ->> 'inserted')::int = 8,
+          'label propagation settles where synchronous rounds trade labels forever');
+select set_eq($$ select string_agg(n.name, ',' order by n.name) from memory.community_members m
+                  join memory.entities n on n.org_id = m.org_id and n.entity_id = m.entity_id
+                 where m.project_id = pg_temp.id('osc') group by m.community_id $$,
+              $$ values ('n0,n3,n7'), ('n1,n4,n5,n6') $$,
+              'into the two groups the rule gives (every entity in one)');
 
 -- memory.context's last section: the communities holding an entity the
 -- context names.  c's facts and entities are recorded an hour back (as p's),
