@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -762,6 +762,28 @@ def test_context_shares_of_a_new_install_read_each_hit_s_turns(fresh_install: st
         assert "episode_id = " in cond or "session_id = " in cond, (index, cond, fusion)
 
 
+def _project_with_facts(
+    dsn: str,
+    org_name: str,
+    facts: list[dict[str, Any]],
+    then: Callable[[psycopg.Connection[Any], uuid.UUID], Any] | None = None,
+) -> tuple[uuid.UUID, uuid.UUID, Any]:
+    """A new org and project holding `facts` (asserted 500 at a time, as the app role),
+    committed; `then(conn, project)` runs last in the same transaction."""
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        conn.execute("set local role chronomem_app")
+        org = _one(conn, "select memory.create_org(%s)", (org_name,))
+        conn.execute("select memory.use_org(%s)", (org,))
+        project = _one(conn, "select memory.create_project(%s, 'p')", (org,))
+        for start in range(0, len(facts), 500):
+            conn.execute(
+                "select memory.assert_facts(%s, %s::jsonb)",
+                (project, json.dumps(facts[start : start + 500])),
+            )
+        extra = then(conn, project) if then else None
+    return org, project, extra
+
+
 def test_fact_details_of_a_new_install_read_the_hits_by_key(fresh_install: str) -> None:
     """The details of the fact hits (text, names, window) are read by the hits' ids,
     however many facts the project holds when the planner has no statistics for them.
@@ -783,16 +805,7 @@ def test_fact_details_of_a_new_install_read_the_hits_by_key(fresh_install: str) 
         for i in range(1500)
     ] + [{"subject": "Maria", "predicate": "owns", "object": "greyhound",
           "content": "Maria owns a greyhound"}]  # fmt: skip
-    with psycopg.connect(fresh_install) as conn, conn.transaction():
-        conn.execute("set local role chronomem_app")
-        org = _one(conn, "select memory.create_org('fact detail plans')")
-        conn.execute("select memory.use_org(%s)", (org,))
-        project = _one(conn, "select memory.create_project(%s, 'p')", (org,))
-        for start in range(0, len(facts), 500):
-            conn.execute(
-                "select memory.assert_facts(%s, %s::jsonb)",
-                (project, json.dumps(facts[start : start + 500])),
-            )
+    org, project, _ = _project_with_facts(fresh_install, "fact detail plans", facts)
     plans, found = plans_in_a_new_session(fresh_install, org, lambda c: search(c, project))
     with psycopg.connect(fresh_install) as conn:
         analyzed = analyzed_tables(conn, ["memory.facts", "memory.entities"])
@@ -827,17 +840,12 @@ def test_context_communities_of_a_new_install_read_by_key(fresh_install: str) ->
         for i in range(1500) if i % 3 != 2
     ] + [{"subject": "Maria", "predicate": "owns", "object": "greyhound",
           "object_type": "entity", "content": "Maria owns a greyhound"}]  # fmt: skip
-    with psycopg.connect(fresh_install) as conn, conn.transaction():
-        conn.execute("set local role chronomem_app")
-        org = _one(conn, "select memory.create_org('context community plans')")
-        conn.execute("select memory.use_org(%s)", (org,))
-        project = _one(conn, "select memory.create_project(%s, 'p')", (org,))
-        for start in range(0, len(facts), 500):
-            conn.execute(
-                "select memory.assert_facts(%s, %s::jsonb)",
-                (project, json.dumps(facts[start : start + 500])),
-            )
-        made = _one(conn, "select memory.compute_communities(%s)", (project,))
+    org, project, made = _project_with_facts(
+        fresh_install,
+        "context community plans",
+        facts,
+        lambda conn, project: _one(conn, "select memory.compute_communities(%s)", (project,)),
+    )
     plans, found = plans_in_a_new_session(fresh_install, org, lambda c: context(c, project))
     with psycopg.connect(fresh_install) as conn:
         analyzed = analyzed_tables(
