@@ -669,6 +669,29 @@ create or replace function memory.search_rows(
 comment on function memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[], text) is
   'memory.search as rows, for reading in psql.';
 
+-- memory.context's budget: p_line joins p_lines, after p_header when that is
+-- given (a section's first line), if the estimated tokens of both fit in
+-- p_max beside p_used; added says whether it did.
+create or replace function memory_internal.add_within_budget(
+  inout p_lines text[], inout p_used integer, p_line text, p_header text, p_max integer,
+  out added boolean)
+  language plpgsql immutable
+as $$
+declare
+  v_cost integer := memory_internal.estimate_tokens(p_line || E'\n')
+                    + case when p_header is null then 0
+                           else memory_internal.estimate_tokens(p_header || E'\n') end;
+begin
+  added := p_used + v_cost <= p_max;
+  if added then
+    p_lines := p_lines || array_remove(array[p_header, p_line], null);
+    p_used := p_used + v_cost;
+  end if;
+end
+$$;
+comment on function memory_internal.add_within_budget(text[], integer, text, text, integer) is
+  'memory.context''s token budget: append p_line (after p_header when given) to p_lines if their estimated tokens fit in p_max beside p_used; returns the lines, the tokens used and whether it was added.';
+
 create or replace function memory.context(
   p_project uuid,
   p_query text,
@@ -688,10 +711,9 @@ declare
   v_facts jsonb := '[]';
   v_episodes jsonb := '[]';
   v_groups jsonb := '[]';
-  v_header text;
   v_used integer := 0;
   v_line text;
-  v_cost integer;
+  v_added boolean;
   r jsonb;
 begin
   if p_max_tokens is null or p_max_tokens < 50 then
@@ -704,31 +726,25 @@ begin
     v_line := format('- %s (valid %s – %s)', r ->> 'text',
                      to_char((r ->> 'valid_from')::timestamptz, 'YYYY-MM-DD'),
                      coalesce(to_char((r ->> 'valid_until')::timestamptz, 'YYYY-MM-DD'), 'now'));
-    v_cost := memory_internal.estimate_tokens(v_line || E'\n')
-              + case when cardinality(v_lines) = 0
-                     then memory_internal.estimate_tokens(format('Facts (as of %s):', to_char(p_at, 'YYYY-MM-DD HH24:MI "UTC"')) || E'\n')
-                     else 0 end;
-    exit when v_used + v_cost > p_max_tokens;
-    v_used := v_used + v_cost;
-    v_lines := v_lines || v_line;
+    select * into v_lines, v_used, v_added
+      from memory_internal.add_within_budget(
+             v_lines, v_used, v_line,
+             case when jsonb_array_length(v_facts) = 0
+                  then format('Facts (as of %s):', to_char(p_at, 'YYYY-MM-DD HH24:MI "UTC"')) end,
+             p_max_tokens);
+    exit when not v_added;
     v_facts := v_facts || r;
   end loop;
-  if cardinality(v_lines) > 0 then
-    v_lines := array[format('Facts (as of %s):', to_char(p_at, 'YYYY-MM-DD HH24:MI "UTC"'))] || v_lines;
-  end if;
   for r in select x from jsonb_array_elements(v_search -> 'results') x
             where x ->> 'kind' = 'episode' order by (x ->> 'occurred_at')::timestamptz, (x ->> 'position')::integer loop
     v_line := format('- [%s] %s: %s', to_char((r ->> 'occurred_at')::timestamptz, 'YYYY-MM-DD HH24:MI'),
                      r ->> 'role', r ->> 'text');
-    v_cost := memory_internal.estimate_tokens(v_line || E'\n')
-              + case when jsonb_array_length(v_episodes) = 0
-                     then memory_internal.estimate_tokens('Conversation excerpts:' || E'\n') else 0 end;
-    continue when v_used + v_cost > p_max_tokens;
-    if jsonb_array_length(v_episodes) = 0 then
-      v_lines := v_lines || 'Conversation excerpts:'::text;
-    end if;
-    v_used := v_used + v_cost;
-    v_lines := v_lines || v_line;
+    select * into v_lines, v_used, v_added
+      from memory_internal.add_within_budget(
+             v_lines, v_used, v_line,
+             case when jsonb_array_length(v_episodes) = 0 then 'Conversation excerpts:' end,
+             p_max_tokens);
+    continue when not v_added;
     v_episodes := v_episodes || r;
   end loop;
   -- Last, the groups of related entities (memory.communities) holding an
@@ -746,17 +762,15 @@ begin
                      array_to_string(array(select jsonb_array_elements_text(r -> 'members')), ', '),
                      case when (r ->> 'more')::integer > 0 then format(' and %s more', r ->> 'more')
                           else '' end);
-    v_header := coalesce(v_header, format('Related groups (computed %s):',
-                                          to_char((r ->> 'computed_at')::timestamptz, 'YYYY-MM-DD HH24:MI "UTC"')));
-    v_cost := memory_internal.estimate_tokens(v_line || E'\n')
-              + case when jsonb_array_length(v_groups) = 0
-                     then memory_internal.estimate_tokens(v_header || E'\n') else 0 end;
-    continue when v_used + v_cost > p_max_tokens;
-    if jsonb_array_length(v_groups) = 0 then
-      v_lines := v_lines || v_header;
-    end if;
-    v_used := v_used + v_cost;
-    v_lines := v_lines || v_line;
+    -- (Every community of a project comes from one run: one instant.)
+    select * into v_lines, v_used, v_added
+      from memory_internal.add_within_budget(
+             v_lines, v_used, v_line,
+             case when jsonb_array_length(v_groups) = 0
+                  then format('Related groups (computed %s):',
+                              to_char((r ->> 'computed_at')::timestamptz, 'YYYY-MM-DD HH24:MI "UTC"')) end,
+             p_max_tokens);
+    continue when not v_added;
     v_groups := v_groups || r;
   end loop;
   return jsonb_build_object(

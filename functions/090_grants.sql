@@ -61,7 +61,8 @@ grant execute on function
   memory_internal.context_communities(uuid, timestamptz, timestamptz, uuid[], uuid[], integer, integer),
   memory_internal.question_ngrams(text), memory_internal.name_tokens(text),
   memory_internal.content_words(text[]),
-  memory_internal.estimate_tokens(text)
+  memory_internal.estimate_tokens(text),
+  memory_internal.add_within_budget(text[], integer, text, text, integer)
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
 
