@@ -119,8 +119,8 @@ begin
     end loop;
     select max(t.color) + 1 into v_colors from pg_temp.chronomem_labels t;
     -- The colours' counts, for the rounds' plans (as analyzed before,
-    -- every colour looked empty: nested loops over the links, 160 s
-    -- instead of 2 on the graph above).
+    -- every colour looked empty: nested loops over the links, 161 s
+    -- instead of 1-2 on the graph above).
     analyze pg_temp.chronomem_labels;
     loop
       exit when v_moved = 0 or v_round >= p_max_rounds;
@@ -179,8 +179,9 @@ comment on function memory.compute_communities(uuid, integer) is
 -- naming most of the context's entities first, then the largest; each
 -- with every member's name when it has at most p_names members, else the
 -- names of the members the context mentions, and how many more there are.
--- Every read is a probe by key (offset 0), so one generic plan serves any
--- project whatever the statistics know.
+-- Every read is by key (the facts by their ids in their key's order, the
+-- rest one probe each, offset 0), so one generic plan serves any project
+-- whatever the statistics know.
 create or replace function memory_internal.context_communities(
   p_project uuid, p_at timestamptz, p_known_at timestamptz, p_facts uuid[], p_entities uuid[],
   p_limit integer default 5, p_names integer default 8)
