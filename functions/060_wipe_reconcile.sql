@@ -185,6 +185,7 @@ begin
     delete from memory.sessions where org_id = v_org and project_id = p_project;
     get diagnostics v_n_sessions = row_count;
     delete from memory.communities where org_id = v_org and project_id = p_project;
+    delete from memory.community_runs where org_id = v_org and project_id = p_project;
   else
     if p_session is not null then
       v_scope := 'session';

@@ -37,6 +37,37 @@ $$;
 comment on function memory_internal.propagate_labels(integer) is
   'One move of memory.compute_communities'' label propagation over its temp tables: every entity (p_color NULL) or one colour''s take the label most of their neighbours hold, their own voting too (ties: the smallest). Returns how many moved.';
 
+-- The advisory lock a transaction holds while it computes a project's
+-- communities (or checks whether they need it): one at a time, so that two
+-- never replace the same project's communities at once.
+create or replace function memory_internal.communities_lock_key(p_project uuid)
+  returns bigint
+  language sql immutable parallel safe
+  as $$ select hashtextextended('chronomem.communities:' || p_project::text, 0) $$;
+comment on function memory_internal.communities_lock_key(uuid) is
+  'Advisory lock key held by the one transaction at a time that computes (or checks) a project''s communities.';
+
+-- What a computation of the communities reads, summed up: the count of the
+-- edges current now and the XOR of a hash of each one's id.  Edge rows are
+-- immutable but for their expiry, so every change of the current graph (an
+-- edge made, expired, deleted by a wipe, or ended by the passing of its
+-- valid time) changes it.
+create or replace function memory_internal.current_edges_digest(p_project uuid,
+  out edges integer, out edges_digest bigint)
+  language sql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$
+    select count(*)::integer, coalesce(bit_xor(uuid_hash_extended(e.edge_id, 0)), 0)
+      from memory.edges_at(p_project) e
+  $$;
+comment on function memory_internal.current_edges_digest(uuid) is
+  'The count of a project''s current edges and the XOR of uuid_hash_extended(edge_id, 0) over them: changes whenever the graph memory.compute_communities reads changes.';
+
+-- Takes the project's write lock shared, as writers do, so that a wipe or
+-- a merge (which hold it exclusively) never runs between the read of the
+-- edges and the store of the groups: a wiped name never comes back as a
+-- label, and no member is an entity deleted meanwhile.  Then the
+-- communities lock, so that one computation at a time replaces them.
 create or replace function memory.compute_communities(p_project uuid, p_max_rounds integer default 20)
   returns jsonb
   language plpgsql
@@ -50,7 +81,21 @@ declare
   v_changed integer;
   v_moved integer;
   v_count integer;
+  v_edges integer;
+  v_digest bigint;
+  v_communities integer;
 begin
+  if p_max_rounds is null or p_max_rounds < 1 then
+    raise exception 'p_max_rounds must be at least 1, got %', coalesce(p_max_rounds::text, 'null')
+      using errcode = 'invalid_parameter_value';
+  end if;
+  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
+  perform pg_advisory_xact_lock(memory_internal.communities_lock_key(p_project));
+  -- Before the links are read: an edge committed between the two reads is
+  -- then missing from the digest, not from the groups only, and the next
+  -- refresh computes again rather than never.
+  select d.edges, d.edges_digest into v_edges, v_digest
+    from memory_internal.current_edges_digest(p_project) d;
   create temp table if not exists pg_temp.chronomem_labels (
     entity_id uuid primary key, label uuid not null, color integer) on commit drop;
   create temp table if not exists pg_temp.chronomem_links (
@@ -161,14 +206,58 @@ begin
     from groups g
    cross join lateral unnest(g.members) u(entity_id);
   get diagnostics v_count = row_count;
-  return jsonb_build_object('communities', (select count(*) from memory.communities c
-                                             where c.org_id = v_org and c.project_id = p_project),
+  select count(*)::integer into v_communities from memory.communities c
+   where c.org_id = v_org and c.project_id = p_project;
+  insert into memory.community_runs as r
+         (org_id, project_id, computed_at, edges, edges_digest, communities, members, rounds, converged)
+  values (v_org, p_project, now(), v_edges, v_digest, v_communities, v_count, v_round,
+          coalesce(v_moved = 0, false))
+  on conflict (org_id, project_id) do update
+     set computed_at = excluded.computed_at, edges = excluded.edges,
+         edges_digest = excluded.edges_digest, communities = excluded.communities,
+         members = excluded.members, rounds = excluded.rounds, converged = excluded.converged;
+  return jsonb_build_object('computed', true, 'communities', v_communities,
                             'members', v_count, 'rounds', v_round, 'colors', v_colors,
-                            'converged', coalesce(v_moved = 0, false));
+                            'converged', coalesce(v_moved = 0, false), 'edges', v_edges);
 end
 $$;
 comment on function memory.compute_communities(uuid, integer) is
-  'Group a project''s entities by label propagation over current edges (semi-synchronous: entities coloured so that linked ones differ, one colour moving at a time, which converges) and store the result in memory.communities / community_members (replacing the previous one). Returns counts, the rounds run (at most p_max_rounds), the colours and whether it converged.';
+  'Group a project''s entities by label propagation over current edges (semi-synchronous: entities coloured so that linked ones differ, one colour moving at a time, which converges) and store the result in memory.communities / community_members (replacing the previous one) and the run in memory.community_runs. Returns counts, the rounds run (at most p_max_rounds), the colours, whether it converged and the current edges read.';
+
+-- The periodic job's step per project: compute the communities again only
+-- when the current edges differ from those the last run read (or there
+-- was none).  Cheap when nothing changed (one read of the current edges,
+-- against label propagation over them), so the job can run every few
+-- minutes and a new or busy project's groups follow its graph closely.
+create or replace function memory.refresh_communities(p_project uuid, p_max_rounds integer default 20)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_run memory.community_runs;
+  v_now record;
+begin
+  -- The locks compute_communities takes, in its order, before the check:
+  -- a concurrent refresh of the same project waits, then finds the work
+  -- done.
+  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
+  perform pg_advisory_xact_lock(memory_internal.communities_lock_key(p_project));
+  select r.* into v_run from memory.community_runs r
+   where r.org_id = v_org and r.project_id = p_project;
+  select d.edges, d.edges_digest into v_now from memory_internal.current_edges_digest(p_project) d;
+  if v_run.project_id is not null and v_run.edges = v_now.edges
+     and v_run.edges_digest = v_now.edges_digest then
+    return jsonb_build_object('computed', false, 'computed_at', v_run.computed_at,
+                              'communities', v_run.communities, 'edges', v_run.edges);
+  end if;
+  return memory.compute_communities(p_project, p_max_rounds);
+end
+$$;
+comment on function memory.refresh_communities(uuid, integer) is
+  'Compute a project''s communities again (memory.compute_communities) only if its current edges changed since the last run (memory.community_runs), else return that run''s time and counts with computed = false. What the periodic communities job calls for each project.';
 
 -- The communities a prompt context names (memory.context's last section):
 -- those holding an entity the context mentions (the subjects and objects

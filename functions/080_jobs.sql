@@ -107,7 +107,7 @@ as $$
 begin
   insert into memory.job_schedules (org_id, kind, every)
   values (new.org_id, 'reconcile_edges', interval '1 hour'),
-         (new.org_id, 'communities', interval '6 hours'),
+         (new.org_id, 'communities', interval '5 minutes'),
          (new.org_id, 'purge', interval '1 day');
   return null;
 end

@@ -1017,7 +1017,12 @@ as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
 begin
-  return jsonb_build_object('communities', coalesce((
+  return jsonb_build_object(
+    -- When they were last computed (null: never), so that "no communities"
+    -- reads as "none found" or "not computed yet".
+    'computed_at', (select r.computed_at from memory.community_runs r
+                     where r.org_id = v_org and r.project_id = p_project),
+    'communities', coalesce((
     select jsonb_agg(jsonb_build_object(
              'community_id', c.community_id, 'label', c.label, 'size', c.size,
              'computed_at', c.computed_at,
@@ -1035,7 +1040,7 @@ begin
 end
 $$;
 comment on function memory.list_communities(uuid) is
-  'A project''s communities (from the last memory.compute_communities run), largest first, with their members.';
+  'A project''s communities (from the last memory.compute_communities run, whose time is computed_at, null if none ran), largest first, with their members.';
 
 --------------------------------------------------------------------------
 -- Operators: /metrics

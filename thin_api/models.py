@@ -556,6 +556,10 @@ class Community(Model):
 
 
 class CommunityList(Model):
+    computed_at: datetime | None = Field(
+        description="When the project's communities were last computed; null if never (the "
+        "periodic job computes them again whenever the project's current edges changed)."
+    )
     communities: list[Community]
 
 

@@ -52,10 +52,10 @@ def build_handlers(
         return {"jobs_purged": _scalar(conn, "select memory.purge_done_jobs()")}
 
     def communities(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
-        # Periodic jobs are per org: recompute every project of it (label propagation
-        # in SQL, memory.compute_communities).
+        # Periodic jobs are per org: every project of it, each computed again only
+        # when its current edges changed since its last run (memory.refresh_communities).
         rows = conn.execute(
-            "select p.project_id::text, memory.compute_communities(p.project_id) "
+            "select p.project_id::text, memory.refresh_communities(p.project_id) "
             "from memory.projects p order by p.project_id"
         ).fetchall()
         return {"projects": dict(rows)}

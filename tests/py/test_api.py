@@ -333,9 +333,13 @@ def test_graph_entities_and_communities(api: Client, project: uuid.UUID, tenant:
     rest = api.entities(project, cursor=first.next_cursor)
     assert [e.name for e in rest.entities] == ["bob", "carol"] and rest.next_cursor is None
 
-    assert api.communities(project).communities == []
+    never = api.communities(project)
+    assert never.communities == [] and never.computed_at is None
     tenant.rows("select memory.compute_communities(%s)", (project,))
-    groups = api.communities(project).communities
+    listed = api.communities(project)
+    groups = listed.communities
+    assert listed.computed_at is not None
+    assert all(c.computed_at == listed.computed_at for c in groups)
     assert sorted(sorted(m.name for m in c.members) for c in groups) == [
         ["acme", "alice", "berlin"],
         ["bob", "carol"],

@@ -273,6 +273,11 @@ CASES: dict[str, Case] = {
         control="select (memory.compute_communities(%(project)s) ->> 'communities')::int > 0",
         mutates=True,
     ),
+    P + "refresh_communities(uuid,integer)": Case(
+        probes=("select memory.refresh_communities(%(project)s)",),
+        control="select (memory.refresh_communities(%(project)s) ->> 'communities')::int > 0",
+        mutates=True,
+    ),
     P + "list_communities(uuid)": Case(
         probes=("select memory.list_communities(%(project)s)",),
         control="select jsonb_array_length(memory.list_communities(%(project)s) "

@@ -518,8 +518,40 @@ def test_periodic_jobs_run_per_org(
     }
     assert results["reconcile_edges"]["result"]["keys_healed"] == 0  # nothing had drifted
     communities = results["communities"]["result"]["projects"][str(tenant.project)]
-    assert communities["communities"] == 1 and communities["members"] == 2  # Alice, Acme
+    assert communities["computed"] and communities["communities"] == 1
+    assert communities["members"] == 2  # Alice, Acme
     assert "jobs_purged" in results["purge"]["result"]
+
+    def run_communities_job() -> dict[str, Any]:
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(
+                "update memory.job_schedules set next_run_at = now() "
+                "where org_id = %s and kind = 'communities'",
+                (tenant.org,),
+            )
+        make_worker(app_dsn, llm).drain(timeout=30)
+        newest = tenant.one(
+            "select result from memory.jobs where org_id = %s and kind = 'communities' "
+            "order by job_id desc limit 1",
+            (tenant.org,),
+        )
+        assert newest is not None
+        projects: dict[str, Any] = newest["projects"]
+        return projects[str(tenant.project)]
+
+    # The next run finds the graph unchanged and leaves the communities as they are ...
+    again = run_communities_job()
+    assert not again["computed"] and again["communities"] == 1, again
+    # ... and after a new edge computes them again.
+    tenant.one(
+        "select memory.assert_facts(%s, %s::jsonb)",
+        (
+            tenant.project,
+            json.dumps([fact("Bob", "works_at", "Acme", "At Acme too.", object_type="entity")]),
+        ),
+    )
+    changed = run_communities_job()
+    assert changed["computed"] and changed["members"] == 3, changed  # Alice, Bob, Acme
 
 
 # -- without a model ---------------------------------------------------------------------

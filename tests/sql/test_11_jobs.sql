@@ -263,7 +263,7 @@ select is((select j.status || ' ' || coalesce(j.last_error, '-') || ' ' || (j.ru
 
 -- H. Schedules: create_org made three per org; due ones become jobs.
 select is((select string_agg(kind || ' ' || every, ', ' order by kind) from memory.job_schedules),
-          'communities 06:00:00, purge 1 day, reconcile_edges 01:00:00',
+          'communities 00:05:00, purge 1 day, reconcile_edges 01:00:00',
           'create_org scheduled reconcile_edges, communities and purge (RLS: only A''s schedules are visible)');
 insert into snap values ('due', memory.enqueue_due_jobs());
 select cmp_ok((select v::int from snap where k = 'due'), '>=', 6,

@@ -187,7 +187,8 @@ def split_entity(project_id: UUID, body: EntitySplit, token: Token, db: DB) -> A
 
 @router.get("/projects/{project_id}/communities", response_model=CommunityList, tags=["graph"])
 def communities(project_id: UUID, token: Token, db: DB) -> Any:
-    """Communities from the last periodic computation (label propagation)."""
+    """Communities from the last computation (label propagation over current edges; the
+    periodic job computes them again whenever the graph changed)."""
     return db.call(
         Access(token, READ, project_id),
         "select memory.list_communities(%s::uuid)",

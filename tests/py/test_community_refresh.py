@@ -1,0 +1,135 @@
+"""Concurrent community computations: two refreshes of one project (two workers running
+the periodic job at once) end with one set of communities, the second finding the work
+done; and a subject wipe that runs while the communities are being computed never leaves
+a community labelled with the wiped name."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from org_scope import one_in, rows_in
+
+
+def _knows(*pairs: tuple[str, str]) -> str:
+    knows = {"predicate": "knows", "object_type": "entity"}
+    return json.dumps([{**knows, "subject": a, "object": b} for a, b in pairs])
+
+
+@pytest.fixture
+def project(app_dsn: str) -> Iterator[tuple[psycopg.Connection[Any], uuid.UUID, uuid.UUID]]:
+    """Ann, Ben and Cat know each other (a triangle: one community whatever the entity ids,
+    labelled Ann, the first of three names with two links each), computed once."""
+    with psycopg.connect(app_dsn, autocommit=True) as conn:
+        org = conn.execute("select memory.create_org('community refresh')").fetchone()[0]  # type: ignore[index]
+        project = one_in(conn, org, "select memory.create_project(%s, 'p')", (org,))
+        one_in(
+            conn,
+            org,
+            "select memory.assert_facts(%s, %s::jsonb)",
+            (project, _knows(("Ann", "Ben"), ("Ann", "Cat"), ("Ben", "Cat"))),
+        )
+        one_in(conn, org, "select memory.compute_communities(%s)", (project,))
+        yield conn, org, project
+
+
+def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["result"] = fn()
+        except Exception as err:  # reported by the test
+            out["error"] = err
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def _waits_on_advisory_lock(conn: psycopg.Connection[Any], pid: int) -> bool:
+    """Whether backend `pid` waits on an advisory lock, within 10 s."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "select wait_event_type, wait_event from pg_stat_activity where pid = %s", (pid,)
+        ).fetchone()
+        if row == ("Lock", "advisory"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _groups(conn: psycopg.Connection[Any], org: uuid.UUID, project: uuid.UUID) -> list[Any]:
+    return rows_in(
+        conn,
+        org,
+        "select c.label, array_agg(n.name order by n.name) from memory.communities c "
+        "join memory.community_members m "
+        "on m.org_id = c.org_id and m.community_id = c.community_id "
+        "join memory.entities n on n.org_id = m.org_id and n.entity_id = m.entity_id "
+        "where c.project_id = %s group by c.community_id, c.label order by c.label",
+        (project,),
+    )
+
+
+def test_concurrent_refreshes_compute_once(
+    app_dsn: str, project: tuple[psycopg.Connection[Any], uuid.UUID, uuid.UUID]
+) -> None:
+    conn, org, p = project
+    one_in(conn, org, "select memory.assert_facts(%s, %s::jsonb)", (p, _knows(("Cat", "Dan"))))
+    with psycopg.connect(app_dsn) as first, psycopg.connect(app_dsn) as second:
+        first.execute("select memory.use_org(%s)", (org,))
+        answer = first.execute("select memory.refresh_communities(%s)", (p,)).fetchone()[0]  # type: ignore[index]
+        assert answer["computed"], answer  # the new edge: computed, not yet committed
+
+        def refresh() -> Any:
+            second.execute("select memory.use_org(%s)", (org,))
+            row = second.execute("select memory.refresh_communities(%s)", (p,)).fetchone()
+            second.commit()
+            return row[0]  # type: ignore[index]
+
+        thread, out = _in_thread(refresh)
+        waited = _waits_on_advisory_lock(conn, second.info.backend_pid)
+        first.commit()
+        thread.join(30)
+    assert waited, "the second refresh did not wait for the first"
+    assert "error" not in out, out
+    assert out["result"]["computed"] is False, out  # it found the work done
+    # One set of communities: each entity in one (how Dan is grouped depends on the ids).
+    members = sorted(name for _, names in _groups(conn, org, p) for name in names)
+    assert members == ["Ann", "Ben", "Cat", "Dan"], members
+
+
+def test_subject_wipe_waits_for_a_computation(
+    app_dsn: str, project: tuple[psycopg.Connection[Any], uuid.UUID, uuid.UUID]
+) -> None:
+    conn, org, p = project
+    assert _groups(conn, org, p) == [("Ann", ["Ann", "Ben", "Cat"])]  # control: her label
+    with psycopg.connect(app_dsn) as computing, psycopg.connect(app_dsn) as wiping:
+        computing.execute("select memory.use_org(%s)", (org,))
+        computing.execute("select memory.compute_communities(%s)", (p,))
+
+        def wipe() -> Any:
+            wiping.execute("select memory.use_org(%s)", (org,))
+            row = wiping.execute("select memory.wipe(%s, p_subject => 'Ann')", (p,)).fetchone()
+            wiping.commit()
+            return row[0]  # type: ignore[index]
+
+        thread, out = _in_thread(wipe)
+        waited = _waits_on_advisory_lock(conn, wiping.info.backend_pid)
+        computing.commit()
+        thread.join(30)
+    assert waited, "the wipe did not wait for the computation"
+    assert "error" not in out, out
+    labels = [label for label, _ in _groups(conn, org, p)]
+    assert "Ann" not in labels, labels
+    # The next refresh groups what is left.
+    one_in(conn, org, "select memory.refresh_communities(%s)", (p,))
+    assert _groups(conn, org, p) == [("Ben", ["Ben", "Cat"])]

@@ -1,0 +1,157 @@
+-- 16 community runs: memory.refresh_communities (what the periodic job
+-- calls for each project) computes a project's communities again exactly
+-- when its current edges changed since the last run recorded in
+-- memory.community_runs, whatever changed them (a new edge, a superseded or
+-- retracted one, a wipe), and not when a write left the graph as it was.
+-- Runs as chronomem_app, in one transaction (every edge written here is
+-- recorded at the transaction's instant, which edges_at reads as known).
+--
+-- Org A: project g (Ann knows Ben, Ben works at Acme, Cat likes tea),
+-- project e (no edges).  Org B: project h (the same facts).
+BEGIN;
+select plan(28);
+
+create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
+  insert into pg_temp.ids
+  select p_project || '.' || p_k, (r #>> '{results,0,fact_id}')::uuid
+    from memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact)) r $$;
+-- Refresh a project and keep the answer under a name.
+create procedure pg_temp.refresh(p_project text, p_k text) language sql as $$
+  insert into pg_temp.res values (p_k, memory.refresh_communities(pg_temp.id(p_project))) $$;
+create function pg_temp.computed(p_k text) returns boolean language sql stable
+  as $$ select (pg_temp.r(p_k) ->> 'computed')::boolean $$;
+-- The stored communities of a project: their ids (a recomputation makes new
+-- ones) and their members by name.
+create function pg_temp.community_ids(p_project text) returns text language sql stable as $$
+  select coalesce(string_agg(c.community_id::text, ',' order by c.community_id), '')
+    from memory.communities c where c.project_id = pg_temp.id(p_project) $$;
+create function pg_temp.groups(p_project text) returns text language sql stable as $$
+  select coalesce(string_agg(g, ' | ' order by g), '')
+    from (select string_agg(n.name, ',' order by n.name) as g
+            from memory.community_members m
+            join memory.entities n on n.org_id = m.org_id and n.entity_id = m.entity_id
+           where m.project_id = pg_temp.id(p_project) group by m.community_id) x $$;
+create function pg_temp.run(p_project text) returns memory.community_runs language sql stable
+  as $$ select r from memory.community_runs r where r.project_id = pg_temp.id(p_project) $$;
+
+set local role chronomem_app;
+do $$
+declare a uuid := memory.create_org('community runs org A'); b uuid := memory.create_org('community runs org B');
+begin
+  insert into pg_temp.ids values ('org_a', a), ('org_b', b);
+  perform memory.use_org(b);
+  insert into pg_temp.ids values ('h', memory.create_project(b, 'h'));
+  call pg_temp.fact('h', 'ab', '{"subject": "Ann", "predicate": "knows", "object": "Ben", "object_type": "entity"}');
+  perform memory.use_org(a);
+  insert into pg_temp.ids values ('g', memory.create_project(a, 'g')), ('e', memory.create_project(a, 'e'));
+  perform memory.declare_predicate(pg_temp.id('g'), 'works at', 'one');
+  call pg_temp.fact('g', 'ab', '{"subject": "Ann", "predicate": "knows", "object": "Ben", "object_type": "entity"}');
+  call pg_temp.fact('g', 'acme', '{"subject": "Ben", "predicate": "works at", "object": "Acme", "object_type": "entity"}');
+  call pg_temp.fact('g', 'tea', '{"subject": "Cat", "predicate": "likes", "object": "tea"}');
+  call pg_temp.fact('e', 'tea', '{"subject": "Cat", "predicate": "likes", "object": "tea"}');
+end $$;
+
+-- A. Never computed: none listed, computed_at null; the first refresh computes.
+select is(memory.list_communities(pg_temp.id('g')), '{"computed_at": null, "communities": []}',
+          'before any run: no communities, computed_at null');
+call pg_temp.refresh('g', 'first');
+select ok(pg_temp.computed('first'), 'the first refresh computes');
+select is(pg_temp.groups('g'), 'Acme,Ann,Ben', 'Ann, Ben and Acme are one community (Cat likes a literal: no edge)');
+select is((select (r.edges, r.communities, r.members, r.converged)::text from pg_temp.run('g') r),
+          '(2,1,3,t)', 'the run records the edges read and what it found');
+select is((memory.list_communities(pg_temp.id('g')) ->> 'computed_at')::timestamptz, (pg_temp.run('g')).computed_at,
+          'list_communities names the run''s time');
+insert into pg_temp.snap values ('g1', pg_temp.community_ids('g'));
+
+-- B. Nothing changed: skipped, the stored communities are the same rows.
+call pg_temp.refresh('g', 'same');
+select ok(not pg_temp.computed('same') and pg_temp.r('same') ->> 'communities' = '1'
+          and (pg_temp.r('same') ->> 'computed_at')::timestamptz = (pg_temp.run('g')).computed_at,
+          'an unchanged graph is not computed again; the answer names the last run');
+select is(pg_temp.community_ids('g'), (select v from pg_temp.snap where k = 'g1'), 'the same community rows stay');
+-- Control: compute_communities itself always computes (new rows, same groups).
+insert into pg_temp.res values ('forced', memory.compute_communities(pg_temp.id('g')));
+select ok((pg_temp.r('forced') ->> 'computed')::boolean
+          and pg_temp.community_ids('g') <> (select v from pg_temp.snap where k = 'g1')
+          and pg_temp.groups('g') = 'Acme,Ann,Ben',
+          'compute_communities computes whether or not the graph changed');
+insert into pg_temp.snap values ('g2', pg_temp.community_ids('g'));
+
+-- C. Writes that leave the current edges as they were: a literal fact, an
+-- identical re-assertion (skipped), the same edge asserted again with new
+-- content (the edge keeps its row).
+call pg_temp.fact('g', 'coffee', '{"subject": "Ann", "predicate": "likes", "object": "coffee"}');
+call pg_temp.fact('g', 'ab_again', '{"subject": "Ann", "predicate": "knows", "object": "Ben", "object_type": "entity"}');
+call pg_temp.fact('g', 'ab_content', '{"subject": "Ann", "predicate": "knows", "object": "Ben", "object_type": "entity",
+                                       "content": "Ann has known Ben since school"}');
+call pg_temp.refresh('g', 'unchanged');
+select ok(not pg_temp.computed('unchanged') and pg_temp.community_ids('g') = (select v from pg_temp.snap where k = 'g2'),
+          'a literal fact, a re-assertion and new content on the same edge: not computed again');
+
+-- D. A new edge: computed, the new member in the group.
+call pg_temp.fact('g', 'bc', '{"subject": "Ben", "predicate": "knows", "object": "Cat", "object_type": "entity"}');
+call pg_temp.refresh('g', 'new_edge');
+select ok(pg_temp.computed('new_edge'), 'a new edge: computed again');
+select is(pg_temp.groups('g'), 'Acme,Ann,Ben,Cat', 'Cat joined the group');
+call pg_temp.refresh('g', 'new_edge_again');
+select ok(not pg_temp.computed('new_edge_again'), 'and the refresh after it skips again');
+
+-- E. One edge for another, the count the same: Ben leaves Acme for Globex
+-- (cardinality one: the Acme edge closes, a Globex edge opens).
+insert into pg_temp.snap values ('edges_before', (pg_temp.run('g')).edges);
+call pg_temp.fact('g', 'globex', '{"subject": "Ben", "predicate": "works at", "object": "Globex", "object_type": "entity"}');
+select is((select count(*) from memory.edges_at(pg_temp.id('g')))::text,
+          (select v from pg_temp.snap where k = 'edges_before'), 'as many current edges as before');
+call pg_temp.refresh('g', 'swapped');
+select ok(pg_temp.computed('swapped'), 'one edge replaced by another, the count unchanged: computed again');
+select is(pg_temp.groups('g'), 'Ann,Ben,Cat,Globex', 'Globex in the group, Acme out');
+
+-- F. A retraction expires its edge: computed, Cat out.
+do $$ begin perform memory.retract_fact(pg_temp.id('g'), pg_temp.id('g.bc'), 'mistaken'); end $$;
+call pg_temp.refresh('g', 'retracted');
+select ok(pg_temp.computed('retracted') and pg_temp.groups('g') = 'Ann,Ben,Globex',
+          'a retraction: computed again, Cat out');
+
+-- G. A subject wipe deletes edges: computed, Ann's community made anew
+-- without her (and her name is no label).
+call pg_temp.fact('g', 'ad', '{"subject": "Ann", "predicate": "knows", "object": "Dan", "object_type": "entity"}');
+call pg_temp.refresh('g', 'before_wipe');
+do $$ begin perform memory.wipe(pg_temp.id('g'), p_subject => 'Ann'); end $$;
+call pg_temp.refresh('g', 'wiped');
+select ok(pg_temp.computed('before_wipe') and pg_temp.computed('wiped'), 'a subject wipe: computed again');
+select is(pg_temp.groups('g'), 'Ben,Globex', 'Ann and Dan (linked only through her) are in no group');
+select is_empty($$ select from memory.communities c where c.project_id = pg_temp.id('g') and c.label in ('Ann', 'Dan') $$,
+                'no label names the wiped subject');
+
+-- H. A project without edges: computed once (no communities), then skipped.
+call pg_temp.refresh('e', 'empty1');
+call pg_temp.refresh('e', 'empty2');
+select ok(pg_temp.computed('empty1') and not pg_temp.computed('empty2')
+          and (select (r.edges, r.communities) = (0, 0) from pg_temp.run('e') r),
+          'no edges: one run of nothing, then skipped');
+select isnt((memory.list_communities(pg_temp.id('e')) ->> 'computed_at'), null,
+            'listed as computed, with no communities');
+
+-- I. A project wipe deletes the run with the communities.
+do $$ begin perform memory.wipe(pg_temp.id('e')); end $$;
+select is(memory.list_communities(pg_temp.id('e')), '{"computed_at": null, "communities": []}',
+          'after a project wipe: never computed');
+select isnt(pg_temp.run('g'), null, 'control: the other project''s run stays');
+
+-- J. Tenancy: org B sees its own run only; A's project is not found there.
+select is((select array_agg(r.project_id) from memory.community_runs r), array[pg_temp.id('g')],
+          'org A sees its own run (g''s; e''s went with its wipe)');
+do $$ begin perform memory.use_org(pg_temp.id('org_b')); end $$;
+select is_empty('select from memory.community_runs', 'org B sees no run of org A''s');
+select throws_ok($$ select memory.refresh_communities(pg_temp.id('g')) $$, 'P0002', null,
+                 'refreshing another org''s project: not found');
+call pg_temp.refresh('h', 'other_org');
+select ok(pg_temp.computed('other_org') and pg_temp.groups('h') = 'Ann,Ben',
+          'control: org B refreshes its own project');
+
+-- K. Bad input.
+select throws_ok($$ select memory.compute_communities(pg_temp.id('h'), 0) $$, '22023',
+                 'p_max_rounds must be at least 1, got 0', 'p_max_rounds below 1 is refused, naming it');
+
+select * from finish();
+ROLLBACK;
