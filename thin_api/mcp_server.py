@@ -269,6 +269,29 @@ def build_server(backend: Backend) -> MCPServer:
         )
 
     @server.tool()
+    def explore_graph(
+        project_id: ProjectId,
+        entity: Annotated[str, Field(min_length=1, description="Entity name or alias.")],
+        ctx: Context,
+        depth: Annotated[int, Field(ge=1, le=3, description="Edges away, 1-3.")] = 1,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
+        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many nodes.")] = 200,
+    ) -> dict[str, Any]:
+        """The entities within `depth` edges of an entity and those edges (each with its
+        relation and validity window), over the edges that hold at `as_of` as the store
+        believed at `known_at`: who someone knew, worked with or was linked to then."""
+        graph: dict[str, Any] = call(
+            ctx,
+            READ,
+            project_id,
+            "select memory.graph_neighbors(%s::uuid, %s::text, %s::integer, %s::timestamptz, "
+            "%s::timestamptz, %s::integer)",
+            (project_id, entity, depth, as_of, known_at, limit),
+        )
+        return graph
+
+    @server.tool()
     def retract_fact(
         project_id: ProjectId,
         fact_id: UUID,

@@ -29,6 +29,7 @@ TOOLS = {
     "get_context",
     "list_facts",
     "fact_history",
+    "explore_graph",
     "retract_fact",
     "declare_predicate",
     "name_entity",
@@ -227,6 +228,34 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
             assert (split["entity"]["name"], split["facts_moved"]) == ("Acme Inc", 1)
             works = ok(await mcp.call_tool("list_facts", {"project_id": p, "subject": "user 43"}))
             assert [f["object"] for f in works["facts"]] == ["Acme Inc"]
+
+            # The graph at an instant: Ann has known Ben since May 2024.
+            ok(
+                await mcp.call_tool(
+                    "add_facts",
+                    {"project_id": p, "facts": [
+                        {"subject": "Ann", "predicate": "knows", "object": "Ben",
+                         "object_type": "entity", "valid_from": "2024-05-01"}
+                    ]},
+                )
+            )  # fmt: skip
+            graph = ok(await mcp.call_tool("explore_graph", {"project_id": p, "entity": "ann"}))
+            assert [n["name"] for n in graph["nodes"]] == ["Ann", "Ben"]
+            assert [e["relation"] for e in graph["edges"]] == ["knows"]
+            before = ok(
+                await mcp.call_tool(
+                    "explore_graph", {"project_id": p, "entity": "Ann", "as_of": "2024-04-01"}
+                )
+            )
+            assert [n["name"] for n in before["nodes"]] == ["Ann"] and before["edges"] == []
+            text = error_text(
+                await mcp.call_tool("explore_graph", {"project_id": p, "entity": "Nobody"})
+            )
+            assert "not_found" in text, text
+            text = error_text(
+                await mcp.call_tool("explore_graph", {"project_id": p, "entity": "Ann", "depth": 4})
+            )
+            assert "depth" in text, text
 
             added = ok(
                 await mcp.call_tool(
