@@ -259,6 +259,38 @@ $$;
 comment on function memory.refresh_communities(uuid, integer) is
   'Compute a project''s communities again (memory.compute_communities) only if its current edges changed since the last run (memory.community_runs), else return that run''s time and counts with computed = false. What the periodic communities job calls for each project.';
 
+-- The periodic communities job: refresh_communities for every project of
+-- the org in scope, in project order, each in its own exception block so
+-- that one project's error (a deadlock, a lock timeout) is reported in the
+-- answer and costs neither the other projects' refresh nor the job.
+create or replace function memory.refresh_org_communities(p_max_rounds integer default 20)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_project uuid;
+  v_result jsonb;
+  v_all jsonb := '{}';
+begin
+  for v_project in
+    select p.project_id from memory.projects p
+     where p.org_id = memory_internal.current_org() order by p.project_id
+  loop
+    begin
+      v_result := memory.refresh_communities(v_project, p_max_rounds);
+    exception when others then
+      v_result := jsonb_build_object('error', sqlerrm, 'sqlstate', sqlstate);
+    end;
+    v_all := v_all || jsonb_build_object(v_project::text, v_result);
+  end loop;
+  return v_all;
+end
+$$;
+comment on function memory.refresh_org_communities(integer) is
+  'memory.refresh_communities for every project of the org in scope (the periodic communities job), each in its own exception block: a project''s error is its entry ({error, sqlstate}) and the others go on. Returns an object keyed by project id.';
+
 -- The communities a prompt context names (memory.context's last section):
 -- those holding an entity the context mentions (the subjects and objects
 -- of its facts, which are read as of p_at / p_known_at, and its entity

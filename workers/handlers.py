@@ -53,12 +53,9 @@ def build_handlers(
 
     def communities(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
         # Periodic jobs are per org: every project of it, each computed again only
-        # when its current edges changed since its last run (memory.refresh_communities).
-        rows = conn.execute(
-            "select p.project_id::text, memory.refresh_communities(p.project_id) "
-            "from memory.projects p order by p.project_id"
-        ).fetchall()
-        return {"projects": dict(rows)}
+        # when its current edges changed since its last run, one project's error
+        # reported without failing the rest (memory.refresh_org_communities).
+        return {"projects": _scalar(conn, "select memory.refresh_org_communities()")}
 
     return {
         "enrich": enrich,

@@ -133,3 +133,41 @@ def test_subject_wipe_waits_for_a_computation(
     # The next refresh groups what is left.
     one_in(conn, org, "select memory.refresh_communities(%s)", (p,))
     assert _groups(conn, org, p) == [("Ben", ["Ben", "Cat"])]
+
+
+def test_one_project_s_error_does_not_stop_the_others(app_dsn: str, admin_dsn: str) -> None:
+    """The periodic job's refresh_org_communities reports a project it could not
+    refresh (here: its communities lock held elsewhere past the lock timeout) and
+    refreshes the others in the same call."""
+    with psycopg.connect(app_dsn, autocommit=True) as conn:
+        org = conn.execute("select memory.create_org('community errors')").fetchone()[0]  # type: ignore[index]
+        projects = [
+            one_in(conn, org, "select memory.create_project(%s, %s)", (org, name))
+            for name in ("first", "second")
+        ]
+        # Which of the two is refreshed first: project id order.
+        blocked, other = sorted(projects, key=str)
+        for p in projects:
+            one_in(
+                conn,
+                org,
+                "select memory.assert_facts(%s, %s::jsonb)",
+                (p, _knows(("Ann", "Ben"), ("Ann", "Cat"), ("Ben", "Cat"))),
+            )
+        with psycopg.connect(admin_dsn, autocommit=True) as holder:
+            holder.execute(
+                "select pg_advisory_lock(hashtextextended('chronomem.communities:' || %s, 0))",
+                (str(blocked),),
+            )
+            with conn.transaction():
+                conn.execute("select memory.use_org(%s)", (org,))
+                conn.execute("set local lock_timeout = '300ms'")
+                answer = conn.execute("select memory.refresh_org_communities()").fetchone()[0]  # type: ignore[index]
+        assert answer[str(blocked)]["sqlstate"] == "55P03", answer  # lock_not_available
+        assert answer[str(other)]["computed"] is True, answer
+        assert _groups(conn, org, other) == [("Ann", ["Ann", "Ben", "Cat"])]
+        assert _groups(conn, org, blocked) == []
+        # Control: with the lock free, the next run refreshes it.
+        again = one_in(conn, org, "select memory.refresh_org_communities()")
+        assert again[str(blocked)]["computed"] is True and again[str(other)]["computed"] is False
+        assert _groups(conn, org, blocked) == [("Ann", ["Ann", "Ben", "Cat"])]

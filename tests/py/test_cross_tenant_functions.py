@@ -278,6 +278,13 @@ CASES: dict[str, Case] = {
         control="select (memory.refresh_communities(%(project)s) ->> 'communities')::int > 0",
         mutates=True,
     ),
+    P + "refresh_org_communities(integer)": Case(
+        # No id: it refreshes the caller's org. B's run must neither list nor touch A's
+        # projects.
+        probes=("select memory.refresh_org_communities()",),
+        control="select (memory.refresh_org_communities() -> %(project)s::text "
+        "->> 'communities')::int > 0",
+    ),
     P + "list_communities(uuid)": Case(
         probes=("select memory.list_communities(%(project)s)",),
         control="select jsonb_array_length(memory.list_communities(%(project)s) "
