@@ -272,7 +272,9 @@ as $$
 declare
   v_project uuid;
   v_result jsonb;
-  v_all jsonb := '{}';
+  v_computed jsonb := '{}';
+  v_failed jsonb := '{}';
+  v_unchanged integer := 0;
 begin
   for v_project in
     select p.project_id from memory.projects p
@@ -280,16 +282,23 @@ begin
   loop
     begin
       v_result := memory.refresh_communities(v_project, p_max_rounds);
+      if (v_result ->> 'computed')::boolean then
+        v_computed := v_computed || jsonb_build_object(v_project::text, v_result);
+      else
+        v_unchanged := v_unchanged + 1;
+      end if;
     exception when others then
-      v_result := jsonb_build_object('error', sqlerrm, 'sqlstate', sqlstate);
+      v_failed := v_failed || jsonb_build_object(
+        v_project::text, jsonb_build_object('error', sqlerrm, 'sqlstate', sqlstate));
     end;
-    v_all := v_all || jsonb_build_object(v_project::text, v_result);
   end loop;
-  return v_all;
+  -- Unchanged projects are only counted: the answer is stored on every
+  -- job, one per org every few minutes.
+  return jsonb_build_object('computed', v_computed, 'failed', v_failed, 'unchanged', v_unchanged);
 end
 $$;
 comment on function memory.refresh_org_communities(integer) is
-  'memory.refresh_communities for every project of the org in scope (the periodic communities job), each in its own exception block: a project''s error is its entry ({error, sqlstate}) and the others go on. Returns an object keyed by project id.';
+  'memory.refresh_communities for every project of the org in scope (the periodic communities job), each in its own exception block so that one project''s error costs none of the others. Returns {computed: {project id: result}, failed: {project id: {error, sqlstate}}, unchanged: count}.';
 
 -- The communities a prompt context names (memory.context's last section):
 -- those holding an entity the context mentions (the subjects and objects

@@ -55,7 +55,8 @@ def build_handlers(
         # Periodic jobs are per org: every project of it, each computed again only
         # when its current edges changed since its last run, one project's error
         # reported without failing the rest (memory.refresh_org_communities).
-        return {"projects": _scalar(conn, "select memory.refresh_org_communities()")}
+        result: dict[str, Any] = _scalar(conn, "select memory.refresh_org_communities()")
+        return result
 
     return {
         "enrich": enrich,

@@ -282,8 +282,8 @@ CASES: dict[str, Case] = {
         # No id: it refreshes the caller's org. B's run must neither list nor touch A's
         # projects.
         probes=("select memory.refresh_org_communities()",),
-        control="select (memory.refresh_org_communities() -> %(project)s::text "
-        "->> 'communities')::int > 0",
+        control="select (x -> 'computed' ? %(project)s::text or (x ->> 'unchanged')::int > 0) "
+        "and x -> 'failed' = '{}' from memory.refresh_org_communities() x",
     ),
     P + "list_communities(uuid)": Case(
         probes=("select memory.list_communities(%(project)s)",),

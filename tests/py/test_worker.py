@@ -517,9 +517,10 @@ def test_periodic_jobs_run_per_org(
         "purge": "done",
     }
     assert results["reconcile_edges"]["result"]["keys_healed"] == 0  # nothing had drifted
-    communities = results["communities"]["result"]["projects"][str(tenant.project)]
-    assert communities["computed"] and communities["communities"] == 1
-    assert communities["members"] == 2  # Alice, Acme
+    first = results["communities"]["result"]
+    assert (first["failed"], first["unchanged"]) == ({}, 0), first
+    communities = first["computed"][str(tenant.project)]
+    assert communities["communities"] == 1 and communities["members"] == 2  # Alice, Acme
     assert "jobs_purged" in results["purge"]["result"]
 
     def run_communities_job() -> dict[str, Any]:
@@ -535,13 +536,14 @@ def test_periodic_jobs_run_per_org(
             "order by job_id desc limit 1",
             (tenant.org,),
         )
-        assert newest is not None
-        projects: dict[str, Any] = newest["projects"]
-        return projects[str(tenant.project)]
+        assert newest is not None and newest["failed"] == {}, newest
+        result: dict[str, Any] = newest
+        return result
 
-    # The next run finds the graph unchanged and leaves the communities as they are ...
+    # The next run finds the graph unchanged and leaves the communities as they are
+    # (counted, not listed: the answer is stored on every run's job) ...
     again = run_communities_job()
-    assert not again["computed"] and again["communities"] == 1, again
+    assert (again["computed"], again["unchanged"]) == ({}, 1), again
     # ... and after a new edge computes them again.
     tenant.one(
         "select memory.assert_facts(%s, %s::jsonb)",
@@ -551,7 +553,8 @@ def test_periodic_jobs_run_per_org(
         ),
     )
     changed = run_communities_job()
-    assert changed["computed"] and changed["members"] == 3, changed  # Alice, Bob, Acme
+    assert changed["unchanged"] == 0, changed
+    assert changed["computed"][str(tenant.project)]["members"] == 3, changed  # Alice, Bob, Acme
 
 
 # -- without a model ---------------------------------------------------------------------

@@ -10,7 +10,7 @@
 -- by difference.  Leases and backoff are moved into the past with
 -- pg_temp.set_job, which runs as superuser (security definer).
 BEGIN;
-select plan(60);
+select plan(62);
 
 create temp table jid (k text primary key, id bigint not null);
 create temp table claimed (tag text not null, org_id uuid, job_id bigint, kind text, status text,
@@ -278,6 +278,25 @@ select is((select bool_and(next_run_at between now() + every and clock_timestamp
 do $$ begin perform memory.enqueue_due_jobs(); end $$;
 select is((select count(*)::int from pg_temp.ours() j where j.kind in ('reconcile_edges', 'communities', 'purge')), 6,
           'called again at once: no new job for schedules not due');
+
+-- H2. purge_done_jobs: done jobs older than the age given, and those of the
+-- periodic kinds (one communities job per org every 5 minutes) older than a
+-- day; never a job not done, never another org's.
+reset role;
+insert into memory.jobs (org_id, kind, payload, status, finished_at)
+values (pg_temp.id('org'), 'communities', '{"t": "periodic 2 days"}', 'done', now() - interval '2 days'),
+       (pg_temp.id('org'), 'communities', '{"t": "periodic 2 hours"}', 'done', now() - interval '2 hours'),
+       (pg_temp.id('org'), 'embed', '{"t": "embed 2 days"}', 'done', now() - interval '2 days'),
+       (pg_temp.id('org'), 'embed', '{"t": "embed 8 days"}', 'done', now() - interval '8 days'),
+       (pg_temp.id('org'), 'communities', '{"t": "periodic queued"}', 'queued', null),
+       (pg_temp.id('org_b'), 'communities', '{"t": "other org 2 days"}', 'done', now() - interval '2 days');
+set local role chronomem_app;
+insert into snap values ('purged', memory.purge_done_jobs());
+select is((select string_agg(j.payload ->> 't', ', ' order by j.payload ->> 't') from pg_temp.ours() j
+            where j.payload ? 't'),
+          'embed 2 days, other org 2 days, periodic 2 hours, periodic queued',
+          'purge_done_jobs: periodic kinds after a day, others after 7 days, nothing queued, nothing of another org');
+select cmp_ok((select v::int from snap where k = 'purged'), '>=', 2, 'and counts what it deleted');
 
 -- I. queue_stats (by difference: the queue is shared) and privileges.
 insert into stats select kind, queued, running, waiting, dead, done from memory.queue_stats();
