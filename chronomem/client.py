@@ -45,6 +45,7 @@ from thin_api.models import (
     Predicate,
     PredicateList,
     Project,
+    ProjectDeleted,
     ProjectList,
     Readiness,
     RetractResult,
@@ -129,6 +130,9 @@ class Calls:
 
     def get_project(self, project: Id) -> Call[Project]:
         return Call("GET", f"/v1/projects/{project}", Project)
+
+    def delete_project(self, project: Id) -> Call[ProjectDeleted]:
+        return Call("DELETE", f"/v1/projects/{project}", ProjectDeleted)
 
     def create_api_key(
         self, project: Id, name: str, permissions: Sequence[str]
@@ -504,6 +508,7 @@ class Client:
     list_projects = _sync(Calls.list_projects)
     create_project = _sync(Calls.create_project)
     get_project = _sync(Calls.get_project)
+    delete_project = _sync(Calls.delete_project)
     create_api_key = _sync(Calls.create_api_key)
     list_api_keys = _sync(Calls.list_api_keys)
     revoke_api_key = _sync(Calls.revoke_api_key)
@@ -569,6 +574,7 @@ class AsyncClient:
     list_projects = _async(Calls.list_projects)
     create_project = _async(Calls.create_project)
     get_project = _async(Calls.get_project)
+    delete_project = _async(Calls.delete_project)
     create_api_key = _async(Calls.create_api_key)
     list_api_keys = _async(Calls.list_api_keys)
     revoke_api_key = _async(Calls.revoke_api_key)

@@ -317,6 +317,48 @@ $$;
 comment on function memory.wipe(uuid, text, text, text) is
   'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it, by a plain name too, and the community it was in). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction.';
 
+-- Delete a project: its content as a project wipe deletes it (so nothing
+-- of it is readable afterwards, the derived rows kept without a foreign key
+-- included), then its jobs (no foreign key: a job may have no project),
+-- then the project row, which takes every row keyed to it with it (API
+-- keys, webhook endpoints and their deliveries, predicates, sessions,
+-- idempotency state, community runs).  Kept: the audit log (the wipe's row
+-- and one for the deletion, counts only) and the project's counters, whose
+-- sums /metrics exposes as counters that must never go down.
+create or replace function memory.delete_project(p_project uuid, p_actor text default null)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_wiped jsonb;
+  v_jobs integer;
+  v_keys integer;
+  v_endpoints integer;
+  v_counts jsonb;
+  v_actor text := coalesce(p_actor, session_user);
+begin
+  -- Writers hold it shared: none is between its checks and its writes.
+  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  v_wiped := memory.wipe(p_project, p_actor => v_actor);
+  delete from memory.jobs j where j.org_id = v_org and j.project_id = p_project;
+  get diagnostics v_jobs = row_count;
+  select count(*) into v_keys from memory_internal.api_keys k
+   where k.org_id = v_org and k.project_id = p_project;
+  select count(*) into v_endpoints from memory.webhook_endpoints w
+   where w.org_id = v_org and w.project_id = p_project;
+  delete from memory.projects p where p.org_id = v_org and p.project_id = p_project;
+  v_counts := jsonb_build_object('jobs', v_jobs, 'api_keys', v_keys, 'webhook_endpoints', v_endpoints);
+  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+  values (v_org, p_project, 'project.delete', 'project:' || p_project, v_actor, v_counts);
+  return jsonb_build_object('project_id', p_project, 'deleted', true, 'wiped', v_wiped) || v_counts;
+end
+$$;
+comment on function memory.delete_project(uuid, text) is
+  'Delete a project: its content as memory.wipe deletes it, its jobs, and the project row with everything keyed to it (API keys, webhook endpoints, predicates, sessions). Keeps the audit log (counts only) and the project''s counters (their sums are /metrics counters). Returns the wipe''s counts and what else went.';
+
 create or replace function memory.reconcile_edges(
   p_batch integer default 1000, p_project uuid default null)
   returns jsonb

@@ -482,6 +482,20 @@ $$;
 comment on function memory.api_wipe(uuid, text, text) is
   'API: memory.wipe as the authorized key (needs project:write); audited by wipe.';
 
+create or replace function memory.api_delete_project(p_project uuid)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  perform memory_internal.require_api('project:manage', p_project);
+  return memory.delete_project(p_project, memory_internal.api_actor());
+end
+$$;
+comment on function memory.api_delete_project(uuid) is
+  'API: memory.delete_project as the authorized key (needs project:manage); audited by delete_project.';
+
 create or replace function memory.api_declare_predicate(
   p_project uuid, p_predicate text, p_cardinality text)
   returns table (predicate text, cardinality text, declared_at timestamptz)
@@ -1075,6 +1089,7 @@ grant execute on function
   memory.api_ingest(uuid, text, jsonb, text, jsonb),
   memory.api_retract_fact(uuid, uuid, text),
   memory.api_wipe(uuid, text, text),
+  memory.api_delete_project(uuid),
   memory.api_declare_predicate(uuid, text, text),
   memory.api_upsert_entity(uuid, text, text, text, text[]),
   memory.api_merge_entities(uuid, text, text, boolean),

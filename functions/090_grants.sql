@@ -80,6 +80,7 @@ grant execute on function
   memory.retract_fact(uuid, uuid, text, text),
   memory.close_fact(uuid, uuid, timestamptz, text, text, text),
   memory.wipe(uuid, text, text, text),
+  memory.delete_project(uuid, text),
   memory.reconcile_edges(integer, uuid),
   memory.ingest(uuid, text, jsonb, text, jsonb),
   memory.embedding_inputs(uuid, text, uuid[]),

@@ -173,6 +173,15 @@ class WipeResult(Model):
     tombstones: int
 
 
+class ProjectDeleted(Model):
+    project_id: UUID
+    deleted: Literal[True]
+    wiped: WipeResult = Field(description="What the project wipe deleted of its content.")
+    jobs: int = Field(description="The project's jobs deleted, whatever their state.")
+    api_keys: int = Field(description="The project's own API keys deleted (org keys stay).")
+    webhook_endpoints: int
+
+
 class Message(Model):
     episode_id: UUID
     seq: int

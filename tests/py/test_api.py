@@ -112,6 +112,34 @@ def test_org_and_visible_projects(api: Client, base: str, tenant: Tenant) -> Non
         assert other.get_org() == org
 
 
+def test_deleting_a_project(api: Client, base: str, tenant: Tenant) -> None:
+    made = api.create_project(f"doomed-{uuid.uuid4().hex[:8]}").project_id
+    api.assert_facts(made, [plan("pro", T_JAN)])
+    reader = api.create_api_key(made, "reader", ["project:read"]).token
+    writer = tenant.key(["project:read", "project:write"], made)
+    with Client(base, writer) as w:
+        with pytest.raises(ChronomemError) as err:
+            w.delete_project(made)
+        assert err.value.status == 403 and "project:manage" in str(err.value)
+        assert w.list_facts(made).facts  # control: refused, nothing deleted
+
+    gone = api.delete_project(made)
+    assert gone.project_id == made and gone.deleted
+    assert (gone.wiped.scope, gone.wiped.facts, gone.api_keys) == ("project", 1, 2)
+    with pytest.raises(ChronomemError) as err:
+        api.get_project(made)
+    assert err.value.status == 404
+    with pytest.raises(ChronomemError) as err:
+        api.delete_project(made)
+    assert err.value.status == 404
+    assert made not in [p.project_id for p in api.list_projects().projects]
+    with Client(base, reader) as r:  # its key went with it
+        with pytest.raises(ChronomemError) as err:
+            r.get_project(made)
+        assert err.value.status == 401
+    assert api.get_project(tenant.project).project_id == tenant.project  # control
+
+
 # -- webhooks -------------------------------------------------------------------------
 def test_webhooks_through_the_client(api: Client, project: uuid.UUID) -> None:
     types = {t.event_type for t in api.webhook_event_types().event_types}
@@ -622,8 +650,8 @@ def test_openapi_documents_every_route(base: str) -> None:
         for method, op in item.items()
     ]
     # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities,
-    # POST /v1/.../entities/merge, POST /v1/.../entities/split
-    assert len(operations) == 32
+    # POST /v1/.../entities/merge, POST /v1/.../entities/split, DELETE /v1/projects/{id}
+    assert len(operations) == 33
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

@@ -336,6 +336,16 @@ CASES: dict[str, Case] = {
         control="select (memory.api_wipe(%(project)s, 'xt chat') ->> 'episodes')::int > 0",
         mutates=True,
     ),
+    P + "delete_project(uuid,text)": Case(
+        probes=("select memory.delete_project(%(project)s)",),
+        control="select (memory.delete_project(%(project)s) #>> '{wiped,facts}')::int > 0",
+        mutates=True,
+    ),
+    P + "api_delete_project(uuid)": Case(
+        probes=("select memory.api_delete_project(%(project)s)",),
+        control="select (memory.api_delete_project(%(project)s) ->> 'deleted')::boolean",
+        mutates=True,
+    ),
     # ---- embeddings and extraction (the worker's calls) --------------------------
     P + "embedding_dim()": Case(
         neutral="the installation's embedding dimension (a column type), not tenant data",
@@ -816,7 +826,13 @@ def _digest(conn: psycopg.Connection[Any], w: World) -> dict[str, str]:
         )
         out[table] = hashlib.sha256(text.encode()).hexdigest()
     for name, query in (
-        ("keys", "select * from memory.list_api_keys(%(project)s) order by key_id"),
+        # (Through the project row: after delete_project's control there is none.)
+        (
+            "keys",
+            "select k.* from memory.projects p "
+            "cross join lateral memory.list_api_keys(p.project_id) k "
+            "where p.project_id = %(project)s order by k.key_id",
+        ),
         (
             "secrets",
             "select e.endpoint_id, t.* from memory.webhook_endpoints e "

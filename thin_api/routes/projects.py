@@ -17,6 +17,7 @@ from thin_api.models import (
     Org,
     Project,
     ProjectCreate,
+    ProjectDeleted,
     ProjectList,
 )
 from thin_api.routes import ERRORS, MANAGE, READ
@@ -50,6 +51,17 @@ def create_project(body: ProjectCreate, token: Token, db: DB) -> Any:
 def get_project(project_id: UUID, token: Token, db: DB) -> Any:
     return db.call_row(
         Access(token, READ, project_id), "select * from memory.get_project(%s::uuid)", (project_id,)
+    )
+
+
+@router.delete("/projects/{project_id}", response_model=ProjectDeleted)
+def delete_project(project_id: UUID, token: Token, db: DB) -> Any:
+    """Delete the project (needs project:manage): its memory as a wipe deletes it, its
+    jobs, API keys and webhooks, and the project itself. The audit log keeps the counts."""
+    return db.call(
+        Access(token, MANAGE, project_id),
+        "select memory.api_delete_project(%s::uuid)",
+        (project_id,),
     )
 
 
