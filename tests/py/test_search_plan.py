@@ -865,3 +865,43 @@ def test_context_communities_of_a_new_install_read_by_key(fresh_install: str) ->
         assert "community_id = " in cond, (index, cond, reads)
     for index, cond in _reads(reads, "entities") + _reads(reads, "facts"):
         assert "entity_id = " in cond or "fact_id = " in cond, (index, cond, reads)
+
+
+def test_community_refresh_of_a_new_install_reads_its_project_only(fresh_install: str) -> None:
+    """The communities job checks every project every 5 minutes: the check reads the
+    current edges of that project through its key, never the org's, whatever the planner
+    knew when the worker's session planned it (here: nothing, on a new install)."""
+    chain = [
+        {"subject": f"customer {i}", "predicate": "knows", "object": f"customer {i + 1}",
+         "object_type": "entity"}
+        for i in range(1500)
+    ]  # fmt: skip
+    org, big, _ = _project_with_facts(fresh_install, "community refresh plans", chain)
+    with psycopg.connect(fresh_install) as conn, conn.transaction():
+        conn.execute("set local role chronomem_app")
+        conn.execute("select memory.use_org(%s)", (org,))
+        small = _one(conn, "select memory.create_project(%s, 'small')", (org,))
+        conn.execute(
+            "select memory.assert_facts(%s, %s::jsonb)",
+            (small, json.dumps([{**chain[0], "subject": "Ann", "object": "Ben"}])),
+        )
+
+    def refresh(conn: psycopg.Connection[Any]) -> list[Any]:
+        return [_one(conn, "select memory.refresh_communities(%s)", (small,)) for _ in range(2)]
+
+    plans, (first, second) = plans_in_a_new_session(fresh_install, org, refresh)
+    with psycopg.connect(fresh_install) as conn:
+        analyzed = analyzed_tables(conn, ["memory.edges"])
+    # Controls: nothing analyzed; the first refresh computed, the second only checked.
+    assert analyzed == [], analyzed
+    assert first["computed"] and not second["computed"], (first, second)
+    assert (first["edges"], second["edges"]) == (1, 1)
+    reads = [p for p in plans if "memory.edges" in p and "bit_xor" in p]
+    assert len(reads) == 3, plans  # the digest: each refresh, and the computation
+    for plan in reads:
+        assert "Seq Scan on edges" not in plan, plan
+        scans = _reads(plan, "edges")
+        assert scans, plan
+        for index, cond in scans:
+            assert "project_id = " in cond, (index, cond, plan)
+    assert big  # the other project of the org, whose 1,500 edges the check must not read
