@@ -31,6 +31,7 @@ from thin_api.models import (
     ApiKeyRevoked,
     AssertResult,
     CommunityList,
+    CommunityRefresh,
     ContextResult,
     Entity,
     EntityMerged,
@@ -387,6 +388,9 @@ class Calls:
     def communities(self, project: Id) -> Call[CommunityList]:
         return Call("GET", f"/v1/projects/{project}/communities", CommunityList)
 
+    def refresh_communities(self, project: Id) -> Call[CommunityRefresh]:
+        return Call("POST", f"/v1/projects/{project}/communities/refresh", CommunityRefresh)
+
     def create_webhook(
         self, project: Id, url: str, event_types: Sequence[str] | None = None
     ) -> Call[WebhookCreated]:
@@ -530,6 +534,7 @@ class Client:
     merge_entities = _sync(Calls.merge_entities)
     split_entity = _sync(Calls.split_entity)
     communities = _sync(Calls.communities)
+    refresh_communities = _sync(Calls.refresh_communities)
     create_webhook = _sync(Calls.create_webhook)
     list_webhooks = _sync(Calls.list_webhooks)
     update_webhook = _sync(Calls.update_webhook)
@@ -596,6 +601,7 @@ class AsyncClient:
     merge_entities = _async(Calls.merge_entities)
     split_entity = _async(Calls.split_entity)
     communities = _async(Calls.communities)
+    refresh_communities = _async(Calls.refresh_communities)
     create_webhook = _async(Calls.create_webhook)
     list_webhooks = _async(Calls.list_webhooks)
     update_webhook = _async(Calls.update_webhook)

@@ -216,13 +216,13 @@ begin
      set computed_at = excluded.computed_at, edges = excluded.edges,
          edges_digest = excluded.edges_digest, communities = excluded.communities,
          members = excluded.members, rounds = excluded.rounds, converged = excluded.converged;
-  return jsonb_build_object('computed', true, 'communities', v_communities,
+  return jsonb_build_object('computed', true, 'computed_at', now(), 'communities', v_communities,
                             'members', v_count, 'rounds', v_round, 'colors', v_colors,
                             'converged', coalesce(v_moved = 0, false), 'edges', v_edges);
 end
 $$;
 comment on function memory.compute_communities(uuid, integer) is
-  'Group a project''s entities by label propagation over current edges (semi-synchronous: entities coloured so that linked ones differ, one colour moving at a time, which converges) and store the result in memory.communities / community_members (replacing the previous one) and the run in memory.community_runs. Returns counts, the rounds run (at most p_max_rounds), the colours, whether it converged and the current edges read.';
+  'Group a project''s entities by label propagation over current edges (semi-synchronous: entities coloured so that linked ones differ, one colour moving at a time, which converges) and store the result in memory.communities / community_members (replacing the previous one) and the run in memory.community_runs. Returns computed (true), computed_at, counts, the rounds run (at most p_max_rounds), the colours, whether it converged and the current edges read.';
 
 -- The periodic job's step per project: compute the communities again only
 -- when the current edges differ from those the last run read (or there
@@ -250,14 +250,18 @@ begin
   select d.edges, d.edges_digest into v_now from memory_internal.current_edges_digest(p_project) d;
   if v_run.project_id is not null and v_run.edges = v_now.edges
      and v_run.edges_digest = v_now.edges_digest then
+    -- The last run's answer (what compute_communities returned, without
+    -- the colours).
     return jsonb_build_object('computed', false, 'computed_at', v_run.computed_at,
-                              'communities', v_run.communities, 'edges', v_run.edges);
+                              'communities', v_run.communities, 'members', v_run.members,
+                              'rounds', v_run.rounds, 'converged', v_run.converged,
+                              'edges', v_run.edges);
   end if;
   return memory.compute_communities(p_project, p_max_rounds);
 end
 $$;
 comment on function memory.refresh_communities(uuid, integer) is
-  'Compute a project''s communities again (memory.compute_communities) only if its current edges changed since the last run (memory.community_runs), else return that run''s time and counts with computed = false. What the periodic communities job calls for each project.';
+  'Compute a project''s communities again (memory.compute_communities) only if its current edges changed since the last run (memory.community_runs), else return that run''s time and counts (as compute_communities returned them, without the colours) with computed = false. What the periodic communities job calls for each project.';
 
 -- The periodic communities job: refresh_communities for every project of
 -- the org in scope, in project order, each in its own exception block so

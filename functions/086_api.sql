@@ -1056,6 +1056,26 @@ $$;
 comment on function memory.list_communities(uuid) is
   'A project''s communities (from the last memory.compute_communities run, whose time is computed_at, null if none ran), largest first, with their members.';
 
+create or replace function memory.api_refresh_communities(p_project uuid)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_result jsonb;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_result := memory.refresh_communities(p_project);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'communities.refresh',
+    'project:' || p_project,
+    jsonb_build_object('computed', v_result -> 'computed', 'communities', v_result -> 'communities'));
+  return v_result;
+end
+$$;
+comment on function memory.api_refresh_communities(uuid) is
+  'API: memory.refresh_communities as the authorized key (needs project:write): compute the project''s communities now if its graph changed since the last run. Audited.';
+
 --------------------------------------------------------------------------
 -- Operators: /metrics
 --------------------------------------------------------------------------
@@ -1103,6 +1123,7 @@ grant execute on function
   memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
   memory.list_entities(uuid, text, integer),
   memory.list_communities(uuid),
+  memory.api_refresh_communities(uuid),
   memory.metric_totals()
   to chronomem_app;
 grant execute on function

@@ -564,6 +564,23 @@ class Community(Model):
     members: list[CommunityMember]
 
 
+class CommunityRefresh(Model):
+    computed: bool = Field(
+        description="True when this call computed them; false when the graph had not changed "
+        "since the last run, whose figures these are."
+    )
+    computed_at: datetime
+    communities: int
+    members: int
+    edges: int = Field(description="The current edges the computation read.")
+    rounds: int
+    converged: bool
+    colors: int | None = Field(
+        default=None,
+        description="Colours of the semi-synchronous rounds, when this call needed them.",
+    )
+
+
 class CommunityList(Model):
     computed_at: datetime | None = Field(
         description="When the project's communities were last computed; null if never (the "

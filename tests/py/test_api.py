@@ -363,7 +363,11 @@ def test_graph_entities_and_communities(api: Client, project: uuid.UUID, tenant:
 
     never = api.communities(project)
     assert never.communities == [] and never.computed_at is None
-    tenant.rows("select memory.compute_communities(%s)", (project,))
+    made = api.refresh_communities(project)
+    assert made.computed and (made.communities, made.members, made.edges) == (2, 5, 3)
+    again = api.refresh_communities(project)  # the graph has not changed: the same run
+    assert not again.computed and again.computed_at == made.computed_at
+    assert (again.communities, again.members, again.edges) == (2, 5, 3)
     listed = api.communities(project)
     groups = listed.communities
     assert listed.computed_at is not None
@@ -540,6 +544,7 @@ def test_every_mutating_request_writes_one_audit_row(
         ("memory.ingest", lambda: api.ingest(project, "s", [{"role": "user", "content": "hi"}])),
         ("api_key.create", lambda: api.create_api_key(project, "k", ["project:read"])),
         ("entity.upsert", lambda: api.upsert_entity(project, "Acme", aliases=["ACME Corp"])),
+        ("communities.refresh", lambda: api.refresh_communities(project)),
     ]
     for action, step in steps:
         before = len(audit_rows(admin_dsn, project))
@@ -650,8 +655,9 @@ def test_openapi_documents_every_route(base: str) -> None:
         for method, op in item.items()
     ]
     # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities,
-    # POST /v1/.../entities/merge, POST /v1/.../entities/split, DELETE /v1/projects/{id}
-    assert len(operations) == 33
+    # POST /v1/.../entities/merge, POST /v1/.../entities/split, DELETE /v1/projects/{id},
+    # POST /v1/.../communities/refresh
+    assert len(operations) == 34
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

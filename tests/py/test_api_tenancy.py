@@ -191,6 +191,7 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("PATCH", "/v1/projects/{p}/webhooks/{e}", {"json": {"url": "https://hooks.example.com/y"}}),
     ("POST", "/v1/projects/{p}/webhooks/{e}/rotate", {}),
     ("DELETE", "/v1/projects/{p}/webhooks/{e}", {}),
+    ("POST", "/v1/projects/{p}/communities/refresh", {}),
     ("DELETE", "/v1/projects/{p}", {}),  # last: the controls below run in this order
     # A's ids under B's own project: still not found.
     ("POST", "/v1/projects/{bp}/facts/{f}/retract", {}),

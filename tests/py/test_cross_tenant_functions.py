@@ -285,6 +285,10 @@ CASES: dict[str, Case] = {
         control="select (x -> 'computed' ? %(project)s::text or (x ->> 'unchanged')::int > 0) "
         "and x -> 'failed' = '{}' from memory.refresh_org_communities() x",
     ),
+    P + "api_refresh_communities(uuid)": Case(
+        probes=("select memory.api_refresh_communities(%(project)s)",),
+        control="select (memory.api_refresh_communities(%(project)s) ->> 'communities')::int > 0",
+    ),
     P + "list_communities(uuid)": Case(
         probes=("select memory.list_communities(%(project)s)",),
         control="select jsonb_array_length(memory.list_communities(%(project)s) "

@@ -14,6 +14,7 @@ from thin_api.deps import DB, Embedder, Metrics, Token
 from thin_api.embedding import query_vector, vector_text
 from thin_api.models import (
     CommunityList,
+    CommunityRefresh,
     ContextRequest,
     ContextResult,
     Entity,
@@ -192,5 +193,18 @@ def communities(project_id: UUID, token: Token, db: DB) -> Any:
     return db.call(
         Access(token, READ, project_id),
         "select memory.list_communities(%s::uuid)",
+        (project_id,),
+    )
+
+
+@router.post(
+    "/projects/{project_id}/communities/refresh", response_model=CommunityRefresh, tags=["graph"]
+)
+def refresh_communities(project_id: UUID, token: Token, db: DB) -> Any:
+    """Compute the communities now if the project's current edges changed since the last
+    computation (needs project:write); the periodic job does the same every 5 minutes."""
+    return db.call(
+        Access(token, WRITE, project_id),
+        "select memory.api_refresh_communities(%s::uuid)",
         (project_id,),
     )
