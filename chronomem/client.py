@@ -385,8 +385,20 @@ class Calls:
             json=_body(name=name, dry_run=dry_run),
         )
 
-    def communities(self, project: Id) -> Call[CommunityList]:
-        return Call("GET", f"/v1/projects/{project}/communities", CommunityList)
+    def communities(
+        self,
+        project: Id,
+        *,
+        cursor: str | None = None,
+        limit: int | None = None,
+        members: int | None = None,
+    ) -> Call[CommunityList]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/communities",
+            CommunityList,
+            params=_query(cursor=cursor, limit=limit, members=members),
+        )
 
     def refresh_communities(self, project: Id) -> Call[CommunityRefresh]:
         return Call("POST", f"/v1/projects/{project}/communities/refresh", CommunityRefresh)

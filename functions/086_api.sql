@@ -1022,7 +1022,14 @@ $$;
 comment on function memory.list_entities(uuid, text, integer) is
   'A project''s entities by normalized name, paged by keyset: pass next_cursor as p_after.';
 
-create or replace function memory.list_communities(p_project uuid)
+drop function if exists memory.list_communities(uuid);
+-- Paged by keyset over their order (largest first, then label, then id);
+-- the cursor is those three values as hex-encoded JSON, so a page after a
+-- recomputation (which makes new ids) still starts where the last one
+-- ended.  Members: the first p_members by name, and how many more.
+create or replace function memory.list_communities(
+  p_project uuid, p_after text default null, p_limit integer default 100,
+  p_members integer default 100)
   returns jsonb
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -1030,31 +1037,72 @@ create or replace function memory.list_communities(p_project uuid)
 as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
+  v_after jsonb;
+  v_size integer;
+  v_label text;
+  v_id uuid;
+  v_page jsonb;
+  v_n integer;
+  v_last jsonb;
 begin
+  perform memory_internal.check_limit(p_limit, 1000);
+  if p_members is null or p_members < 0 or p_members > 10000 then
+    raise exception 'members must be between 0 and 10000' using errcode = 'invalid_parameter_value',
+      detail = 'members';
+  end if;
+  if p_after is not null then
+    begin
+      v_after := convert_from(decode(p_after, 'hex'), 'UTF8')::jsonb;
+      v_size := (v_after ->> 0)::integer;
+      v_label := v_after ->> 1;
+      v_id := (v_after ->> 2)::uuid;
+    exception when others then
+      v_id := null;
+    end;
+    if v_id is null or v_size is null or v_label is null then
+      raise exception 'cursor is not a next_cursor of this list' using errcode = 'invalid_parameter_value',
+        detail = 'cursor';
+    end if;
+  end if;
+  select coalesce(jsonb_agg(x.j order by x.rn), '[]'), count(*),
+         max(jsonb_build_array(x.size, x.label, x.community_id)::text) filter (where x.rn = p_limit)::jsonb
+    into v_page, v_n, v_last
+    from (select c.size, c.label, c.community_id,
+                 row_number() over (order by c.size desc, c.label, c.community_id) as rn,
+                 jsonb_build_object(
+                   'community_id', c.community_id, 'label', c.label, 'size', c.size,
+                   'computed_at', c.computed_at,
+                   'members', coalesce((
+                     select jsonb_agg(jsonb_build_object('entity_id', n.entity_id, 'name', n.name)
+                                      order by n.name, n.entity_id)
+                       from (select n.entity_id, n.name
+                               from memory.community_members m
+                               join memory.entities n on n.org_id = m.org_id
+                                                     and n.entity_id = m.entity_id
+                              where m.org_id = c.org_id and m.community_id = c.community_id
+                              order by n.name, n.entity_id
+                              limit p_members) n), '[]'),
+                   'more', greatest(c.size - p_members, 0)) as j
+            from memory.communities c
+           where c.org_id = v_org and c.project_id = p_project
+             and (v_id is null
+                  or (-c.size, c.label, c.community_id) > (-v_size, v_label, v_id))
+           order by c.size desc, c.label, c.community_id
+           limit p_limit + 1) x;
+  if v_n > p_limit then
+    v_page := v_page - p_limit;
+  end if;
   return jsonb_build_object(
     -- When they were last computed (null: never), so that "no communities"
     -- reads as "none found" or "not computed yet".
     'computed_at', (select r.computed_at from memory.community_runs r
                      where r.org_id = v_org and r.project_id = p_project),
-    'communities', coalesce((
-    select jsonb_agg(jsonb_build_object(
-             'community_id', c.community_id, 'label', c.label, 'size', c.size,
-             'computed_at', c.computed_at,
-             'members', coalesce((select jsonb_agg(jsonb_build_object(
-                                          'entity_id', n.entity_id, 'name', n.name)
-                                        order by n.name, n.entity_id)
-                                   from memory.community_members m
-                                   join memory.entities n on n.org_id = m.org_id
-                                                         and n.entity_id = m.entity_id
-                                  where m.org_id = c.org_id and m.community_id = c.community_id),
-                                 '[]'))
-           order by c.size desc, c.label, c.community_id)
-      from memory.communities c
-     where c.org_id = v_org and c.project_id = p_project), '[]'));
+    'communities', v_page,
+    'next_cursor', case when v_n > p_limit then encode(convert_to(v_last::text, 'UTF8'), 'hex') end);
 end
 $$;
-comment on function memory.list_communities(uuid) is
-  'A project''s communities (from the last memory.compute_communities run, whose time is computed_at, null if none ran), largest first, with their members.';
+comment on function memory.list_communities(uuid, text, integer, integer) is
+  'A project''s communities from the last memory.compute_communities run (computed_at: its time, null if none ran), largest first, p_limit (1-1000) a page: pass next_cursor as p_after. Each with its first p_members members by name and how many more.';
 
 create or replace function memory.api_refresh_communities(p_project uuid)
   returns jsonb
@@ -1122,7 +1170,7 @@ grant execute on function
   memory.api_context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer),
   memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
   memory.list_entities(uuid, text, integer),
-  memory.list_communities(uuid),
+  memory.list_communities(uuid, text, integer, integer),
   memory.api_refresh_communities(uuid),
   memory.metric_totals()
   to chronomem_app;
@@ -1135,7 +1183,7 @@ grant execute on function
   memory.session_messages(uuid, text, integer, integer),
   memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
   memory.list_entities(uuid, text, integer),
-  memory.list_communities(uuid)
+  memory.list_communities(uuid, text, integer, integer)
   to chronomem_analyst;
 -- Called by invoker-rights functions above as the calling role.
 grant execute on function

@@ -561,7 +561,8 @@ class Community(Model):
     label: str
     size: int
     computed_at: datetime
-    members: list[CommunityMember]
+    members: list[CommunityMember] = Field(description="The first `members` by name.")
+    more: int = Field(description="How many members are not listed.")
 
 
 class CommunityRefresh(Model):
@@ -587,6 +588,7 @@ class CommunityList(Model):
         "periodic job computes them again whenever the project's current edges changed)."
     )
     communities: list[Community]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
 
 
 # -- webhooks -------------------------------------------------------------------------

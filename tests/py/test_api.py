@@ -376,7 +376,16 @@ def test_graph_entities_and_communities(api: Client, project: uuid.UUID, tenant:
         ["acme", "alice", "berlin"],
         ["bob", "carol"],
     ]
-    assert groups[0].size == 3
+    assert groups[0].size == 3 and listed.next_cursor is None
+    # A page at a time, members capped.
+    page = api.communities(project, limit=1, members=1)
+    assert [(c.size, len(c.members), c.more) for c in page.communities] == [(3, 1, 2)]
+    last = api.communities(project, limit=1, cursor=page.next_cursor)
+    assert [c.community_id for c in last.communities] == [groups[1].community_id]
+    assert last.next_cursor is None
+    with pytest.raises(ChronomemError) as err:
+        api.communities(project, cursor="nonsense")
+    assert err.value.status == 422 and "cursor" in str(err.value)
     # The context's last section: the community of the entities it names (Bob and
     # Carol's is not named); before the computation, none.
     ctx = api.context(project, "where does alice work")

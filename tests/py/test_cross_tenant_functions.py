@@ -289,7 +289,7 @@ CASES: dict[str, Case] = {
         probes=("select memory.api_refresh_communities(%(project)s)",),
         control="select (memory.api_refresh_communities(%(project)s) ->> 'communities')::int > 0",
     ),
-    P + "list_communities(uuid)": Case(
+    P + "list_communities(uuid,text,integer,integer)": Case(
         probes=("select memory.list_communities(%(project)s)",),
         control="select jsonb_array_length(memory.list_communities(%(project)s) "
         "-> 'communities') > 0",

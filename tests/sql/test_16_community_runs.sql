@@ -9,7 +9,7 @@
 -- Org A: project g (Ann knows Ben, Ben works at Acme, Cat likes tea),
 -- project e (no edges).  Org B: project h (the same facts).
 BEGIN;
-select plan(28);
+select plan(33);
 
 create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
   insert into pg_temp.ids
@@ -52,7 +52,7 @@ begin
 end $$;
 
 -- A. Never computed: none listed, computed_at null; the first refresh computes.
-select is(memory.list_communities(pg_temp.id('g')), '{"computed_at": null, "communities": []}',
+select is(memory.list_communities(pg_temp.id('g')), '{"computed_at": null, "communities": [], "next_cursor": null}',
           'before any run: no communities, computed_at null');
 call pg_temp.refresh('g', 'first');
 select ok(pg_temp.computed('first'), 'the first refresh computes');
@@ -134,7 +134,7 @@ select isnt((memory.list_communities(pg_temp.id('e')) ->> 'computed_at'), null,
 
 -- I. A project wipe deletes the run with the communities.
 do $$ begin perform memory.wipe(pg_temp.id('e')); end $$;
-select is(memory.list_communities(pg_temp.id('e')), '{"computed_at": null, "communities": []}',
+select is(memory.list_communities(pg_temp.id('e')), '{"computed_at": null, "communities": [], "next_cursor": null}',
           'after a project wipe: never computed');
 select isnt(pg_temp.run('g'), null, 'control: the other project''s run stays');
 
@@ -152,6 +152,38 @@ select ok(pg_temp.computed('other_org') and pg_temp.groups('h') = 'Ann,Ben',
 -- K. Bad input.
 select throws_ok($$ select memory.compute_communities(pg_temp.id('h'), 0) $$, '22023',
                  'p_max_rounds must be at least 1, got 0', 'p_max_rounds below 1 is refused, naming it');
+
+-- L. list_communities pages: five cliques (every member linked to every
+-- other: one community each whatever the ids), sizes 4, 3, 3, 2, 2.
+insert into pg_temp.ids values ('pg', memory.create_project(pg_temp.id('org_b'), 'pages'));
+insert into pg_temp.res select 'pg_facts', memory.assert_facts(pg_temp.id('pg'), (
+  select jsonb_agg(jsonb_build_object('subject', g || ' ' || a, 'predicate', 'knows',
+                                      'object', g || ' ' || b, 'object_type', 'entity'))
+    from (values ('k4', 4), ('t1', 3), ('t2', 3), ('p1', 2), ('p2', 2)) c(g, n)
+   cross join lateral generate_series(1, n) a cross join lateral generate_series(1, n) b
+   where a < b));
+do $$ begin perform memory.refresh_communities(pg_temp.id('pg')); end $$;
+create function pg_temp.page(p_after text, p_limit integer) returns jsonb language sql as $$
+  select memory.list_communities(pg_temp.id('pg'), p_after, p_limit) $$;
+insert into pg_temp.res values ('page1', pg_temp.page(null, 2));
+insert into pg_temp.res values ('page2', pg_temp.page(pg_temp.r('page1') ->> 'next_cursor', 2));
+insert into pg_temp.res values ('page3', pg_temp.page(pg_temp.r('page2') ->> 'next_cursor', 2));
+select is((select array_agg(x ->> 'label' order by p, o)
+             from unnest(array['page1', 'page2', 'page3']) with ordinality q(k, p)
+            cross join lateral jsonb_array_elements(pg_temp.r(q.k) -> 'communities') with ordinality e(x, o)),
+          array['k4 1', 't1 1', 't2 1', 'p1 1', 'p2 1'],
+          'pages of 2: every community once, largest first, then by label');
+select ok(pg_temp.r('page3') -> 'next_cursor' = 'null' and pg_temp.r('page2') ->> 'next_cursor' is not null
+          and jsonb_array_length(pg_temp.r('page3') -> 'communities') = 1,
+          'the last page has no next_cursor, the others have one');
+insert into pg_temp.res values ('capped', memory.list_communities(pg_temp.id('pg'), null, 1000, 2) #> '{communities,0}');
+select is((select array_agg(m ->> 'name' order by o) from jsonb_array_elements(pg_temp.r('capped') -> 'members') with ordinality e(m, o))
+          || array[pg_temp.r('capped') ->> 'label', pg_temp.r('capped') ->> 'size', pg_temp.r('capped') ->> 'more'],
+          array['k4 1', 'k4 2', 'k4 1', '4', '2'], 'members: the first two by name, and how many more');
+select throws_ok($$ select pg_temp.page('not a cursor', 2) $$, '22023', 'cursor is not a next_cursor of this list',
+                 'a bad cursor is refused, naming it');
+select throws_ok($$ select pg_temp.page(null, 0) $$, '22023', 'limit must be between 1 and 1000',
+                 'a bad limit is refused, naming it');
 
 select * from finish();
 ROLLBACK;

@@ -187,13 +187,22 @@ def split_entity(project_id: UUID, body: EntitySplit, token: Token, db: DB) -> A
 
 
 @router.get("/projects/{project_id}/communities", response_model=CommunityList, tags=["graph"])
-def communities(project_id: UUID, token: Token, db: DB) -> Any:
+def communities(
+    project_id: UUID,
+    token: Token,
+    db: DB,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+    limit: Annotated[Int32, Query(description="Communities per page, 1-1000.")] = 100,
+    members: Annotated[
+        Int32, Query(description="Members listed per community (by name), 0-10000.")
+    ] = 100,
+) -> Any:
     """Communities from the last computation (label propagation over current edges; the
-    periodic job computes them again whenever the graph changed)."""
+    periodic job computes them again whenever the graph changed), largest first."""
     return db.call(
         Access(token, READ, project_id),
-        "select memory.list_communities(%s::uuid)",
-        (project_id,),
+        "select memory.list_communities(%s::uuid, %s::text, %s::integer, %s::integer)",
+        (project_id, cursor, limit, members),
     )
 
 
