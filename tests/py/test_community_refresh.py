@@ -9,7 +9,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -39,18 +39,36 @@ def project(app_dsn: str) -> Iterator[tuple[psycopg.Connection[Any], uuid.UUID, 
         yield conn, org, project
 
 
-def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+def _while_held(
+    app_dsn: str,
+    watcher: psycopg.Connection[Any],
+    org: uuid.UUID,
+    first: str,
+    second: str,
+    params: tuple[Any, ...],
+) -> tuple[Any, bool, dict[str, Any]]:
+    """Run `first` in one transaction and, before it commits, `second` in another (a
+    thread): `first`'s answer, whether `second` waited on an advisory lock, and
+    `second`'s answer ("result") or error ("error") once both committed."""
     out: dict[str, Any] = {}
+    with psycopg.connect(app_dsn) as one, psycopg.connect(app_dsn) as two:
+        one.execute("select memory.use_org(%s)", (org,))
+        answer = one.execute(first, params).fetchone()[0]  # type: ignore[index]
 
-    def run() -> None:
-        try:
-            out["result"] = fn()
-        except Exception as err:  # reported by the test
-            out["error"] = err
+        def run() -> None:
+            try:
+                two.execute("select memory.use_org(%s)", (org,))
+                out["result"] = two.execute(second, params).fetchone()[0]  # type: ignore[index]
+                two.commit()
+            except Exception as err:  # reported by the test
+                out["error"] = err
 
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
+        thread = threading.Thread(target=run)
+        thread.start()
+        waited = _waits_on_advisory_lock(watcher, two.info.backend_pid)
+        one.commit()
+        thread.join(30)
+    return answer, waited, out
 
 
 def _waits_on_advisory_lock(conn: psycopg.Connection[Any], pid: int) -> bool:
@@ -84,21 +102,9 @@ def test_concurrent_refreshes_compute_once(
 ) -> None:
     conn, org, p = project
     one_in(conn, org, "select memory.assert_facts(%s, %s::jsonb)", (p, _knows(("Cat", "Dan"))))
-    with psycopg.connect(app_dsn) as first, psycopg.connect(app_dsn) as second:
-        first.execute("select memory.use_org(%s)", (org,))
-        answer = first.execute("select memory.refresh_communities(%s)", (p,)).fetchone()[0]  # type: ignore[index]
-        assert answer["computed"], answer  # the new edge: computed, not yet committed
-
-        def refresh() -> Any:
-            second.execute("select memory.use_org(%s)", (org,))
-            row = second.execute("select memory.refresh_communities(%s)", (p,)).fetchone()
-            second.commit()
-            return row[0]  # type: ignore[index]
-
-        thread, out = _in_thread(refresh)
-        waited = _waits_on_advisory_lock(conn, second.info.backend_pid)
-        first.commit()
-        thread.join(30)
+    refresh = "select memory.refresh_communities(%s)"
+    answer, waited, out = _while_held(app_dsn, conn, org, refresh, refresh, (p,))
+    assert answer["computed"], answer  # the new edge: computed by the first
     assert waited, "the second refresh did not wait for the first"
     assert "error" not in out, out
     assert out["result"]["computed"] is False, out  # it found the work done
@@ -112,20 +118,14 @@ def test_subject_wipe_waits_for_a_computation(
 ) -> None:
     conn, org, p = project
     assert _groups(conn, org, p) == [("Ann", ["Ann", "Ben", "Cat"])]  # control: her label
-    with psycopg.connect(app_dsn) as computing, psycopg.connect(app_dsn) as wiping:
-        computing.execute("select memory.use_org(%s)", (org,))
-        computing.execute("select memory.compute_communities(%s)", (p,))
-
-        def wipe() -> Any:
-            wiping.execute("select memory.use_org(%s)", (org,))
-            row = wiping.execute("select memory.wipe(%s, p_subject => 'Ann')", (p,)).fetchone()
-            wiping.commit()
-            return row[0]  # type: ignore[index]
-
-        thread, out = _in_thread(wipe)
-        waited = _waits_on_advisory_lock(conn, wiping.info.backend_pid)
-        computing.commit()
-        thread.join(30)
+    _, waited, out = _while_held(
+        app_dsn,
+        conn,
+        org,
+        "select memory.compute_communities(%s)",
+        "select memory.wipe(%s, p_subject => 'Ann')",
+        (p,),
+    )
     assert waited, "the wipe did not wait for the computation"
     assert "error" not in out, out
     labels = [label for label, _ in _groups(conn, org, p)]
