@@ -91,6 +91,7 @@ begin
   end if;
   perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
   perform pg_advisory_xact_lock(memory_internal.communities_lock_key(p_project));
+  perform memory_internal.project_org(p_project);  -- not deleted while this waited
   -- Before the links are read: an edge committed between the two reads is
   -- then missing from the digest, not from the groups only, and the next
   -- refresh computes again rather than never.
@@ -245,6 +246,7 @@ begin
   -- done.
   perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
   perform pg_advisory_xact_lock(memory_internal.communities_lock_key(p_project));
+  perform memory_internal.project_org(p_project);  -- not deleted while this waited
   select r.* into v_run from memory.community_runs r
    where r.org_id = v_org and r.project_id = p_project;
   select d.edges, d.edges_digest into v_now from memory_internal.current_edges_digest(p_project) d;

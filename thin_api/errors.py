@@ -53,6 +53,9 @@ _BY_SQLSTATE: dict[str, tuple[int, str]] = {
     "P0002": (404, "not_found"),
     "23505": (409, "conflict"),
     "23P01": (409, "conflict"),
+    # A row written refers to one deleted meanwhile (a project deleted while the
+    # request ran): nothing the request could have done otherwise.
+    "23503": (409, "conflict"),
     "40001": (409, "retry"),
     "40P01": (409, "retry"),
     "55P03": (409, "retry"),
