@@ -51,6 +51,7 @@ from thin_api.models import (
     Readiness,
     RetractResult,
     SearchResult,
+    SessionPage,
     Timeline,
     WebhookCreated,
     WebhookDeleted,
@@ -180,6 +181,16 @@ class Calls:
             f"/v1/projects/{project}/memory",
             WipeResult,
             params=_query(session=session, subject=subject),
+        )
+
+    def sessions(
+        self, project: Id, *, cursor: str | None = None, limit: int | None = None
+    ) -> Call[SessionPage]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/sessions",
+            SessionPage,
+            params=_query(cursor=cursor, limit=limit),
         )
 
     def session_messages(
@@ -530,6 +541,7 @@ class Client:
     revoke_api_key = _sync(Calls.revoke_api_key)
     ingest = _sync(Calls.ingest)
     wipe = _sync(Calls.wipe)
+    sessions = _sync(Calls.sessions)
     session_messages = _sync(Calls.session_messages)
     assert_facts = _sync(Calls.assert_facts)
     list_facts = _sync(Calls.list_facts)
@@ -597,6 +609,7 @@ class AsyncClient:
     revoke_api_key = _async(Calls.revoke_api_key)
     ingest = _async(Calls.ingest)
     wipe = _async(Calls.wipe)
+    sessions = _async(Calls.sessions)
     session_messages = _async(Calls.session_messages)
     assert_facts = _async(Calls.assert_facts)
     list_facts = _async(Calls.list_facts)

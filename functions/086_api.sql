@@ -776,6 +776,51 @@ $$;
 comment on function memory.api_timeline(uuid, text, text) is
   'memory.subject_timeline as JSON (windows as bounds), for the API.';
 
+-- The sessions of a project by their external id (a keyset page: the
+-- cursor is the last id), each with its last message's sequence number
+-- and time: one probe of the (session, seq) key per session, however long
+-- the sessions are.
+create or replace function memory.list_sessions(
+  p_project uuid, p_after text default null, p_limit integer default 100)
+  returns jsonb
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_sessions jsonb;
+  v_n integer;
+  v_last text;
+begin
+  perform memory_internal.check_limit(p_limit, 1000);
+  select coalesce(jsonb_agg(x.j order by x.external_id), '[]'), count(*),
+         max(x.external_id) filter (where x.rn = p_limit)
+    into v_sessions, v_n, v_last
+    from (select s.external_id, row_number() over (order by s.external_id) as rn,
+                 jsonb_build_object(
+                   'session_id', s.session_id, 'session', s.external_id,
+                   'metadata', s.metadata, 'created_at', s.created_at,
+                   'last_seq', l.seq, 'last_message_at', l.occurred_at) as j
+            from memory.sessions s
+            left join lateral (
+              select e.seq, e.occurred_at from memory.episodes e
+               where e.org_id = s.org_id and e.session_id = s.session_id
+               order by e.seq desc limit 1) l on true
+           where s.org_id = v_org and s.project_id = p_project
+             and (p_after is null or s.external_id > p_after)
+           order by s.external_id
+           limit p_limit + 1) x;
+  if v_n > p_limit then
+    v_sessions := v_sessions - p_limit;
+  end if;
+  return jsonb_build_object('sessions', v_sessions,
+                            'next_cursor', case when v_n > p_limit then v_last end);
+end
+$$;
+comment on function memory.list_sessions(uuid, text, integer) is
+  'A project''s sessions by external id, each with its metadata, creation time and its last message''s sequence number and time (null when it has none), paged by keyset: pass next_cursor as p_after.';
+
 create or replace function memory.session_messages(
   p_project uuid, p_session text, p_after_seq integer default 0, p_limit integer default 100)
   returns jsonb
@@ -1166,6 +1211,7 @@ grant execute on function
   memory.api_fact_history(uuid, uuid),
   memory.api_timeline(uuid, text, text),
   memory.session_messages(uuid, text, integer, integer),
+  memory.list_sessions(uuid, text, integer),
   memory.api_search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text),
   memory.api_context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer),
   memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
@@ -1181,6 +1227,7 @@ grant execute on function
   memory.api_fact_history(uuid, uuid),
   memory.api_timeline(uuid, text, text),
   memory.session_messages(uuid, text, integer, integer),
+  memory.list_sessions(uuid, text, integer),
   memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
   memory.list_entities(uuid, text, integer),
   memory.list_communities(uuid, text, integer, integer)

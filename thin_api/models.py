@@ -193,6 +193,20 @@ class Message(Model):
     token_count: int
 
 
+class SessionSummary(Model):
+    session_id: UUID
+    session: str = Field(description="Your id for the conversation.")
+    metadata: dict[str, JsonValue]
+    created_at: datetime
+    last_seq: int | None = Field(description="The last message's sequence number; null if none.")
+    last_message_at: datetime | None = Field(description="When the last message occurred.")
+
+
+class SessionPage(Model):
+    sessions: list[SessionSummary]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
+
+
 class MessagePage(Model):
     session_id: UUID
     session: str

@@ -290,6 +290,13 @@ def test_ingest_is_idempotent_and_sessions_page(api: Client, project: uuid.UUID)
         api.session_messages(project, "no such chat")
     assert missing.value.status == 404
 
+    api.ingest(project, "chat 0", [{"role": "user", "content": "hi"}])
+    listed = api.sessions(project, limit=1)
+    assert [(x.session, x.last_seq) for x in listed.sessions] == [("chat 0", 1)]
+    after = api.sessions(project, cursor=listed.next_cursor)
+    assert [(x.session, x.last_seq) for x in after.sessions] == [("chat 1", 3)]
+    assert after.next_cursor is None and after.sessions[0].session_id == page.session_id
+
 
 # -- retrieval and graph --------------------------------------------------------------
 def test_search_and_context_at_an_instant(api: Client, project: uuid.UUID) -> None:
@@ -665,8 +672,8 @@ def test_openapi_documents_every_route(base: str) -> None:
     ]
     # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities,
     # POST /v1/.../entities/merge, POST /v1/.../entities/split, DELETE /v1/projects/{id},
-    # POST /v1/.../communities/refresh
-    assert len(operations) == 34
+    # POST /v1/.../communities/refresh, GET /v1/.../sessions
+    assert len(operations) == 35
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

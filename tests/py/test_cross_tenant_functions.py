@@ -323,6 +323,10 @@ CASES: dict[str, Case] = {
         control="select jsonb_array_length(memory.session_messages(%(project)s, 'xt chat') "
         "-> 'messages') > 0",
     ),
+    P + "list_sessions(uuid,text,integer)": Case(
+        probes=("select memory.list_sessions(%(project)s)",),
+        control="select jsonb_array_length(memory.list_sessions(%(project)s) -> 'sessions') > 0",
+    ),
     P + "wipe(uuid,text,text,text)": Case(
         probes=(
             "select memory.wipe(%(project)s)",

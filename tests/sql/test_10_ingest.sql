@@ -5,7 +5,7 @@
 -- chronomem_app.  memory_internal.ingest_requests is not readable by the
 -- app role: pg_temp.stored() counts it as superuser (security definer).
 BEGIN;
-select plan(45);
+select plan(49);
 
 create procedure pg_temp.ingest(p_k text, p_session text, p_messages jsonb, p_key text default null,
                                 p_project text default 'p', p_session_metadata jsonb default null)
@@ -216,6 +216,31 @@ do $$ begin perform memory.use_org(pg_temp.id('org_b'), true); end $$;
 select is(pg_temp.stored('p_b'), 'sessions=0 episodes=0 requests=0 jobs=0', 'org B''s project got nothing');
 call pg_temp.ingest('b1', 'chat', '[{"role": "user", "content": "hi"}]', null, 'p_b');
 select is(pg_temp.stored('p_b'), 'sessions=1 episodes=1 requests=1 jobs=2', 'positive control: scoped to B, ingest works');
+
+-- G. list_sessions: by external id, each with its last message; paged.  p_b
+-- also has a session named 'chat'.
+insert into pg_temp.ids values ('ls', memory.create_project(pg_temp.id('org_b'), 'sessions'));
+call pg_temp.ingest('ls_b', 'b', '[{"role": "user", "content": "one", "occurred_at": "2024-01-01T00:00:00Z"},
+                                   {"role": "user", "content": "two", "occurred_at": "2024-01-02T00:00:00Z"}]', null, 'ls');
+call pg_temp.ingest('ls_chat', 'chat', '[{"role": "user", "content": "one", "occurred_at": "2024-02-01T00:00:00Z"}]', null, 'ls');
+call pg_temp.ingest('ls_c', 'c', '[{"role": "user", "content": "x", "occurred_at": "2024-03-01T00:00:00Z"},
+                                   {"role": "user", "content": "y", "occurred_at": "2024-03-02T00:00:00Z"},
+                                   {"role": "user", "content": "z", "occurred_at": "2024-03-03T00:00:00Z"}]', null, 'ls');
+select is((select string_agg(format('%s %s %s', x ->> 'session', x ->> 'last_seq', (x ->> 'last_message_at')::date), ', ')
+             from jsonb_array_elements(memory.list_sessions(pg_temp.id('ls')) -> 'sessions') x),
+          'b 2 2024-01-02, c 3 2024-03-03, chat 1 2024-02-01',
+          'list_sessions: by id, each with its last message''s number and time');
+select ok(not exists (select from jsonb_array_elements(memory.list_sessions(pg_temp.id('ls')) -> 'sessions') x
+                       where (x ->> 'session_id')::uuid in (select session_id from memory.sessions where project_id = pg_temp.id('p_b'))),
+          'another project''s session of the same name is not listed');
+insert into pg_temp.res values ('ls_page1', memory.list_sessions(pg_temp.id('ls'), null, 2));
+select is((pg_temp.r('ls_page1') ->> 'next_cursor')
+          || ' ' || (select string_agg(x ->> 'session', ',') from jsonb_array_elements(
+                        memory.list_sessions(pg_temp.id('ls'), pg_temp.r('ls_page1') ->> 'next_cursor', 2) -> 'sessions') x)
+          || ' ' || coalesce(memory.list_sessions(pg_temp.id('ls'), pg_temp.r('ls_page1') ->> 'next_cursor', 2) ->> 'next_cursor', 'end'),
+          'c chat end', 'pages of 2: the cursor is the last id; the last page has none');
+select throws_ok($$ select memory.list_sessions(pg_temp.id('p')) $$, 'P0002', null,
+                 'another org''s project: not found');
 
 select * from finish();
 ROLLBACK;

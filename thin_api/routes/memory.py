@@ -10,7 +10,14 @@ from psycopg.types.json import Jsonb
 
 from thin_api.db import Access
 from thin_api.deps import DB, Token
-from thin_api.models import IngestRequest, IngestResult, Int32, MessagePage, WipeResult
+from thin_api.models import (
+    IngestRequest,
+    IngestResult,
+    Int32,
+    MessagePage,
+    SessionPage,
+    WipeResult,
+)
 from thin_api.routes import ERRORS, READ, WRITE
 
 router = APIRouter(prefix="/v1", tags=["memory"], responses=ERRORS)
@@ -61,6 +68,22 @@ def wipe(
         Access(token, WRITE, project_id),
         "select memory.api_wipe(%s::uuid, %s::text, %s::text)",
         (project_id, session, subject),
+    )
+
+
+@router.get("/projects/{project_id}/sessions", response_model=SessionPage)
+def list_sessions(
+    project_id: UUID,
+    token: Token,
+    db: DB,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+) -> Any:
+    """The project's sessions by their id, each with its last message's number and time."""
+    return db.call(
+        Access(token, READ, project_id),
+        "select memory.list_sessions(%s::uuid, %s::text, %s::integer)",
+        (project_id, cursor, limit),
     )
 
 
