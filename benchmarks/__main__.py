@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "search": "benchmarks.search",
     "api": "benchmarks.api",
     "closes": "benchmarks.closes",
+    "communities": "benchmarks.communities",
 }
 
 
