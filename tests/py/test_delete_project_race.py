@@ -1,8 +1,9 @@
 """Writes that meet a project being deleted: a writer that waited for the project's
 lock while memory.delete_project held it finds the project gone (not found, an API
 404), never a foreign key's refusal of a row it wrote (which the API would answer with
-a 500); a writer that takes no project lock gets that refusal, which the API answers
-with 409 conflict."""
+a 500); a writer that does not look the project up again after its lock
+(declare_predicate, which takes it exclusively) gets that refusal, which the API
+answers with 409 conflict."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def test_a_writer_waiting_for_a_deleted_project_finds_it_gone(app_dsn: str, name
     assert from_db_error(psycopg.errors.NoDataFound(out["message"])).status == 404
 
 
-def test_a_writer_without_the_project_lock_gets_a_conflict(app_dsn: str) -> None:
+def test_a_writer_that_does_not_look_again_gets_a_conflict(app_dsn: str) -> None:
     with psycopg.connect(app_dsn, autocommit=True) as conn:
         org = conn.execute("select memory.create_org('race predicate')").fetchone()[0]  # type: ignore[index]
         project = one_in(conn, org, "select memory.create_project(%s, 'doomed')", (org,))
