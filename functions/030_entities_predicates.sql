@@ -701,6 +701,23 @@ create or replace function memory_internal.project_lock_key(p_project uuid)
   language sql immutable parallel safe
   as $$ select hashtextextended('chronomem.project:' || p_project::text, 0) $$;
 
+-- A writer's hold on its project: the write lock shared, then the project
+-- looked up again, so that one which waited while delete_project (which
+-- holds the lock exclusively) removed it finds it not found, rather than
+-- meeting a foreign key's refusal of what it writes next.
+create or replace function memory_internal.hold_project(p_project uuid)
+  returns void
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
+  perform memory_internal.project_org(p_project);
+end
+$$;
+comment on function memory_internal.hold_project(uuid) is
+  'Take the project''s write lock shared (as every writer does) and check the project still exists: not found (P0002) when it was deleted while this waited.';
+
 create or replace function memory_internal.predicate_lock_key(p_project uuid, p_predicate text)
   returns bigint
   language sql immutable parallel safe

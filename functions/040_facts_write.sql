@@ -542,10 +542,7 @@ begin
     raise exception 'source must be api, extraction or import, not %', coalesce(p_source, 'NULL')
       using errcode = 'invalid_parameter_value';
   end if;
-  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
-  -- Deleted while this waited for the lock (delete_project holds it
-  -- exclusively): not found, rather than a foreign key's refusal.
-  perform memory_internal.project_org(p_project);
+  perform memory_internal.hold_project(p_project);
 
   -- 1. Parse and validate.  A bad fact is reported at its index and costs
   -- nothing else.

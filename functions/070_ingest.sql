@@ -92,8 +92,7 @@ begin
   -- holds the project's lock shared; wipe holds it exclusive, so content
   -- (and the document frequencies it lowers) never disappears under an
   -- ingest that has not committed.
-  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
-  perform memory_internal.project_org(p_project);  -- not deleted while this waited
+  perform memory_internal.hold_project(p_project);
 
   -- One writer per session at a time: sequence numbers and the "latest
   -- batch" used to recognise retries are decided under the session's lock.

@@ -63,40 +63,53 @@ create or replace function memory_internal.current_edges_digest(p_project uuid,
 comment on function memory_internal.current_edges_digest(uuid) is
   'The count of a project''s current edges and the XOR of uuid_hash_extended(edge_id, 0) over them: changes whenever the graph memory.compute_communities reads changes.';
 
--- Takes the project's write lock shared, as writers do, so that a wipe or
--- a merge (which hold it exclusively) never runs between the read of the
+-- The locks every computation of a project's communities, and every check
+-- whether one is due, takes first: the project's write lock shared, as
+-- writers hold it (memory_internal.hold_project), so that a wipe or a
+-- merge (which hold it exclusively) never runs between the read of the
 -- edges and the store of the groups: a wiped name never comes back as a
 -- label, and no member is an entity deleted meanwhile.  Then the
--- communities lock, so that one computation at a time replaces them.
-create or replace function memory.compute_communities(p_project uuid, p_max_rounds integer default 20)
+-- communities lock, so that one at a time replaces them.  Returns the
+-- digest of the current edges, read after both are held.
+create or replace function memory_internal.lock_communities(p_project uuid,
+  out edges integer, out edges_digest bigint)
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  perform memory_internal.hold_project(p_project);
+  perform pg_advisory_xact_lock(memory_internal.communities_lock_key(p_project));
+  select d.edges, d.edges_digest into edges, edges_digest
+    from memory_internal.current_edges_digest(p_project) d;
+end
+$$;
+comment on function memory_internal.lock_communities(uuid) is
+  'Take the locks a computation (or check) of the project''s communities holds, in order (the project''s write lock shared, then the communities lock), and return the digest of its current edges, read under them.';
+
+-- The computation itself (label propagation over the current edges, the
+-- store, the run), for compute_communities and refresh_communities once
+-- they hold the locks and read the digest (p_edges, p_digest): read before
+-- the links, so that an edge committed between the two reads is missing
+-- from the digest, not from the groups only, and the next refresh computes
+-- again rather than never.
+create or replace function memory_internal.compute_communities_locked(
+  p_org uuid, p_project uuid, p_max_rounds integer, p_edges integer, p_digest bigint)
   returns jsonb
   language plpgsql
-  security definer
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 declare
-  v_org uuid := memory_internal.project_org(p_project);
   v_round integer := 0;
   v_colors integer;
   v_changed integer;
   v_moved integer;
   v_count integer;
-  v_edges integer;
-  v_digest bigint;
   v_communities integer;
 begin
   if p_max_rounds is null or p_max_rounds < 1 then
     raise exception 'p_max_rounds must be at least 1, got %', coalesce(p_max_rounds::text, 'null')
       using errcode = 'invalid_parameter_value';
   end if;
-  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
-  perform pg_advisory_xact_lock(memory_internal.communities_lock_key(p_project));
-  perform memory_internal.project_org(p_project);  -- not deleted while this waited
-  -- Before the links are read: an edge committed between the two reads is
-  -- then missing from the digest, not from the groups only, and the next
-  -- refresh computes again rather than never.
-  select d.edges, d.edges_digest into v_edges, v_digest
-    from memory_internal.current_edges_digest(p_project) d;
   create temp table if not exists pg_temp.chronomem_labels (
     entity_id uuid primary key, label uuid not null, color integer) on commit drop;
   create temp table if not exists pg_temp.chronomem_links (
@@ -178,7 +191,7 @@ begin
     end loop;
   end if;
 
-  delete from memory.communities where org_id = v_org and project_id = p_project;
+  delete from memory.communities where org_id = p_org and project_id = p_project;
   -- A community's label is the name of its member with the most links
   -- (ties: the first name).  Each member's links are counted once, for
   -- all: counted per member from the links (a temp table without an
@@ -189,7 +202,7 @@ begin
       from pg_temp.chronomem_labels t
       join (select l.a, count(*) as links from pg_temp.chronomem_links l group by l.a) d
         on d.a = t.entity_id
-      join memory.entities en on en.org_id = v_org and en.entity_id = t.entity_id
+      join memory.entities en on en.org_id = p_org and en.entity_id = t.entity_id
   ), groups as (
     select m.label, count(*)::integer as size, array_agg(m.entity_id) as members,
            gen_random_uuid() as community_id
@@ -199,19 +212,19 @@ begin
       from members m order by m.label, m.links desc, m.name
   ), made as (
     insert into memory.communities (org_id, project_id, community_id, label, size)
-    select v_org, p_project, g.community_id, n.name, g.size
+    select p_org, p_project, g.community_id, n.name, g.size
       from groups g join names n on n.label = g.label
   )
   insert into memory.community_members (org_id, project_id, community_id, entity_id)
-  select v_org, p_project, g.community_id, u.entity_id
+  select p_org, p_project, g.community_id, u.entity_id
     from groups g
    cross join lateral unnest(g.members) u(entity_id);
   get diagnostics v_count = row_count;
   select count(*)::integer into v_communities from memory.communities c
-   where c.org_id = v_org and c.project_id = p_project;
+   where c.org_id = p_org and c.project_id = p_project;
   insert into memory.community_runs as r
          (org_id, project_id, computed_at, edges, edges_digest, communities, members, rounds, converged)
-  values (v_org, p_project, now(), v_edges, v_digest, v_communities, v_count, v_round,
+  values (p_org, p_project, now(), p_edges, p_digest, v_communities, v_count, v_round,
           coalesce(v_moved = 0, false))
   on conflict (org_id, project_id) do update
      set computed_at = excluded.computed_at, edges = excluded.edges,
@@ -219,7 +232,25 @@ begin
          members = excluded.members, rounds = excluded.rounds, converged = excluded.converged;
   return jsonb_build_object('computed', true, 'computed_at', now(), 'communities', v_communities,
                             'members', v_count, 'rounds', v_round, 'colors', v_colors,
-                            'converged', coalesce(v_moved = 0, false), 'edges', v_edges);
+                            'converged', coalesce(v_moved = 0, false), 'edges', p_edges);
+end
+$$;
+comment on function memory_internal.compute_communities_locked(uuid, uuid, integer, integer, bigint) is
+  'The body of compute_communities and refresh_communities: label propagation over the project''s current edges, the store of the groups and the run (with the given edge count and digest). The caller holds memory_internal.lock_communities.';
+
+create or replace function memory.compute_communities(p_project uuid, p_max_rounds integer default 20)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_now record;
+begin
+  select l.edges, l.edges_digest into v_now from memory_internal.lock_communities(p_project) l;
+  return memory_internal.compute_communities_locked(
+    v_org, p_project, p_max_rounds, v_now.edges, v_now.edges_digest);
 end
 $$;
 comment on function memory.compute_communities(uuid, integer) is
@@ -241,15 +272,11 @@ declare
   v_run memory.community_runs;
   v_now record;
 begin
-  -- The locks compute_communities takes, in its order, before the check:
-  -- a concurrent refresh of the same project waits, then finds the work
-  -- done.
-  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
-  perform pg_advisory_xact_lock(memory_internal.communities_lock_key(p_project));
-  perform memory_internal.project_org(p_project);  -- not deleted while this waited
+  -- The locks compute_communities takes, before the check: a concurrent
+  -- refresh of the same project waits, then finds the work done.
+  select l.edges, l.edges_digest into v_now from memory_internal.lock_communities(p_project) l;
   select r.* into v_run from memory.community_runs r
    where r.org_id = v_org and r.project_id = p_project;
-  select d.edges, d.edges_digest into v_now from memory_internal.current_edges_digest(p_project) d;
   if v_run.project_id is not null and v_run.edges = v_now.edges
      and v_run.edges_digest = v_now.edges_digest then
     -- The last run's answer (what compute_communities returned, without
@@ -259,7 +286,8 @@ begin
                               'rounds', v_run.rounds, 'converged', v_run.converged,
                               'edges', v_run.edges);
   end if;
-  return memory.compute_communities(p_project, p_max_rounds);
+  return memory_internal.compute_communities_locked(
+    v_org, p_project, p_max_rounds, v_now.edges, v_now.edges_digest);
 end
 $$;
 comment on function memory.refresh_communities(uuid, integer) is
