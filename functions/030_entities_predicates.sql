@@ -338,7 +338,7 @@ begin
   if not exists (select from memory_internal.named_auto_objects(p_org, p_project, v_names)) then
     return 0;
   end if;
-  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  perform memory_internal.hold_project(p_project, true);
   return memory_internal.adopt_auto_objects(p_org, p_project, v_names);
 end
 $$;
@@ -413,7 +413,7 @@ begin
   end if;
   -- No writer runs meanwhile (writers hold it shared), and the names are
   -- resolved under it.
-  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  perform memory_internal.hold_project(p_project, true);
   v_keep := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_keep));
   v_absorb := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_absorb));
   -- (The detail names the argument: the API's error names it as the field.)
@@ -586,7 +586,7 @@ begin
   if p_dry_run then
     return memory_internal.dry_run('select memory.split_entity($1, $2)', p_project, p_name);
   end if;
-  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  perform memory_internal.hold_project(p_project, true);
   select * into v_alias from memory.entity_aliases a
    where a.org_id = v_org and a.project_id = p_project and a.normalized_alias = v_key;
   if not found then
@@ -695,28 +695,37 @@ comment on function memory.split_entity(uuid, text, boolean) is
 -- locks shared and identity locks exclusive; wipe and declare_predicate
 -- hold the project lock exclusive (declare_predicate its predicate's too),
 -- as do add_alias and upsert_entity when they re-key stored facts
--- (adopt_named_objects), so none of them races a write.
+-- (adopt_named_objects), so none of them races a write.  The project lock
+-- is taken only through hold_project (below).
 create or replace function memory_internal.project_lock_key(p_project uuid)
   returns bigint
   language sql immutable parallel safe
   as $$ select hashtextextended('chronomem.project:' || p_project::text, 0) $$;
 
--- A writer's hold on its project: the write lock shared, then the project
--- looked up again, so that one which waited while delete_project (which
--- holds the lock exclusively) removed it finds it not found, rather than
--- meeting a foreign key's refusal of what it writes next.
-create or replace function memory_internal.hold_project(p_project uuid)
+-- A hold on a project: its write lock, shared (writers) or exclusive (wipe,
+-- delete_project, declare_predicate, merges, splits, adoptions), then the
+-- project looked up again, so that a caller which waited while
+-- delete_project (which holds the lock exclusively) removed it finds it not
+-- found, rather than meeting a foreign key's refusal of what it writes next
+-- or working on (and auditing) a project that is gone.
+drop function if exists memory_internal.hold_project(uuid);
+create or replace function memory_internal.hold_project(
+  p_project uuid, p_exclusive boolean default false)
   returns void
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 begin
-  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
+  if p_exclusive then
+    perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  else
+    perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
+  end if;
   perform memory_internal.project_org(p_project);
 end
 $$;
-comment on function memory_internal.hold_project(uuid) is
-  'Take the project''s write lock shared (as every writer does) and check the project still exists: not found (P0002) when it was deleted while this waited.';
+comment on function memory_internal.hold_project(uuid, boolean) is
+  'Take the project''s write lock, shared (as every writer does) or exclusively (p_exclusive: no writer of the project runs meanwhile), and check the project still exists: not found (P0002) when it was deleted while this waited. Every taker of the project lock goes through it.';
 
 create or replace function memory_internal.predicate_lock_key(p_project uuid, p_predicate text)
   returns bigint
@@ -788,7 +797,7 @@ begin
   -- A redeclaration changes the identities of every fact of the predicate:
   -- no other writer of the project runs meanwhile (they hold this lock
   -- shared, as for wipe).
-  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  perform memory_internal.hold_project(p_project, true);
   perform pg_advisory_xact_lock(memory_internal.predicate_lock_key(p_project, v_pred));
 
   insert into memory.predicates as d (org_id, project_id, predicate, cardinality)

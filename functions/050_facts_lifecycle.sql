@@ -11,7 +11,7 @@ as $$
 declare
   f memory.facts;
 begin
-  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p_project));
+  perform memory_internal.hold_project(p_project);
   select v.* into f from memory_internal.fact_versions(p_project) v
    where v.org_id = p_org and v.fact_id = p_fact;
   if f.fact_id is null then

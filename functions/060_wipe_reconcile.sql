@@ -161,7 +161,7 @@ begin
   end if;
   -- No writer of this project runs while content disappears under it.
   -- Nothing else writes this project now: every row it has is committed.
-  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  perform memory_internal.hold_project(p_project, true);
   perform memory_internal.begin_write((
     select max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at))
       from memory_internal.fact_versions(p_project) v));
@@ -341,7 +341,7 @@ declare
   v_actor text := coalesce(p_actor, session_user);
 begin
   -- Writers hold it shared: none is between its checks and its writes.
-  perform pg_advisory_xact_lock(memory_internal.project_lock_key(p_project));
+  perform memory_internal.hold_project(p_project, true);
   v_wiped := memory.wipe(p_project, p_actor => v_actor);
   delete from memory.jobs j where j.org_id = v_org and j.project_id = p_project;
   get diagnostics v_jobs = row_count;

@@ -1,9 +1,12 @@
 """Writes that meet a project being deleted: a writer that waited for the project's
 lock while memory.delete_project held it finds the project gone (not found, an API
 404), never a foreign key's refusal of a row it wrote (which the API would answer with
-a 500); a writer that does not look the project up again after its lock
-(declare_predicate, which takes it exclusively) gets that refusal, which the API
-answers with 409 conflict."""
+a 500), nor a wipe or deletion of nothing audited as if it had happened. Every taker of
+the project lock looks the project up again once it holds it
+(memory_internal.hold_project; test_lint_sql checks that no function takes the lock
+otherwise). upsert_entity and add_alias take no project lock unless they adopt stored
+objects; racing a deletion they meet the foreign key, which the API answers with 409
+conflict."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -22,14 +26,41 @@ from thin_api.errors import from_db_error
 FACT = json.dumps(
     [{"subject": "Ann", "predicate": "knows", "object": "Ben", "object_type": "entity"}]
 )
-WRITES = {
-    "assert_facts": ("select memory.assert_facts(%s, %s::jsonb)", (FACT,)),
+
+
+def _nothing(conn: psycopg.Connection[Any], org: uuid.UUID, project: uuid.UUID) -> tuple[Any, ...]:
+    return ()
+
+
+def _entities(conn: psycopg.Connection[Any], org: uuid.UUID, project: uuid.UUID) -> tuple[Any, ...]:
+    """Ann (also called Annie) and Ben, for a merge or a split."""
+    one_in(conn, org, "select memory.upsert_entity(%s, 'Ben')", (project,))
+    one_in(conn, org, "select memory.upsert_entity(%s, 'Ann')", (project,))
+    one_in(conn, org, "select memory.add_alias(%s, 'Ann', 'Annie')", (project,))
+    return ()
+
+
+def _a_fact(conn: psycopg.Connection[Any], org: uuid.UUID, project: uuid.UUID) -> tuple[Any, ...]:
+    out = one_in(conn, org, "select memory.assert_facts(%s, %s::jsonb)", (project, FACT))
+    return (out["results"][0]["fact_id"],)
+
+
+# name: (query taking the project and then the setup's values, setup)
+Setup = Callable[[psycopg.Connection[Any], uuid.UUID, uuid.UUID], tuple[Any, ...]]
+WRITES: dict[str, tuple[str, Setup]] = {
+    "assert_facts": ("select memory.assert_facts(%s, %s::jsonb)", lambda *_: (FACT,)),
     "ingest": (
         "select memory.ingest(%s, 'chat', %s::jsonb)",
-        (json.dumps([{"role": "user", "content": "hello"}]),),
+        lambda *_: (json.dumps([{"role": "user", "content": "hello"}]),),
     ),
-    "compute_communities": ("select memory.compute_communities(%s)", ()),
-    "refresh_communities": ("select memory.refresh_communities(%s)", ()),
+    "compute_communities": ("select memory.compute_communities(%s)", _nothing),
+    "refresh_communities": ("select memory.refresh_communities(%s)", _nothing),
+    "declare_predicate": ("select memory.declare_predicate(%s, 'plan', 'one')", _nothing),
+    "wipe": ("select memory.wipe(%s)", _nothing),
+    "delete_project": ("select memory.delete_project(%s)", _nothing),
+    "merge_entities": ("select memory.merge_entities(%s, 'Ann', 'Ben')", _entities),
+    "split_entity": ("select memory.split_entity(%s, 'Annie')", _entities),
+    "retract_fact": ("select memory.retract_fact(%s, %s, 'wrong')", _a_fact),
 }
 
 
@@ -62,25 +93,40 @@ def _during_deletion(
 
 @pytest.mark.parametrize("name", sorted(WRITES))
 def test_a_writer_waiting_for_a_deleted_project_finds_it_gone(app_dsn: str, name: str) -> None:
-    query, args = WRITES[name]
+    query, setup = WRITES[name]
     with psycopg.connect(app_dsn, autocommit=True) as conn:
         org = conn.execute("select memory.create_org(%s)", (f"race {name}",)).fetchone()[0]  # type: ignore[index]
         project = one_in(conn, org, "select memory.create_project(%s, 'doomed')", (org,))
         other = one_in(conn, org, "select memory.create_project(%s, 'kept')", (org,))
+        args = setup(conn, org, project)
         # Control: the same write succeeds on a project nobody deletes.
-        one_in(conn, org, query, (other, *args))
+        one_in(conn, org, query, (other, *setup(conn, org, other)))
     out = _during_deletion(app_dsn, org, project, query, args)
     assert out["sqlstate"] == "P0002", out
     assert from_db_error(psycopg.errors.NoDataFound(out["message"])).status == 404
-
-
-def test_a_writer_that_does_not_look_again_gets_a_conflict(app_dsn: str) -> None:
     with psycopg.connect(app_dsn, autocommit=True) as conn:
-        org = conn.execute("select memory.create_org('race predicate')").fetchone()[0]  # type: ignore[index]
+        audited = one_in(
+            conn,
+            org,
+            "select array_agg(action order by audit_id) from memory.audit_log"
+            " where project_id = %s",
+            (project,),
+        )
+    # The deletion's own rows only: nothing the waiting call did was audited.
+    assert audited == ["wipe", "project.delete"], audited
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["select memory.upsert_entity(%s, 'Cy')", "select memory.add_alias(%s, 'Ann', 'Annie')"],
+)
+def test_an_entity_write_without_the_lock_gets_a_conflict(app_dsn: str, query: str) -> None:
+    with psycopg.connect(app_dsn, autocommit=True) as conn:
+        org = conn.execute("select memory.create_org('race entity')").fetchone()[0]  # type: ignore[index]
         project = one_in(conn, org, "select memory.create_project(%s, 'doomed')", (org,))
-    out = _during_deletion(
-        app_dsn, org, project, "select memory.declare_predicate(%s, 'plan', 'one')", ()
-    )
+        one_in(conn, org, "select memory.upsert_entity(%s, 'Ann')", (project,))
+    out = _during_deletion(app_dsn, org, project, query, ())
+    # add_alias finds its entity before it writes; the deletion had not committed.
     assert out["sqlstate"] == "23503", out
     error = from_db_error(psycopg.errors.ForeignKeyViolation(out["message"]))
     assert (error.status, error.code) == (409, "conflict")

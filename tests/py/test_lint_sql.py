@@ -651,6 +651,42 @@ def test_tables_carry_org_id_and_keys_include_it() -> None:
     assert orgs.keys == (("primary key", ("org_id",)),)
 
 
+# The project's write lock is taken through memory_internal.hold_project, which looks the
+# project up again once it holds the lock (a caller that waited for delete_project then
+# gets "not found", never a foreign key's refusal or an audit row of a deleted project).
+# store_embeddings locks every project of a set of versions in one statement, and skips
+# the versions a deletion took instead of failing.
+PROJECT_LOCK_TAKERS = frozenset({"memory_internal.hold_project", "memory.store_embeddings"})
+_PROJECT_LOCK = re.compile(
+    r"pg_advisory_xact_lock\w*\s*\(\s*memory_internal\.project_lock_key", re.I
+)
+
+
+def project_lock_takers(sources: dict[str, str]) -> set[str]:
+    return {
+        u.name
+        for origin, src in sources.items()
+        for u in extract_units(src, origin)
+        if u.kind == "function" and _PROJECT_LOCK.search(render(lex(u.body), keep_strings=False))
+    }
+
+
+def test_the_project_lock_is_taken_by_hold_project() -> None:
+    assert project_lock_takers(_function_sources()) == PROJECT_LOCK_TAKERS
+
+
+def test_lint_sees_a_direct_project_lock() -> None:
+    """Positive control: a function taking the lock itself is seen, a comment is not."""
+    src = (
+        "create or replace function memory.x(p uuid) returns void language plpgsql as $$\n"
+        "begin\n  -- pg_advisory_xact_lock(memory_internal.project_lock_key(p))\n"
+        "  perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(p));\nend $$;\n"
+        "create or replace function memory.y(p uuid) returns void language plpgsql as $$\n"
+        "begin\n  -- pg_advisory_xact_lock(memory_internal.project_lock_key(p))\nend $$;\n"
+    )
+    assert project_lock_takers({"x.sql": src}) == {"memory.x"}
+
+
 # --------------------------------------------------------------------------------------
 # Self-tests of the lint on synthetic snippets.
 # --------------------------------------------------------------------------------------
