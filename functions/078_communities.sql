@@ -293,46 +293,60 @@ $$;
 comment on function memory.refresh_communities(uuid, integer) is
   'Compute a project''s communities again (memory.compute_communities) only if its current edges changed since the last run (memory.community_runs), else return that run''s time and counts (as compute_communities returned them, without the colours) with computed = false. What the periodic communities job calls for each project.';
 
--- The periodic communities job: refresh_communities for every project of
--- the org in scope, in project order, each in its own exception block so
--- that one project's error (a deadlock, a lock timeout) is reported in the
--- answer and costs neither the other projects' refresh nor the job.
-create or replace function memory.refresh_org_communities(p_max_rounds integer default 20)
+-- The periodic communities job (one per org): for each project of the org
+-- in scope whose current edges differ from its last run's, a job of the
+-- same kind for that project alone, unless one is queued already.  The
+-- check reads the edges without a lock (a later change is the next
+-- sweep's); each project's job takes the locks and checks again
+-- (memory.refresh_communities).  So a computation holds only its own
+-- project's locks and only while it runs: a wipe or a merge of one project
+-- never waits for the computations of the org's others, and a project
+-- whose computation fails is retried (and dead-lettered) on its own.
+drop function if exists memory.refresh_org_communities(integer);
+create or replace function memory.queue_community_refreshes(p_max_rounds integer default 20)
   returns jsonb
   language plpgsql
   security definer
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 declare
-  v_project uuid;
-  v_result jsonb;
-  v_computed jsonb := '{}';
-  v_failed jsonb := '{}';
-  v_unchanged integer := 0;
+  v_org uuid := memory_internal.current_org();
+  v_queued uuid[];
+  v_pending integer;
+  v_unchanged integer;
 begin
-  for v_project in
-    select p.project_id from memory.projects p
-     where p.org_id = memory_internal.current_org() order by p.project_id
-  loop
-    begin
-      v_result := memory.refresh_communities(v_project, p_max_rounds);
-      if (v_result ->> 'computed')::boolean then
-        v_computed := v_computed || jsonb_build_object(v_project::text, v_result);
-      else
-        v_unchanged := v_unchanged + 1;
-      end if;
-    exception when others then
-      v_failed := v_failed || jsonb_build_object(
-        v_project::text, jsonb_build_object('error', sqlerrm, 'sqlstate', sqlstate));
-    end;
-  end loop;
-  -- Unchanged projects are only counted: the answer is stored on every
-  -- job, one per org every few minutes.
-  return jsonb_build_object('computed', v_computed, 'failed', v_failed, 'unchanged', v_unchanged);
+  if p_max_rounds is null or p_max_rounds < 1 then
+    raise exception 'max_rounds must be at least 1, not %', coalesce(p_max_rounds::text, 'NULL')
+      using errcode = 'invalid_parameter_value';
+  end if;
+  with projects as (
+    select p.project_id,
+           (r.project_id is null or r.edges <> d.edges or r.edges_digest <> d.edges_digest)
+             as changed,
+           exists (select from memory.jobs j
+                    where j.org_id = v_org and j.kind = 'communities'
+                      and j.project_id = p.project_id and j.status = 'queued') as pending
+      from memory.projects p
+      left join memory.community_runs r
+        on r.org_id = p.org_id and r.project_id = p.project_id
+     cross join lateral memory_internal.current_edges_digest(p.project_id) d
+     where p.org_id = v_org),
+  queued as (
+    insert into memory.jobs (org_id, project_id, kind, payload)
+    select v_org, x.project_id, 'communities', jsonb_build_object('max_rounds', p_max_rounds)
+      from projects x where x.changed and not x.pending
+     order by x.project_id
+    returning project_id)
+  select coalesce((select array_agg(q.project_id order by q.project_id) from queued q), '{}'),
+         (select count(*) from projects x where x.changed and x.pending),
+         (select count(*) from projects x where not x.changed)
+    into v_queued, v_pending, v_unchanged;
+  return jsonb_build_object('queued', to_jsonb(v_queued), 'pending', v_pending,
+                            'unchanged', v_unchanged);
 end
 $$;
-comment on function memory.refresh_org_communities(integer) is
-  'memory.refresh_communities for every project of the org in scope (the periodic communities job), each in its own exception block so that one project''s error costs none of the others. Returns {computed: {project id: result}, failed: {project id: {error, sqlstate}}, unchanged: count}.';
+comment on function memory.queue_community_refreshes(integer) is
+  'The periodic communities job of the org in scope: queues a communities job for each project whose current edges changed since its last computation (memory.community_runs) and that has none queued; that job runs memory.refresh_communities(project, max_rounds). Reads without locks. Returns {queued: [project ids], pending: count already queued, unchanged: count}.';
 
 -- The communities a prompt context names (memory.context's last section):
 -- those holding an entity the context mentions (the subjects and objects

@@ -97,7 +97,7 @@ grant execute on function
   memory.purge_done_jobs(interval),
   memory.compute_communities(uuid, integer),
   memory.refresh_communities(uuid, integer),
-  memory.refresh_org_communities(integer),
+  memory.queue_community_refreshes(integer),
   -- Counts across orgs: for the operator's /metrics, not for tenants' analysts.
   memory.queue_stats()
   to chronomem_app;

@@ -21,8 +21,8 @@ def _field(job: Job, key: str) -> Any:
     return job.payload[key]
 
 
-def _scalar(conn: psycopg.Connection[Any], query: str) -> Any:
-    row = conn.execute(query).fetchone()
+def _scalar(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Any:
+    row = conn.execute(query, params).fetchone()
     return None if row is None else row[0]
 
 
@@ -52,10 +52,18 @@ def build_handlers(
         return {"jobs_purged": _scalar(conn, "select memory.purge_done_jobs()")}
 
     def communities(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
-        # Periodic jobs are per org: every project of it, each computed again only
-        # when its current edges changed since its last run, one project's error
-        # reported without failing the rest (memory.refresh_org_communities).
-        result: dict[str, Any] = _scalar(conn, "select memory.refresh_org_communities()")
+        if job.project_id is None:
+            # The periodic job, per org: a job of this kind for each project whose
+            # graph changed since its last computation (memory.queue_community_refreshes).
+            queued: dict[str, Any] = _scalar(conn, "select memory.queue_community_refreshes()")
+            return queued
+        # One project's: computed again only if its current edges still differ, under
+        # its locks, which it holds for this computation only.
+        result: dict[str, Any] = _scalar(
+            conn,
+            "select memory.refresh_communities(%s, %s)",
+            (job.project_id, job.payload.get("max_rounds", 20)),
+        )
         return result
 
     return {

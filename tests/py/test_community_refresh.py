@@ -135,18 +135,27 @@ def test_subject_wipe_waits_for_a_computation(
     assert _groups(conn, org, p) == [("Ben", ["Ben", "Cat"])]
 
 
-def test_one_project_s_error_does_not_stop_the_others(app_dsn: str, admin_dsn: str) -> None:
-    """The periodic job's refresh_org_communities reports a project it could not
-    refresh (here: its communities lock held elsewhere past the lock timeout) and
-    refreshes the others in the same call."""
+def _project_lock_key(project: uuid.UUID) -> str:
+    return f"hashtextextended('chronomem.project:' || '{project}', 0)"
+
+
+def test_the_periodic_job_queues_each_changed_project_without_locks(
+    app_dsn: str, admin_dsn: str
+) -> None:
+    """The periodic job (memory.queue_community_refreshes) queues one job per project
+    whose graph changed, each of which takes that project's locks only while it runs:
+    with one project's write lock held exclusively (as a wipe or a merge holds it),
+    the sweep neither waits nor fails, and queues both; a second sweep queues nothing
+    more; once the projects' jobs ran, the next sweep finds both unchanged."""
     with psycopg.connect(app_dsn, autocommit=True) as conn:
-        org = conn.execute("select memory.create_org('community errors')").fetchone()[0]  # type: ignore[index]
-        projects = [
-            one_in(conn, org, "select memory.create_project(%s, %s)", (org, name))
-            for name in ("first", "second")
-        ]
-        # Which of the two is refreshed first: project id order.
-        blocked, other = sorted(projects, key=str)
+        org = conn.execute("select memory.create_org('community sweep')").fetchone()[0]  # type: ignore[index]
+        projects = sorted(
+            (
+                one_in(conn, org, "select memory.create_project(%s, %s)", (org, name))
+                for name in ("first", "second")
+            ),
+            key=str,
+        )
         for p in projects:
             one_in(
                 conn,
@@ -155,23 +164,48 @@ def test_one_project_s_error_does_not_stop_the_others(app_dsn: str, admin_dsn: s
                 (p, _knows(("Ann", "Ben"), ("Ann", "Cat"), ("Ben", "Cat"))),
             )
         with psycopg.connect(admin_dsn, autocommit=True) as holder:
-            holder.execute(
-                "select pg_advisory_lock(hashtextextended('chronomem.communities:' || %s, 0))",
-                (str(blocked),),
-            )
+            holder.execute(f"select pg_advisory_lock({_project_lock_key(projects[0])})")
             with conn.transaction():
                 conn.execute("select memory.use_org(%s)", (org,))
                 conn.execute("set local lock_timeout = '300ms'")
-                answer = conn.execute("select memory.refresh_org_communities()").fetchone()[0]  # type: ignore[index]
-        assert answer["failed"][str(blocked)]["sqlstate"] == "55P03", answer  # lock_not_available
-        assert set(answer["computed"]) == {str(other)}, answer
-        assert _groups(conn, org, other) == [("Ann", ["Ann", "Ben", "Cat"])]
-        assert _groups(conn, org, blocked) == []
-        # Control: with the lock free, the next run refreshes it.
-        again = one_in(conn, org, "select memory.refresh_org_communities()")
-        assert (set(again["computed"]), again["failed"], again["unchanged"]) == (
-            {str(blocked)},
-            {},
-            1,
-        ), again
-        assert _groups(conn, org, blocked) == [("Ann", ["Ann", "Ben", "Cat"])]
+                answer = conn.execute("select memory.queue_community_refreshes()").fetchone()[0]  # type: ignore[index]
+        assert answer == {"queued": [str(p) for p in projects], "pending": 0, "unchanged": 0}
+        again = one_in(conn, org, "select memory.queue_community_refreshes()")
+        assert again == {"queued": [], "pending": 2, "unchanged": 0}, again
+        jobs = rows_in(
+            conn,
+            org,
+            "select project_id, payload from memory.jobs where kind = 'communities' "
+            "and status = 'queued' order by project_id",
+        )
+        assert jobs == [(p, {"max_rounds": 20}) for p in projects], jobs
+        # The projects' jobs run as the worker runs them: claimed, refreshed, done.
+        with conn.transaction():
+            conn.execute("select memory.use_org(%s)", (org,))
+            claimed = conn.execute(
+                "select org_id, job_id, project_id from memory.claim_jobs('t', "
+                "array['communities'], 10)"
+            ).fetchall()
+            assert sorted(c[2] for c in claimed) == projects, claimed
+            for job_org, job, p in claimed:
+                result = conn.execute("select memory.refresh_communities(%s, 20)", (p,)).fetchone()[
+                    0
+                ]  # type: ignore[index]
+                assert result["computed"] is True, result
+                conn.execute(
+                    "select memory.complete_job(%s, %s, 't', %s::jsonb)",
+                    (job_org, job, json.dumps(result)),
+                )
+        for p in projects:
+            assert _groups(conn, org, p) == [("Ann", ["Ann", "Ben", "Cat"])]
+        settled = one_in(conn, org, "select memory.queue_community_refreshes()")
+        assert settled == {"queued": [], "pending": 0, "unchanged": 2}, settled
+        # Control: a new edge in one project queues that project alone.
+        one_in(
+            conn,
+            org,
+            "select memory.assert_facts(%s, %s::jsonb)",
+            (projects[1], _knows(("Cat", "Dan"))),
+        )
+        changed = one_in(conn, org, "select memory.queue_community_refreshes()")
+        assert changed == {"queued": [str(projects[1])], "pending": 0, "unchanged": 1}, changed

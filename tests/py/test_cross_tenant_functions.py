@@ -278,12 +278,13 @@ CASES: dict[str, Case] = {
         control="select (memory.refresh_communities(%(project)s) ->> 'communities')::int > 0",
         mutates=True,
     ),
-    P + "refresh_org_communities(integer)": Case(
-        # No id: it refreshes the caller's org. B's run must neither list nor touch A's
-        # projects.
-        probes=("select memory.refresh_org_communities()",),
-        control="select (x -> 'computed' ? %(project)s::text or (x ->> 'unchanged')::int > 0) "
-        "and x -> 'failed' = '{}' from memory.refresh_org_communities() x",
+    P + "queue_community_refreshes(integer)": Case(
+        # No id: it sweeps the caller's org. B's run must neither list A's projects nor
+        # queue a job for one.
+        probes=("select memory.queue_community_refreshes()",),
+        control="select x -> 'queued' ? %(project)s::text or (x ->> 'pending')::int "
+        "+ (x ->> 'unchanged')::int > 0 from memory.queue_community_refreshes() x",
+        mutates=True,
     ),
     P + "api_refresh_communities(uuid)": Case(
         probes=("select memory.api_refresh_communities(%(project)s)",),

@@ -502,12 +502,20 @@ def test_periodic_jobs_run_per_org(
         conn.execute(
             "update memory.job_schedules set next_run_at = now() where org_id = %s", (tenant.org,)
         )
+
+    def project_communities_jobs() -> list[dict[str, Any]]:
+        return tenant.rows(
+            "select status, result from memory.jobs where org_id = %s and kind = 'communities' "
+            "and project_id = %s order by job_id",
+            (tenant.org, tenant.project),
+        )
+
     make_worker(app_dsn, llm).drain(timeout=30)  # queues the due schedules, then runs them
     results = {
         j["kind"]: j
         for j in tenant.rows(
             "select kind, status, result from memory.jobs where org_id = %s "
-            "and kind in ('reconcile_edges', 'communities', 'purge')",
+            "and kind in ('reconcile_edges', 'communities', 'purge') and project_id is null",
             (tenant.org,),
         )
     }
@@ -517,9 +525,13 @@ def test_periodic_jobs_run_per_org(
         "purge": "done",
     }
     assert results["reconcile_edges"]["result"]["keys_healed"] == 0  # nothing had drifted
+    # The org's communities job queued one for the project, which the drain ran.
     first = results["communities"]["result"]
-    assert (first["failed"], first["unchanged"]) == ({}, 0), first
-    communities = first["computed"][str(tenant.project)]
+    assert first == {"queued": [str(tenant.project)], "pending": 0, "unchanged": 0}, first
+    computed = project_communities_jobs()
+    assert [j["status"] for j in computed] == ["done"], computed
+    communities = computed[0]["result"]
+    assert communities["computed"] is True, communities
     assert communities["communities"] == 1 and communities["members"] == 2  # Alice, Acme
     assert "jobs_purged" in results["purge"]["result"]
 
@@ -533,18 +545,18 @@ def test_periodic_jobs_run_per_org(
         make_worker(app_dsn, llm).drain(timeout=30)
         newest = tenant.one(
             "select result from memory.jobs where org_id = %s and kind = 'communities' "
-            "order by job_id desc limit 1",
+            "and project_id is null order by job_id desc limit 1",
             (tenant.org,),
         )
-        assert newest is not None and newest["failed"] == {}, newest
+        assert newest is not None, newest
         result: dict[str, Any] = newest
         return result
 
-    # The next run finds the graph unchanged and leaves the communities as they are
-    # (counted, not listed: the answer is stored on every run's job) ...
+    # The next run finds the graph unchanged and queues nothing ...
     again = run_communities_job()
-    assert (again["computed"], again["unchanged"]) == ({}, 1), again
-    # ... and after a new edge computes them again.
+    assert again == {"queued": [], "pending": 0, "unchanged": 1}, again
+    assert len(project_communities_jobs()) == 1
+    # ... and after a new edge queues the project's job, which computes them again.
     tenant.one(
         "select memory.assert_facts(%s, %s::jsonb)",
         (
@@ -553,8 +565,9 @@ def test_periodic_jobs_run_per_org(
         ),
     )
     changed = run_communities_job()
-    assert changed["unchanged"] == 0, changed
-    assert changed["computed"][str(tenant.project)]["members"] == 3, changed  # Alice, Bob, Acme
+    assert changed["queued"] == [str(tenant.project)], changed
+    latest = project_communities_jobs()[-1]
+    assert latest["status"] == "done" and latest["result"]["members"] == 3, latest  # + Bob
 
 
 # -- without a model ---------------------------------------------------------------------
