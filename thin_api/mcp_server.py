@@ -269,6 +269,27 @@ def build_server(backend: Backend) -> MCPServer:
         )
 
     @server.tool()
+    def subject_timeline(
+        project_id: ProjectId,
+        subject: Annotated[str, Field(min_length=1, description="Entity name or alias.")],
+        ctx: Context,
+        predicate: Annotated[
+            str | None, Field(description="Only this predicate's facts (e.g. works_at).")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Every version of a subject's facts in world-time order, each with its validity
+        window, when the store recorded it, its status and the events that shaped it:
+        when did this change, and what did it replace?"""
+        timeline: dict[str, Any] = call(
+            ctx,
+            READ,
+            project_id,
+            "select memory.api_timeline(%s::uuid, %s::text, %s::text)",
+            (project_id, subject, predicate),
+        )
+        return timeline
+
+    @server.tool()
     def explore_graph(
         project_id: ProjectId,
         entity: Annotated[str, Field(min_length=1, description="Entity name or alias.")],

@@ -29,6 +29,7 @@ TOOLS = {
     "get_context",
     "list_facts",
     "fact_history",
+    "subject_timeline",
     "explore_graph",
     "retract_fact",
     "declare_predicate",
@@ -155,6 +156,30 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
                 e["event_type"] == "superseded" and e["new_fact_id"] == enterprise
                 for e in history["events"]
             ), history
+            # When did user 42's plan change? Both versions in world-time order, the
+            # first ended where the second began.
+            timeline = ok(
+                await mcp.call_tool(
+                    "subject_timeline", {"project_id": p, "subject": "User 42", "predicate": "plan"}
+                )
+            )
+            assert [(f["object"], f["status"]) for f in timeline["facts"]] == [
+                ("pro", "ended"),
+                ("enterprise", "current"),
+            ], timeline
+            assert [(e["event"], e["new_fact_id"]) for e in timeline["facts"][0]["events"]] == [
+                ("asserted", pro),
+                ("superseded", enterprise),
+            ], timeline
+            assert timeline["facts"][0]["window_until"] == timeline["facts"][1]["window_from"]
+            assert timeline["facts"][1]["window_from"].startswith("2024-03-01")
+            other_predicate = ok(
+                await mcp.call_tool(
+                    "subject_timeline",
+                    {"project_id": p, "subject": "user 42", "predicate": "likes"},
+                )
+            )
+            assert other_predicate["facts"] == [], other_predicate
 
             context = ok(
                 await mcp.call_tool(
@@ -285,6 +310,7 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
                 ("list_facts", {"project_id": str(other.project)}),
                 ("add_facts", {"project_id": str(other.project), "facts": []}),
                 ("fact_history", {"project_id": p, "fact_id": str(uuid.uuid4())}),
+                ("subject_timeline", {"project_id": str(other.project), "subject": "user 42"}),
             ]:
                 text = error_text(await mcp.call_tool(name, args))
                 assert "not_found" in text, (name, text)
