@@ -68,6 +68,10 @@ def test_reembed_to_8_dimensions(
         assert conn.execute("select count(*) from memory.fact_embeddings").fetchone() == (0,)
     report = json.loads(result.stdout.splitlines()[0])
     assert report["dim"] == 8 and report["model"] == "tiny-8"
+    with psycopg.connect(app_dsn) as conn:
+        # What a worker's preflight reads: the installation's dimension and model.
+        described = conn.execute("select memory.embedding_dim(), memory.embedding_model()")
+        assert described.fetchone() == (8, "tiny-8")
 
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         # Only this test's jobs: the others' orgs were queued too.
