@@ -965,9 +965,15 @@ begin
     select case when g.source_id = w.entity_id then g.target_id else g.source_id end, w.depth + 1
       from walk w join g on w.entity_id in (g.source_id, g.target_id)
      where w.depth < p_depth
+  ), nearest as (
+    -- The closest first, then by name: p_limit of them, and one more to
+    -- tell whether the limit left some out.
+    select n.entity_id, n.name, n.entity_type, w.depth
+      from (select w.entity_id, min(w.depth) as depth from walk w group by 1) w
+      join memory.entities n on n.org_id = v_org and n.entity_id = w.entity_id
+     order by w.depth, n.name, n.entity_id limit p_limit + 1
   ), reached as (
-    select w.entity_id, min(w.depth) as depth from walk w group by 1
-     order by 2, 1 limit p_limit + 1
+    select x.* from nearest x order by x.depth, x.name, x.entity_id limit p_limit
   ), walked as (
     select g.* from g
       join reached rs on rs.entity_id = g.source_id
@@ -979,12 +985,12 @@ begin
                  from memory.entities n where n.org_id = v_org and n.entity_id = v_root),
     'depth', p_depth, 'as_of', v_at, 'known_at', v_known,
     'nodes', coalesce((select jsonb_agg(jsonb_build_object(
-                                'entity_id', n.entity_id, 'name', n.name,
-                                'entity_type', n.entity_type, 'depth', r.depth)
-                              order by r.depth, n.name, n.entity_id)
-                         from reached r
-                         join memory.entities n on n.org_id = v_org and n.entity_id = r.entity_id),
+                                'entity_id', r.entity_id, 'name', r.name,
+                                'entity_type', r.entity_type, 'depth', r.depth)
+                              order by r.depth, r.name, r.entity_id)
+                         from reached r),
                       '[]'),
+    'truncated', (select count(*) from nearest) > p_limit,
     'edges', coalesce((select jsonb_agg(jsonb_build_object(
                                 'edge_id', w.edge_id, 'source_id', w.source_id,
                                 'target_id', w.target_id, 'relation', w.relation,
@@ -997,7 +1003,7 @@ begin
 end
 $$;
 comment on function memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer) is
-  'The entities within p_depth (1-3) edges of an entity, over the edges effective at p_at as believed at p_known_at (defaults: now), with those edges.';
+  'The entities within p_depth (1-3) edges of an entity, over the edges effective at p_at as believed at p_known_at (defaults: now), with the edges between them: at most p_limit nodes, the closest first, then by name (truncated: the limit left some out).';
 
 -- One entity as the API shows it: in the entity list, and as the answer
 -- to an upsert.  A set-returning SQL function, called with cross join

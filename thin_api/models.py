@@ -500,6 +500,9 @@ class Neighbors(Model):
     known_at: datetime
     nodes: list[GraphNode]
     edges: list[GraphEdge]
+    truncated: bool = Field(
+        description="The limit left some nodes out (the closest are kept, then by name)."
+    )
 
 
 class Entity(Model):

@@ -356,7 +356,10 @@ def test_graph_entities_and_communities(api: Client, project: uuid.UUID, tenant:
     assert [(n.name, n.depth) for n in one.nodes] == [("alice", 0), ("acme", 1)]
     assert [e.relation for e in one.edges] == ["works at"]
     two = api.neighbors(project, "alice", depth=2)
-    assert [n.name for n in two.nodes] == ["alice", "acme", "berlin"]
+    assert [n.name for n in two.nodes] == ["alice", "acme", "berlin"] and not two.truncated
+    capped = api.neighbors(project, "alice", depth=2, limit=2)
+    assert ([n.name for n in capped.nodes], capped.truncated) == (["alice", "acme"], True)
+    assert [e.relation for e in capped.edges] == ["works at"]  # none to berlin, left out
     early = api.neighbors(project, "alice", depth=2, as_of="2024-03-01")
     assert [n.name for n in early.nodes] == ["alice", "acme"]
     with pytest.raises(ChronomemError) as err:
