@@ -473,7 +473,7 @@ create or replace function memory.webhook_target(p_endpoint uuid)
      where e.org_id = memory_internal.current_org() and e.endpoint_id = p_endpoint
   $$;
 comment on function memory.webhook_target(uuid) is
-  'For the worker: where to send an endpoint''s deliveries and the secret to sign them with (current org). No row: the endpoint is gone.';
+  'For the worker: where to send an endpoint''s deliveries and the secret to sign them with (current org). A deleted endpoint (its row kept for its delivery log) has no secret and is not enabled; no row: no such endpoint in the org.';
 
 create or replace function memory.log_webhook_attempt(
   p_job bigint, p_status_code integer, p_error text, p_duration_ms integer,
