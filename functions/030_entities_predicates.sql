@@ -111,12 +111,19 @@ create or replace function memory.upsert_entity(
 as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
-  v_id uuid := memory_internal.ensure_entity(v_org, p_project, p_name, p_type);
+  v_names text[] := array[memory.normalize_text(p_name)];
+  v_id uuid;
 begin
+  -- A writer's hold on the project, exclusive when stored facts name it
+  -- as a plain-name object (their adoption re-keys them): taken before the
+  -- write, so that two such calls queue instead of each holding it shared
+  -- and waiting for the other.
+  perform memory_internal.hold_project(
+    p_project, memory_internal.has_auto_objects(v_org, p_project, v_names));
+  v_id := memory_internal.ensure_entity(v_org, p_project, p_name, p_type);
   -- Facts stored with the name as a plain-name object are the entity's
   -- (none once adopted: a probe of an index).
-  perform memory_internal.adopt_named_objects(
-    v_org, p_project, array[memory.normalize_text(p_name)]);
+  perform memory_internal.adopt_named_objects(v_org, p_project, v_names);
   if p_type is not null or p_summary is not null then
     update memory.entities e
        set entity_type = coalesce(p_type, e.entity_type),
@@ -143,6 +150,10 @@ declare
   v_norm text := memory.normalize_text(p_alias);
   v_other uuid;
 begin
+  -- As upsert_entity: the project held, exclusively when there is
+  -- something to adopt.
+  perform memory_internal.hold_project(
+    p_project, memory_internal.has_auto_objects(v_org, p_project, array[v_norm]));
   if v_entity is null then
     raise exception 'entity "%" not found in project %', p_entity, p_project
       using errcode = 'no_data_found';
@@ -206,6 +217,22 @@ comment on function memory_internal.rekey_tombstones(uuid, uuid, uuid[], uuid[],
 -- versions (retracted ones included) whose object is one of p_names, with
 -- the entity, its canonical key and the identity object that key gives
 -- (unchanged under a 'one' predicate).
+-- Whether stored facts have one of these names as a plain-name object
+-- still to be adopted (by the entity that bears it, or one about to): one
+-- probe of facts_auto_object_idx per name.
+create or replace function memory_internal.has_auto_objects(
+  p_org uuid, p_project uuid, p_names text[])
+  returns boolean
+  language sql stable
+  as $$
+    select exists (select from unnest(p_names) k(name)
+                    where exists (select from memory_internal.fact_versions(p_project) x
+                                   where x.org_id = p_org and x.object_auto and x.object_key = k.name
+                                  offset 0))
+  $$;
+comment on function memory_internal.has_auto_objects(uuid, uuid, text[]) is
+  'Whether stored fact versions have one of these (normalized) names as a plain-name object (object_type auto, not yet an entity''s): what an entity or alias of that name would adopt.';
+
 create or replace function memory_internal.named_auto_objects(
   p_org uuid, p_project uuid, p_names text[])
   returns table (fact_id uuid, subject_id uuid, predicate text, identity_object text,
@@ -695,7 +722,8 @@ comment on function memory.split_entity(uuid, text, boolean) is
 -- locks shared and identity locks exclusive; wipe and declare_predicate
 -- hold the project lock exclusive (declare_predicate its predicate's too),
 -- as do add_alias and upsert_entity when they re-key stored facts
--- (adopt_named_objects), so none of them races a write.  The project lock
+-- (adopt_named_objects; else they hold it shared, as writers), so none of
+-- them races a write.  The project lock
 -- is taken only through hold_project (below).
 create or replace function memory_internal.project_lock_key(p_project uuid)
   returns bigint

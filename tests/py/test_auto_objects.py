@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -393,3 +394,42 @@ def test_a_writer_of_a_fact_being_taken_over_waits_and_keeps_its_edge_in_step(
     assert edges == {(("Bob", "plan", "Pro"), Y2020, Y2022)}
     report = p.one("select memory.reconcile_edges(1000, %s)", (p.id,))
     assert (report["keys_healed"], report["objects_adopted"]) == (0, 0), report
+
+
+def test_two_entities_taking_over_at_once_queue_instead_of_deadlocking(
+    app_dsn: str, conn: psycopg.Connection[Any], org: uuid.UUID
+) -> None:
+    """upsert_entity of a name stored facts use takes the project lock exclusively
+    before it writes, not shared and then exclusively: two of them started while a
+    writer held the lock shared both wait for it, then run one after the other. (Each
+    holding it shared and then waiting for the other to let go is a deadlock: one of
+    them fails with 40P01.)"""
+    p = Project(conn, org, "two takeovers")
+    p.assert_facts(fact("Bob", "works_at", "Acme", Y2020), fact("Cy", "works_at", "Zenith", Y2020))
+    errors: list[psycopg.Error] = []
+    with psycopg.connect(app_dsn) as writer:
+        writer.execute("select memory.use_org(%s)", (p.org,))
+        # The project's write lock, shared, as a writer in its transaction holds it.
+        writer.execute(
+            "select pg_advisory_xact_lock_shared(hashtextextended('chronomem.project:' || %s, 0))",
+            (str(p.id),),
+        )
+
+        def upsert(name: str) -> None:
+            try:
+                with psycopg.connect(app_dsn) as c:
+                    c.execute("select memory.use_org(%s)", (p.org,))
+                    c.execute("select memory.upsert_entity(%s, %s)", (p.id, name))
+            except psycopg.Error as err:
+                errors.append(err)
+
+        threads = [threading.Thread(target=upsert, args=(n,)) for n in ("Acme", "Zenith")]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # both are waiting for the writer
+        writer.commit()
+        for t in threads:
+            t.join(30)
+    assert errors == []
+    # Both took their facts over.
+    assert {r[2:4] for r in p.facts(Y2021)} == {("Acme", None), ("Zenith", None)}
