@@ -283,6 +283,17 @@ def cmd_reembed(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_retry_jobs(args: argparse.Namespace, settings: Settings) -> int:
+    owner = args.dsn or _owner_dsn(settings)
+    with psycopg.connect(owner, autocommit=True) as conn:
+        row = conn.execute(
+            "select memory.retry_dead_jobs(%s, %s)", (args.kind, args.project)
+        ).fetchone()
+    assert row is not None
+    print(f"{row[0]} dead job(s) queued again")
+    return 0
+
+
 def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
     if settings.database_url:
         print("DATABASE_URL is set: nothing embedded to stop", file=sys.stderr)
@@ -362,6 +373,17 @@ def build_parser() -> argparse.ArgumentParser:
     reembed.add_argument("--model", help="the new model's name, recorded for the worker's check")
     reembed.add_argument("--dsn", help="an owner-role DSN instead of the configured server")
     reembed.set_defaults(func=cmd_reembed)
+    retry = sub.add_parser(
+        "retry-jobs",
+        parents=[common],
+        help="queue dead jobs again (every org's), once what made them fail is fixed",
+    )
+    retry.add_argument(
+        "--kind", help="only jobs of this kind (enrich, embed, deliver_webhook, ...)"
+    )
+    retry.add_argument("--project", help="only jobs of this project (its id)")
+    retry.add_argument("--dsn", help="an owner-role DSN instead of the configured server")
+    retry.set_defaults(func=cmd_retry_jobs)
     return parser
 
 

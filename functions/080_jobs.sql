@@ -304,6 +304,42 @@ create or replace function memory.resume_waiting_jobs(p_kinds text[]) returns in
   $$;
 comment on function memory.resume_waiting_jobs(text[]) is 'Queue waiting jobs of these kinds again (a worker that can now run them calls it at start).';
 
+-- Dead letters back in the queue, once what killed them is fixed (a model
+-- that was down, a webhook receiver that refused): each gets its full
+-- max_attempts again, at once; its last error stays until an attempt
+-- replaces it.  In the org in scope, else (an operator's session) every
+-- org's; optionally of one kind and/or project.  The workers are woken at
+-- commit.
+create or replace function memory.retry_dead_jobs(
+  p_kind text default null, p_project uuid default null)
+  returns integer
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_n integer;
+begin
+  if p_kind is not null and p_kind not in
+       ('enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities', 'purge') then
+    raise exception 'unknown job kind %; kinds are enrich, embed, deliver_webhook, reconcile_edges, communities, purge',
+      quote_literal(p_kind) using errcode = 'invalid_parameter_value';
+  end if;
+  update memory.jobs j
+     set status = 'queued', attempts = 0, run_at = clock_timestamp(), finished_at = null
+   where j.status = 'dead' and memory_internal.in_scope(j.org_id)
+     and (p_kind is null or j.kind = p_kind)
+     and (p_project is null or j.project_id = p_project);
+  get diagnostics v_n = row_count;
+  if v_n > 0 then
+    perform pg_notify('chronomem_jobs', '');
+  end if;
+  return v_n;
+end
+$$;
+comment on function memory.retry_dead_jobs(text, uuid) is
+  'Queue dead jobs again with their attempts reset (run now; the last error kept until an attempt replaces it): those of the org in scope, or of every org when no org is in scope; optionally of one kind and/or project. Returns how many. For operators, once what made them fail is fixed.';
+
 create or replace function memory.enqueue_due_jobs() returns integer
   language sql
   security definer

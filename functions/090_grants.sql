@@ -93,6 +93,7 @@ grant execute on function
   memory.park_job(uuid, bigint, text, text),
   memory.extend_lease(uuid, bigint, text, interval),
   memory.resume_waiting_jobs(text[]),
+  memory.retry_dead_jobs(text, uuid),
   memory.enqueue_due_jobs(),
   memory.purge_done_jobs(interval),
   memory.compute_communities(uuid, integer),

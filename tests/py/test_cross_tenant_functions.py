@@ -466,6 +466,14 @@ CASES: dict[str, Case] = {
         control="select memory.fail_job(%(org)s, %(job)s, 'xt', 'control', false) = 'dead'",
         mutates=True,
     ),
+    P + "retry_dead_jobs(text,uuid)": Case(
+        # A's enrich job, leased and failed for good: dead. Scoped to B, retrying
+        # (even naming A's project) must leave it dead.
+        setup=LEASE_ENRICH + ";\nselect memory.fail_job(%(org)s, %(job)s, 'xt', 'gave up', false)",
+        probes=("select memory.retry_dead_jobs('enrich', %(project)s)",),
+        control="select memory.retry_dead_jobs('enrich', %(project)s) = 1",
+        mutates=True,
+    ),
     P + "park_job(uuid,bigint,text,text)": Case(
         setup=LEASE_ENRICH,
         probes=("select memory.park_job(%(org)s, %(job)s, 'xt', 'intruder')",),

@@ -240,7 +240,7 @@ def test_contradiction_closes_the_cited_fact_only(
 
 
 def test_malformed_answers_retry_then_dead_and_nothing_written(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, owner_dsn: str, quiet: Any
 ) -> None:
     llm.answer(
         "garbled",
@@ -267,6 +267,33 @@ def test_malformed_answers_retry_then_dead_and_nothing_written(
         assert tenant.one(f"select count(*) from {table}") == 0
     assert tenant.one("select count(*) from memory.facts_at(%s)", (tenant.project,)) == 0
     assert [j["status"] for j in tenant.jobs("embed")] == ["done"]  # the episode is embedded
+
+    # The model is fixed: `chronomem retry-jobs` queues the dead job again (attempts
+    # reset), and the next drain applies what the model now answers.
+    llm.answer("garbled", {"facts": [fact("user", "plan", "pro", "The user is on the pro plan.")]})
+    # (This project's only: other tests' dead jobs share the queue.)
+    retry = [*_cli(), "retry-jobs", "--project", str(tenant.project), "--dsn", owner_dsn]
+    retried = subprocess.run(
+        [*retry, "--kind", "enrich"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert retried.returncode == 0, retried.stderr
+    assert retried.stdout.strip() == "1 dead job(s) queued again"
+    ((status, attempts),) = [(j["status"], j["attempts"]) for j in tenant.jobs("enrich")]
+    assert (status, attempts) == ("queued", 0)
+    make_worker(app_dsn, llm).drain(timeout=30)
+    assert [j["status"] for j in tenant.jobs("enrich")] == ["done"]
+    now = datetime.now(UTC)
+    assert [f["content"] for f in tenant.facts_at(now)] == ["The user is on the pro plan."]
+    again = subprocess.run(
+        retry,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.stdout.strip() == "0 dead job(s) queued again", again  # nothing dead now
 
 
 # -- crash, concurrency, enqueue ---------------------------------------------------------

@@ -10,7 +10,7 @@
 -- by difference.  Leases and backoff are moved into the past with
 -- pg_temp.set_job, which runs as superuser (security definer).
 BEGIN;
-select plan(62);
+select plan(72);
 
 create temp table jid (k text primary key, id bigint not null);
 create temp table claimed (tag text not null, org_id uuid, job_id bigint, kind text, status text,
@@ -308,6 +308,35 @@ select is((select string_agg(s.kind || ' ' || (s.queued - t.queued) || ' ' || (s
           'queue_stats: one row per kind; an ingest of two messages adds 2 queued enrich and 1 queued embed');
 select cmp_ok((select dead from memory.queue_stats() where kind = 'enrich'), '>=', 2::bigint,
               'queue_stats counts the dead enrich jobs');
+
+-- J. Dead letters queued again (retry_dead_jobs): e2 and e3 (org A, enrich,
+-- project p) and b_enrich (org B) are dead.  Scoped to org A, a kind or a
+-- project filter that names none of them leaves them dead; then A's are
+-- queued with their attempts reset, B's stays dead; unscoped (an operator),
+-- B's too.
+select is(memory.retry_dead_jobs('embed'), 0, 'retry_dead_jobs(embed): no dead embed job of org A');
+select is(memory.retry_dead_jobs('enrich', pg_temp.id('p_b')), 0,
+          'retry_dead_jobs of org B''s project, scoped to org A: none');
+select is(pg_temp.st(pg_temp.j('e2')) || ', ' || pg_temp.st(pg_temp.j('e3')), 'dead 3 -, dead 1 -',
+          '... both left them dead');
+insert into snap values ('retried', memory.retry_dead_jobs('enrich', pg_temp.id('p')));
+select is((select v from snap where k = 'retried'), '2', 'retry_dead_jobs(enrich, p): org A''s two dead enrich jobs');
+select is((select j.status || ' ' || j.attempts || ' ' || j.last_error || ' ' || (j.finished_at is null)
+                  || ' ' || (j.run_at <= clock_timestamp())
+             from pg_temp.job(pg_temp.j('e2')) j),
+          'queued 0 gave up true true', 'queued, attempts reset, due now, its last error kept');
+select is((pg_temp.job(pg_temp.j('b_enrich'))).status, 'dead', 'org B''s dead job is not org A''s to retry');
+call pg_temp.claim('c10', 'w3', array['enrich']);
+select ok(pg_temp.got('c10', pg_temp.j('e2')) and pg_temp.got('c10', pg_temp.j('e3')),
+          'the retried jobs are claimed again');
+do $$ begin perform set_config('chronomem.org_id', '', true); end $$;
+select cmp_ok(memory.retry_dead_jobs(p_kind => 'enrich'), '>=', 1, 'unscoped (an operator): every org''s');
+select is((pg_temp.job(pg_temp.j('b_enrich'))).status, 'queued', '... org B''s too');
+select throws_ok($$ select memory.retry_dead_jobs('emails') $$, '22023',
+                 'unknown job kind ''emails''; kinds are enrich, embed, deliver_webhook, reconcile_edges, communities, purge',
+                 'an unknown kind is refused, naming the kinds');
+do $$ begin perform memory.use_org(pg_temp.id('org'), true); end $$;
+
 set local role chronomem_analyst;
 select throws_ok($$ select * from memory.claim_jobs('analyst', array['enrich']) $$, '42501', null,
                  'the analyst cannot call claim_jobs');
