@@ -9,7 +9,9 @@
 create temp table ids (k text primary key, id uuid not null);
 create temp table res (k text primary key, r jsonb not null);
 create temp table snap (k text primary key, v text);
-grant all on ids, res, snap to public;
+-- Job ids by name.
+create temp table jid (k text primary key, id bigint not null);
+grant all on ids, res, snap, jid to public;
 
 -- The id stored under a name; a missing name is an error, not a NULL that
 -- would make a test pass by matching nothing.
@@ -29,3 +31,44 @@ create function pg_temp.r(p_k text) returns jsonb language sql stable
 create function pg_temp.vec(p_seed integer) returns vector language sql immutable as $$
   select array_agg(sin(i * (p_seed + 1) * 0.7 + p_seed) order by i)::vector(384)
     from generate_series(1, 384) i $$;
+
+-- Move a project's record time back by p_by: every record-time column of its
+-- facts, events, edges, tombstones, entities and episodes, so that a test can
+-- ask about a known_at before a later change within its one transaction (in
+-- which now() is constant).  As superuser (security definer), with triggers
+-- off (session_replication_role = replica): the rows are rewritten in place,
+-- not written again.
+create procedure pg_temp.shift_back(p_project uuid, p_by interval)
+  language plpgsql security definer set session_replication_role = replica as $$
+begin
+  update memory.facts set recorded_at = recorded_at - p_by, range_changed_at = range_changed_at - p_by,
+         last_seen_at = last_seen_at - p_by, invalid_at = invalid_at - p_by
+   where project_id = p_project;
+  update memory.fact_events set occurred_at = occurred_at - p_by where project_id = p_project;
+  update memory.edges set recorded_at = recorded_at - p_by, expired_at = expired_at - p_by
+   where project_id = p_project;
+  update memory.tombstones set created_at = created_at - p_by, lifted_at = lifted_at - p_by
+   where project_id = p_project;
+  update memory.entities set created_at = created_at - p_by where project_id = p_project;
+  update memory.episodes set created_at = created_at - p_by where project_id = p_project;
+end $$;
+grant execute on procedure pg_temp.shift_back(uuid, interval) to public;
+
+-- The job id stored under a name (as pg_temp.id).
+create function pg_temp.j(p_k text) returns bigint language plpgsql stable as $$
+declare v bigint;
+begin
+  select i.id into v from pg_temp.jid i where i.k = p_k;
+  if v is null then raise exception 'test job % missing', p_k; end if;
+  return v;
+end $$;
+
+-- Scope the transaction to the org stored under a name.
+create procedure pg_temp.use(p_org text) language plpgsql as $$
+begin perform memory.use_org(pg_temp.id(p_org)); end $$;
+
+-- Assert one fact in a project (by name) and store its id as "<project>.<key>".
+create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
+  insert into pg_temp.ids
+  select p_project || '.' || p_k, (r #>> '{results,0,fact_id}')::uuid
+    from memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact)) r $$;

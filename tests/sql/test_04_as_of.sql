@@ -16,18 +16,6 @@ select plan(29);
 create procedure pg_temp.put(p_facts jsonb) language sql
   as $$ select memory.assert_facts(pg_temp.id('p'), p_facts) $$;
 create procedure pg_temp.exec(p_sql text) language plpgsql as $$ begin execute p_sql; end $$;
-create procedure pg_temp.shift_back(p_project uuid, p_by interval)
-  language plpgsql security definer set session_replication_role = replica as $$
-begin
-  update memory.facts set recorded_at = recorded_at - p_by, range_changed_at = range_changed_at - p_by,
-         last_seen_at = last_seen_at - p_by, invalid_at = invalid_at - p_by
-   where project_id = p_project;
-  update memory.fact_events set occurred_at = occurred_at - p_by where project_id = p_project;
-  update memory.edges set recorded_at = recorded_at - p_by, expired_at = expired_at - p_by
-   where project_id = p_project;
-  update memory.tombstones set created_at = created_at - p_by, lifted_at = lifted_at - p_by
-   where project_id = p_project;
-end $$;
 -- Where Alice works at world instant p_at, as believed at p_known.
 create function pg_temp.works(p_at timestamptz, p_known timestamptz default now()) returns text
   language sql stable as $$

@@ -16,18 +16,6 @@ create procedure pg_temp.put(p_k text, p_facts jsonb, p_override boolean default
 create procedure pg_temp.retract(p_k text, p_fact uuid, p_reason text default null)
   language sql as $$
   insert into pg_temp.res values (p_k, memory.retract_fact(pg_temp.id('p'), p_fact, p_reason)) $$;
-create procedure pg_temp.shift_back(p_project uuid, p_by interval)
-  language plpgsql security definer set session_replication_role = replica as $$
-begin
-  update memory.facts set recorded_at = recorded_at - p_by, range_changed_at = range_changed_at - p_by,
-         last_seen_at = last_seen_at - p_by, invalid_at = invalid_at - p_by
-   where project_id = p_project;
-  update memory.fact_events set occurred_at = occurred_at - p_by where project_id = p_project;
-  update memory.edges set recorded_at = recorded_at - p_by, expired_at = expired_at - p_by
-   where project_id = p_project;
-  update memory.tombstones set created_at = created_at - p_by, lifted_at = lifted_at - p_by
-   where project_id = p_project;
-end $$;
 create function pg_temp.fact(p_k text) returns memory.facts language sql stable as $$
   select v.* from memory_internal.fact_versions(pg_temp.id('p')) v where v.fact_id = pg_temp.id(p_k) $$;
 create function pg_temp.works(p_at timestamptz, p_known timestamptz default now()) returns text

@@ -17,18 +17,6 @@ create procedure pg_temp.put(p_k text, p_facts jsonb, p_project text default 'p'
 create procedure pg_temp.wipe(p_k text, p_session text default null, p_subject text default null) language sql as $$
   insert into pg_temp.res values (p_k, memory.wipe(pg_temp.id('p'), p_session, p_subject)) $$;
 create procedure pg_temp.exec(p_sql text) language plpgsql as $$ begin execute p_sql; end $$;
-create procedure pg_temp.shift_back(p_project uuid, p_by interval)
-  language plpgsql security definer set session_replication_role = replica as $$
-begin
-  update memory.facts set recorded_at = recorded_at - p_by, range_changed_at = range_changed_at - p_by,
-         last_seen_at = last_seen_at - p_by, invalid_at = invalid_at - p_by
-   where project_id = p_project;
-  update memory.fact_events set occurred_at = occurred_at - p_by where project_id = p_project;
-  update memory.edges set recorded_at = recorded_at - p_by, expired_at = expired_at - p_by
-   where project_id = p_project;
-  update memory.tombstones set created_at = created_at - p_by, lifted_at = lifted_at - p_by
-   where project_id = p_project;
-end $$;
 create function pg_temp.fid(p_content text) returns uuid language sql stable as $$
   select fact_id from memory_internal.fact_versions(pg_temp.id('p')) where content = p_content $$;
 -- Facts of project p visible at any of several world instants and known_at

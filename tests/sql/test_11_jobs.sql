@@ -12,18 +12,10 @@
 BEGIN;
 select plan(72);
 
-create temp table jid (k text primary key, id bigint not null);
 create temp table claimed (tag text not null, org_id uuid, job_id bigint, kind text, status text,
                            attempts integer, locked_by text, locked_until timestamptz);
 create temp table stats (kind text primary key, queued bigint, running bigint, waiting bigint, dead bigint, done bigint);
-grant all on jid, claimed, stats to public;
-create function pg_temp.j(p_k text) returns bigint language plpgsql stable as $$
-declare v bigint;
-begin
-  select i.id into v from pg_temp.jid i where i.k = p_k;
-  if v is null then raise exception 'test job % missing', p_k; end if;
-  return v;
-end $$;
+grant all on claimed, stats to public;
 create procedure pg_temp.ingest(p_k text, p_session text, p_messages jsonb, p_project text default 'p')
   language sql as $$
   insert into pg_temp.res values (p_k, memory.ingest(pg_temp.id(p_project), p_session, p_messages)) $$;

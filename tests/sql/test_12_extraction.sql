@@ -21,7 +21,7 @@ select plan(47);
 set local timezone = 'UTC';
 
 -- Assert one fact through the API and keep its id.
-create procedure pg_temp.fact(p_k text, p_project text, p_fact jsonb) language sql as $$
+create procedure pg_temp.named_fact(p_k text, p_project text, p_fact jsonb) language sql as $$
   insert into pg_temp.ids select p_k, (memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact))
                                        #>> '{results,0,fact_id}')::uuid $$;
 create procedure pg_temp.apply(p_k text, p_episode text, p_payload jsonb) language sql as $$
@@ -53,7 +53,7 @@ begin
   b := memory.create_org('extraction org B');
   perform memory.use_org(b, true);
   insert into pg_temp.ids values ('org_b', b), ('p_b', memory.create_project(b, 'p'));
-  call pg_temp.fact('b_fact', 'p_b', '{"subject": "Alice", "predicate": "works at", "object": "Umbrella", "valid_from": "2020-01-01T00:00:00Z"}');
+  call pg_temp.named_fact('b_fact', 'p_b', '{"subject": "Alice", "predicate": "works at", "object": "Umbrella", "valid_from": "2020-01-01T00:00:00Z"}');
   r := memory.ingest(pg_temp.id('p_b'), 'chat', '[{"role": "user", "content": "Alice is here", "occurred_at": "2024-03-01T10:00:00Z"}]');
   insert into pg_temp.ids values ('ep_b', (r #>> '{episode_ids,0}')::uuid);
 
@@ -61,18 +61,18 @@ begin
   perform memory.use_org(o, true);
   insert into pg_temp.ids values ('org', o), ('p', memory.create_project(o, 'p')), ('q', memory.create_project(o, 'q'));
   perform memory.declare_predicate(pg_temp.id('p'), 'works at', 'one');
-  call pg_temp.fact('alice_acme', 'p', '{"subject": "Alice", "predicate": "works at", "object": "Acme", "object_type": "entity",
+  call pg_temp.named_fact('alice_acme', 'p', '{"subject": "Alice", "predicate": "works at", "object": "Acme", "object_type": "entity",
                                          "content": "Alice works at Acme", "valid_from": "2020-01-01T00:00:00Z"}');
-  call pg_temp.fact('bob_acme', 'p', '{"subject": "Bob", "predicate": "works at", "object": "Acme", "object_type": "entity",
+  call pg_temp.named_fact('bob_acme', 'p', '{"subject": "Bob", "predicate": "works at", "object": "Acme", "object_type": "entity",
                                        "content": "Bob works at Acme", "valid_from": "2020-01-01T00:00:00Z"}');
-  call pg_temp.fact('carol_tea', 'p', '{"subject": "Carol", "predicate": "likes", "object": "tea", "valid_from": "2020-01-01T00:00:00Z"}');
+  call pg_temp.named_fact('carol_tea', 'p', '{"subject": "Carol", "predicate": "likes", "object": "tea", "valid_from": "2020-01-01T00:00:00Z"}');
   perform memory.add_alias(pg_temp.id('p'), 'Carol', 'Caz');
-  call pg_temp.fact('dana_jazz', 'p', '{"subject": "Dana", "predicate": "likes", "object": "jazz", "valid_from": "2020-01-01T00:00:00Z"}');
-  call pg_temp.fact('erin_chess', 'p', '{"subject": "Erin", "predicate": "likes", "object": "chess", "valid_from": "2020-01-01T00:00:00Z"}');
-  call pg_temp.fact('alice_paris', 'p', '{"subject": "Alice", "predicate": "lives in", "object": "Paris", "valid_from": "2025-01-01T00:00:00Z"}');
-  call pg_temp.fact('alice_rain', 'p', '{"subject": "Alice", "predicate": "likes", "object": "rain", "valid_from": "2020-01-01T00:00:00Z"}');
+  call pg_temp.named_fact('dana_jazz', 'p', '{"subject": "Dana", "predicate": "likes", "object": "jazz", "valid_from": "2020-01-01T00:00:00Z"}');
+  call pg_temp.named_fact('erin_chess', 'p', '{"subject": "Erin", "predicate": "likes", "object": "chess", "valid_from": "2020-01-01T00:00:00Z"}');
+  call pg_temp.named_fact('alice_paris', 'p', '{"subject": "Alice", "predicate": "lives in", "object": "Paris", "valid_from": "2025-01-01T00:00:00Z"}');
+  call pg_temp.named_fact('alice_rain', 'p', '{"subject": "Alice", "predicate": "likes", "object": "rain", "valid_from": "2020-01-01T00:00:00Z"}');
   perform memory.retract_fact(pg_temp.id('p'), pg_temp.id('alice_rain'));
-  call pg_temp.fact('q_fact', 'q', '{"subject": "Alice", "predicate": "works at", "object": "Initech", "valid_from": "2020-01-01T00:00:00Z"}');
+  call pg_temp.named_fact('q_fact', 'q', '{"subject": "Alice", "predicate": "works at", "object": "Initech", "valid_from": "2020-01-01T00:00:00Z"}');
 
   r := memory.ingest(pg_temp.id('p'), 'chat', '[
     {"role": "user", "content": "Hi, I am Erin.", "occurred_at": "2024-03-01T10:00:00Z"},

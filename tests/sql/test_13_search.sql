@@ -23,13 +23,6 @@ select plan(72);
 create temp table owned (k text not null, kind text not null, id uuid not null);
 create temp table comm_snap (label text, members text);
 grant all on owned, comm_snap to public;
-create procedure pg_temp.use(p_org text) language plpgsql as $$
-begin perform memory.use_org(pg_temp.id(p_org)); end $$;
--- Assert one fact in a project; name it "<project>.<key>".
-create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
-  insert into pg_temp.ids
-  select p_project || '.' || p_k, (r #>> '{results,0,fact_id}')::uuid
-    from memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact)) r $$;
 create procedure pg_temp.seed(p text) language plpgsql as $$
 declare
   pid uuid := pg_temp.id(p);
@@ -65,18 +58,6 @@ begin
   select p, 'episode', e.episode_id from memory.episodes e where e.project_id = pid
   union all select p, 'entity', n.entity_id from memory.entities n where n.project_id = pid
   union all select p, 'fact', v.fact_id from memory_internal.fact_versions(pid) v;
-end $$;
-create procedure pg_temp.shift_back(p_project uuid, p_by interval)
-  language plpgsql security definer set session_replication_role = replica as $$
-begin
-  update memory.facts set recorded_at = recorded_at - p_by, range_changed_at = range_changed_at - p_by,
-         last_seen_at = last_seen_at - p_by, invalid_at = invalid_at - p_by
-   where project_id = p_project;
-  update memory.fact_events set occurred_at = occurred_at - p_by where project_id = p_project;
-  update memory.edges set recorded_at = recorded_at - p_by, expired_at = expired_at - p_by
-   where project_id = p_project;
-  update memory.entities set created_at = created_at - p_by where project_id = p_project;
-  update memory.episodes set created_at = created_at - p_by where project_id = p_project;
 end $$;
 create function pg_temp.search(p_project text, p_query text, p_emb vector, p_at timestamptz,
                                p_known timestamptz default now(), p_k integer default 50,

@@ -24,10 +24,6 @@
 BEGIN;
 select plan(41);
 
-create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
-  insert into pg_temp.ids
-  select p_project || '.' || p_k, (r #>> '{results,0,fact_id}')::uuid
-    from memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact)) r $$;
 create procedure pg_temp.seed(p text) language plpgsql as $$
 declare
   pid uuid := pg_temp.id(p);

@@ -16,10 +16,6 @@ create function pg_temp.emb_ctid(p_fact text) returns text language sql stable a
   select e.ctid::text from memory.fact_embeddings e where e.fact_id = pg_temp.id(p_fact) $$;
 create function pg_temp.embedded(p_project text) returns bigint language sql stable as $$
   select count(*) from memory.fact_embeddings e where e.project_id = pg_temp.id(p_project) $$;
-create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
-  insert into pg_temp.ids
-  select p_project || '.' || p_k, (r #>> '{results,0,fact_id}')::uuid
-    from memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact)) r $$;
 
 set local role chronomem_app;
 do $$

@@ -11,10 +11,6 @@
 BEGIN;
 select plan(40);
 
-create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
-  insert into pg_temp.ids
-  select p_project || '.' || p_k, (r #>> '{results,0,fact_id}')::uuid
-    from memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact)) r $$;
 -- Refresh a project and keep the answer under a name.
 create procedure pg_temp.refresh(p_project text, p_k text) language sql as $$
   insert into pg_temp.res values (p_k, memory.refresh_communities(pg_temp.id(p_project))) $$;

@@ -27,13 +27,6 @@
 BEGIN;
 select plan(80);
 
-create procedure pg_temp.use(p_org text) language plpgsql as $$
-begin perform memory.use_org(pg_temp.id(p_org)); end $$;
--- Assert one fact in a project; name its id "<project>.<key>".
-create procedure pg_temp.fact(p_project text, p_k text, p_fact jsonb) language sql as $$
-  insert into pg_temp.ids
-  select p_project || '.' || p_k, (r #>> '{results,0,fact_id}')::uuid
-    from memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact)) r $$;
 create procedure pg_temp.ingest(p_project text, p_session text, p_messages jsonb) language sql as $$
   insert into pg_temp.res values (p_project || '.' || p_session || '.' || (select count(*) from pg_temp.res),
                                   memory.ingest(pg_temp.id(p_project), p_session, p_messages)) $$;
@@ -60,18 +53,6 @@ begin
                                "valid_from": "2020-01-01T00:00:00Z"}');
   call pg_temp.ingest(p, 'chat', '[{"role": "user", "content": "Zed met Ben and Ann at Acme", "occurred_at": "2021-01-01T00:00:00Z"}]');
   call pg_temp.ingest(p, 'q-only', '[{"role": "user", "content": "Ann works at Acme", "occurred_at": "2021-01-01T00:00:00Z"}]');
-end $$;
-create procedure pg_temp.shift_back(p_project uuid, p_by interval)
-  language plpgsql security definer set session_replication_role = replica as $$
-begin
-  update memory.facts set recorded_at = recorded_at - p_by, range_changed_at = range_changed_at - p_by,
-         last_seen_at = last_seen_at - p_by, invalid_at = invalid_at - p_by
-   where project_id = p_project;
-  update memory.fact_events set occurred_at = occurred_at - p_by where project_id = p_project;
-  update memory.edges set recorded_at = recorded_at - p_by, expired_at = expired_at - p_by
-   where project_id = p_project;
-  update memory.entities set created_at = created_at - p_by where project_id = p_project;
-  update memory.episodes set created_at = created_at - p_by where project_id = p_project;
 end $$;
 
 -- Ids by fixture name, in uuid order (the order of list_facts).

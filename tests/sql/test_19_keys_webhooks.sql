@@ -16,15 +16,6 @@ BEGIN;
 select plan(86);
 
 -- Delivery jobs by name.
-create temp table jid (k text primary key, id bigint not null);
-grant all on jid to public;
-create function pg_temp.j(p_k text) returns bigint language plpgsql stable as $$
-declare v bigint;
-begin
-  select i.id into v from pg_temp.jid i where i.k = p_k;
-  if v is null then raise exception 'test job % missing', p_k; end if;
-  return v;
-end $$;
 -- Update one job as superuser (moves it to its last attempt).
 create procedure pg_temp.set_job(p_id bigint, p_set text) language plpgsql security definer as $$
 begin execute format('update memory.jobs set %s where job_id = $1', p_set) using p_id; end $$;
