@@ -30,6 +30,7 @@ from thin_api.models import (
     ApiKeyList,
     ApiKeyRevoked,
     AssertResult,
+    Backlog,
     CommunityList,
     CommunityRefresh,
     ContextResult,
@@ -182,6 +183,9 @@ class Calls:
             WipeResult,
             params=_query(session=session, subject=subject),
         )
+
+    def backlog(self, project: Id) -> Call[Backlog]:
+        return Call("GET", f"/v1/projects/{project}/backlog", Backlog)
 
     def sessions(
         self, project: Id, *, cursor: str | None = None, limit: int | None = None
@@ -541,6 +545,7 @@ class Client:
     revoke_api_key = _sync(Calls.revoke_api_key)
     ingest = _sync(Calls.ingest)
     wipe = _sync(Calls.wipe)
+    backlog = _sync(Calls.backlog)
     sessions = _sync(Calls.sessions)
     session_messages = _sync(Calls.session_messages)
     assert_facts = _sync(Calls.assert_facts)
@@ -609,6 +614,7 @@ class AsyncClient:
     revoke_api_key = _async(Calls.revoke_api_key)
     ingest = _async(Calls.ingest)
     wipe = _async(Calls.wipe)
+    backlog = _async(Calls.backlog)
     sessions = _async(Calls.sessions)
     session_messages = _async(Calls.session_messages)
     assert_facts = _async(Calls.assert_facts)

@@ -340,6 +340,49 @@ $$;
 comment on function memory.retry_dead_jobs(text, uuid) is
   'Queue dead jobs again with their attempts reset (run now; the last error kept until an attempt replaces it): those of the org in scope, or of every org when no org is in scope; optionally of one kind and/or project. Returns how many. For operators, once what made them fail is fixed.';
 
+-- A project's backlog: its jobs not done, per kind, and how long the oldest
+-- queued one has waited.  caught_up: nothing its writes queued (enrich,
+-- embed) is still to run, so extraction and embeddings reflect everything
+-- written before the call.  What a client polls; webhooks push
+-- episode.enriched instead.  Dead jobs do not hold it up (they wait for an
+-- operator: memory.retry_dead_jobs); waiting ones do (no model configured).
+create or replace function memory.project_backlog(p_project uuid)
+  returns jsonb
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  return (
+    with open as (
+      -- jobs_project_idx: the project's jobs of these statuses only.
+      select j.kind, j.status, count(*) as n,
+             min(j.created_at) filter (where j.status = 'queued') as oldest
+        from memory.jobs j
+       where j.org_id = v_org and j.project_id = p_project
+         and j.status in ('queued', 'running', 'waiting', 'dead')
+       group by 1, 2
+    ), kinds as (
+      select k.kind, jsonb_build_object(
+               'queued', coalesce(sum(o.n) filter (where o.status = 'queued'), 0),
+               'running', coalesce(sum(o.n) filter (where o.status = 'running'), 0),
+               'waiting', coalesce(sum(o.n) filter (where o.status = 'waiting'), 0),
+               'dead', coalesce(sum(o.n) filter (where o.status = 'dead'), 0),
+               'oldest_queued_at', min(o.oldest)) as v
+        from unnest(array['communities', 'deliver_webhook', 'embed', 'enrich']) k(kind)
+        left join open o on o.kind = k.kind
+       group by k.kind)
+    select jsonb_build_object(
+             'caught_up', not exists (select from open o
+                                       where o.kind in ('enrich', 'embed')
+                                         and o.status in ('queued', 'running', 'waiting')),
+             'kinds', (select jsonb_object_agg(x.kind, x.v order by x.kind) from kinds x)));
+end
+$$;
+comment on function memory.project_backlog(uuid) is
+  'A project''s jobs not yet done, per kind (enrich, embed, deliver_webhook, communities): queued, running, waiting and dead counts and the oldest queued job''s creation time; caught_up is true when no enrich or embed job of the project is queued, running or waiting (extraction and embeddings reflect everything written before).';
+
 create or replace function memory.enqueue_due_jobs() returns integer
   language sql
   security definer

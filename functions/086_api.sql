@@ -1236,7 +1236,8 @@ grant execute on function
   memory.list_sessions(uuid, text, integer),
   memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
   memory.list_entities(uuid, text, integer),
-  memory.list_communities(uuid, text, integer, integer)
+  memory.list_communities(uuid, text, integer, integer),
+  memory.project_backlog(uuid)
   to chronomem_analyst;
 -- Called by invoker-rights functions above as the calling role.
 grant execute on function

@@ -94,6 +94,7 @@ grant execute on function
   memory.extend_lease(uuid, bigint, text, interval),
   memory.resume_waiting_jobs(text[]),
   memory.retry_dead_jobs(text, uuid),
+  memory.project_backlog(uuid),
   memory.enqueue_due_jobs(),
   memory.purge_done_jobs(interval),
   memory.compute_communities(uuid, integer),

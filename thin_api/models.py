@@ -207,6 +207,22 @@ class SessionPage(Model):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
 
 
+class KindBacklog(Model):
+    queued: int
+    running: int
+    waiting: int = Field(description="Cannot run until configured (e.g. no LLM endpoint).")
+    dead: int = Field(description="Failed for good; `chronomem retry-jobs` queues them again.")
+    oldest_queued_at: datetime | None
+
+
+class Backlog(Model):
+    caught_up: bool = Field(
+        description="No enrich or embed job of the project is queued, running or waiting: "
+        "extraction and embeddings reflect everything written before this call."
+    )
+    kinds: dict[Literal["communities", "deliver_webhook", "embed", "enrich"], KindBacklog]
+
+
 class MessagePage(Model):
     session_id: UUID
     session: str

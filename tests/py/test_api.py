@@ -297,6 +297,13 @@ def test_ingest_is_idempotent_and_sessions_page(api: Client, project: uuid.UUID)
     assert [(x.session, x.last_seq) for x in after.sessions] == [("chat 1", 3)]
     assert after.next_cursor is None and after.sessions[0].session_id == page.session_id
 
+    # No worker runs here: the four messages wait for extraction, the three ingest
+    # calls' embeddings too (the replay queued nothing).
+    backlog = api.backlog(project)
+    assert not backlog.caught_up
+    assert (backlog.kinds["enrich"].queued, backlog.kinds["embed"].queued) == (4, 3)
+    assert backlog.kinds["enrich"].oldest_queued_at is not None
+
 
 # -- retrieval and graph --------------------------------------------------------------
 def test_search_and_context_at_an_instant(api: Client, project: uuid.UUID) -> None:
@@ -676,7 +683,7 @@ def test_openapi_documents_every_route(base: str) -> None:
     # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities,
     # POST /v1/.../entities/merge, POST /v1/.../entities/split, DELETE /v1/projects/{id},
     # POST /v1/.../communities/refresh, GET /v1/.../sessions
-    assert len(operations) == 35
+    assert len(operations) == 36
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

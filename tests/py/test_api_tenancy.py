@@ -149,6 +149,7 @@ READS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/projects/{p}", {}),
     ("GET", "/v1/projects/{p}/api-keys", {}),
     ("GET", "/v1/projects/{p}/sessions", {}),
+    ("GET", "/v1/projects/{p}/backlog", {}),
     ("GET", "/v1/projects/{p}/sessions/{s}/messages", {}),
     ("GET", "/v1/projects/{p}/facts", {}),
     ("GET", "/v1/projects/{p}/facts", {"params": {"as_of": "2024-06-01", "subject": "alpha user"}}),

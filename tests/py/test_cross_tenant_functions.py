@@ -474,6 +474,10 @@ CASES: dict[str, Case] = {
         control="select memory.retry_dead_jobs('enrich', %(project)s) = 1",
         mutates=True,
     ),
+    P + "project_backlog(uuid)": Case(
+        probes=("select memory.project_backlog(%(project)s)",),
+        control="select memory.project_backlog(%(project)s) ? 'caught_up'",
+    ),
     P + "park_job(uuid,bigint,text,text)": Case(
         setup=LEASE_ENRICH,
         probes=("select memory.park_job(%(org)s, %(job)s, 'xt', 'intruder')",),

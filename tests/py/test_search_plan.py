@@ -905,3 +905,40 @@ def test_community_refresh_of_a_new_install_reads_its_project_only(fresh_install
         for index, cond in scans:
             assert "project_id = " in cond, (index, cond, plan)
     assert big  # the other project of the org, whose 1,500 edges the check must not read
+
+
+def test_backlog_of_a_new_install_reads_its_project_s_jobs_only(fresh_install: str) -> None:
+    """A client polls GET /backlog: the read of memory.jobs takes the project's key
+    (jobs_project_idx), not the queue of every org and project, whatever the planner
+    knew when the session planned it (here: nothing, on a new install)."""
+    messages = json.dumps([{"role": "user", "content": f"message {i}"} for i in range(100)])
+    with psycopg.connect(fresh_install) as conn, conn.transaction():
+        conn.execute("set local role chronomem_app")
+        org = _one(conn, "select memory.create_org('backlog plans')")
+        conn.execute("select memory.use_org(%s)", (org,))
+        big = _one(conn, "select memory.create_project(%s, 'big')", (org,))
+        small = _one(conn, "select memory.create_project(%s, 'small')", (org,))
+        for n in range(20):  # 2,000 queued enrich jobs in the other project
+            conn.execute("select memory.ingest(%s, %s, %s::jsonb)", (big, f"s{n}", messages))
+        conn.execute(
+            "select memory.ingest(%s, 's', %s::jsonb)",
+            (small, json.dumps([{"role": "user", "content": "hi"}])),
+        )
+
+    def backlog(conn: psycopg.Connection[Any]) -> list[Any]:
+        return [_one(conn, "select memory.project_backlog(%s)", (small,)) for _ in range(2)]
+
+    plans, answers = plans_in_a_new_session(fresh_install, org, backlog)
+    with psycopg.connect(fresh_install) as conn:
+        analyzed = analyzed_tables(conn, ["memory.jobs"])
+    # Controls: nothing analyzed; the answer counts the small project's jobs alone.
+    assert analyzed == [], analyzed
+    assert [a["kinds"]["enrich"]["queued"] for a in answers] == [1, 1], answers
+    reads = [p for p in plans if "memory.jobs" in p and "count(" in p]
+    assert reads, plans
+    for plan in reads:
+        assert "Seq Scan on jobs" not in plan, plan
+        scans = _reads(plan, "jobs")
+        assert scans, plan
+        for index, cond in scans:
+            assert "project_id = " in cond, (index, cond, plan)

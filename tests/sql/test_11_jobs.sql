@@ -10,7 +10,7 @@
 -- by difference.  Leases and backoff are moved into the past with
 -- pg_temp.set_job, which runs as superuser (security definer).
 BEGIN;
-select plan(72);
+select plan(79);
 
 create temp table claimed (tag text not null, org_id uuid, job_id bigint, kind text, status text,
                            attempts integer, locked_by text, locked_until timestamptz);
@@ -327,6 +327,40 @@ select is((pg_temp.job(pg_temp.j('b_enrich'))).status, 'queued', '... org B''s t
 select throws_ok($$ select memory.retry_dead_jobs('emails') $$, '22023',
                  'unknown job kind ''emails''; kinds are enrich, embed, deliver_webhook, reconcile_edges, communities, purge',
                  'an unknown kind is refused, naming the kinds');
+do $$ begin perform memory.use_org(pg_temp.id('org'), true); end $$;
+
+-- K. A project's backlog (project_backlog): its jobs not done, per kind;
+-- caught_up while no enrich or embed job of it is queued, running or
+-- waiting.  Project p (same org, same kinds) has jobs of every status: none
+-- of them may count for bk.
+do $$ begin insert into pg_temp.ids values ('bk', memory.create_project(pg_temp.id('org'), 'backlog')); end $$;
+create function pg_temp.backlog(p_project text) returns text language sql stable as $$
+  select (b ->> 'caught_up') || ' | ' || string_agg(
+           k || ' ' || (v ->> 'queued') || '/' || (v ->> 'running') || '/' || (v ->> 'waiting') || '/'
+           || (v ->> 'dead') || ' ' || (v ->> 'oldest_queued_at' is not null), ', ' order by k)
+    from memory.project_backlog(pg_temp.id(p_project)) b, jsonb_each(b -> 'kinds') e(k, v)
+   group by b $$;
+select is(pg_temp.backlog('bk'),
+          'true | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 0/0/0/0 false, enrich 0/0/0/0 false',
+          'backlog of a new project: caught up, nothing open (none of project p''s jobs)');
+select ok(pg_temp.backlog('p') like 'false |%', 'control: project p, with queued jobs, is not caught up');
+call pg_temp.ingest('bk1', 'chat', '[{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]', 'bk');
+select is(pg_temp.backlog('bk'),
+          'false | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 1/0/0/0 true, enrich 2/0/0/0 true',
+          'after an ingest of two messages: two enrich and one embed queued, not caught up');
+call pg_temp.set_job(null, format('status = ''dead'', finished_at = now() where project_id = %L and kind = ''enrich''', pg_temp.id('bk')));
+call pg_temp.set_job(null, format('status = ''waiting'' where project_id = %L and kind = ''embed''', pg_temp.id('bk')));
+select is(pg_temp.backlog('bk'),
+          'false | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 0/0/1/0 false, enrich 0/0/0/2 false',
+          'dead enrich jobs and a waiting embed job: the waiting one holds it up');
+call pg_temp.set_job(null, format('status = ''done'', finished_at = now() where project_id = %L and kind = ''embed''', pg_temp.id('bk')));
+select is(pg_temp.backlog('bk'),
+          'true | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 0/0/0/0 false, enrich 0/0/0/2 false',
+          'done and dead only: caught up (dead jobs wait for an operator, not for time)');
+select throws_ok(format($$ select memory.project_backlog(%L) $$, pg_temp.id('p_b')), 'P0002', null,
+                 'another org''s project: not found');
+do $$ begin perform memory.use_org(pg_temp.id('org_b'), true); end $$;
+select ok(memory.project_backlog(pg_temp.id('p_b')) ? 'caught_up', 'control: in its org''s scope it answers');
 do $$ begin perform memory.use_org(pg_temp.id('org'), true); end $$;
 
 set local role chronomem_analyst;

@@ -11,6 +11,7 @@ from psycopg.types.json import Jsonb
 from thin_api.db import Access
 from thin_api.deps import DB, Token
 from thin_api.models import (
+    Backlog,
     IngestRequest,
     IngestResult,
     Int32,
@@ -68,6 +69,15 @@ def wipe(
         Access(token, WRITE, project_id),
         "select memory.api_wipe(%s::uuid, %s::text, %s::text)",
         (project_id, session, subject),
+    )
+
+
+@router.get("/projects/{project_id}/backlog", response_model=Backlog)
+def backlog(project_id: UUID, token: Token, db: DB) -> Any:
+    """The project's jobs not done yet, per kind; caught_up once extraction and
+    embeddings have run for everything written before the call."""
+    return db.call(
+        Access(token, READ, project_id), "select memory.project_backlog(%s::uuid)", (project_id,)
     )
 
 
