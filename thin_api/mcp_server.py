@@ -148,6 +148,16 @@ def build_server(backend: Backend) -> MCPServer:
         )
 
     @server.tool()
+    def memory_backlog(project_id: ProjectId, ctx: Context) -> dict[str, Any]:
+        """Whether the background work has caught up with what was added: caught_up is
+        true once no fact extraction or embedding of the project's messages and facts
+        is still queued, running or waiting; per kind, the open jobs."""
+        backlog: dict[str, Any] = call(
+            ctx, READ, project_id, "select memory.project_backlog(%s::uuid)", (project_id,)
+        )
+        return backlog
+
+    @server.tool()
     def add_facts(
         project_id: ProjectId,
         facts: Annotated[list[FactIn], Field(description="At most 1000 per batch.")],

@@ -24,6 +24,7 @@ from mcp.types import CallToolResult
 
 TOOLS = {
     "add_memory",
+    "memory_backlog",
     "add_facts",
     "search_memory",
     "get_context",
@@ -293,6 +294,9 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
                 )
             )
             assert len(added["episode_ids"]) == 1 and added["replayed"] is False
+            # No worker runs here: the message waits for extraction.
+            backlog = ok(await mcp.call_tool("memory_backlog", {"project_id": p}))
+            assert backlog["caught_up"] is False and backlog["kinds"]["enrich"]["queued"] == 1
 
             retracted = ok(
                 await mcp.call_tool(
