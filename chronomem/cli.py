@@ -12,13 +12,20 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
 from chronomem import embedded
 from chronomem.bootstrap import BootstrapError, bootstrap, owner_dsn, set_login_passwords
 from chronomem.dsn import analyst_dsn, app_dsn
-from chronomem.migrate import MigrationError, current_revision, function_files, migrate
+from chronomem.migrate import (
+    MigrationError,
+    current_revision,
+    function_files,
+    head_revision,
+    migrate,
+)
 from chronomem.paths import DEMO_SQL
 from chronomem.settings import APP_ROLE, DATABASE_NAME, Settings, SettingsError
 
@@ -283,6 +290,50 @@ def cmd_reembed(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def status_report(owner: str) -> dict[str, Any]:
+    """What an operator asks first: the server, the schema's revision against the code's,
+    the embedding columns, and the queue (every org's) per kind."""
+    with psycopg.connect(owner, autocommit=True) as conn:
+        server = conn.execute("select current_setting('server_version')").fetchone()
+        embedding = conn.execute("select memory.embedding_dim(), memory.embedding_model()")
+        dim, model = embedding.fetchone() or (None, None)
+        queue = conn.execute(
+            "select kind, queued, running, waiting, dead, done, "
+            "extract(epoch from oldest_queued_age)::integer from memory.queue_stats()"
+        ).fetchall()
+    revision, head = current_revision(owner), head_revision()
+    return {
+        "postgresql": server[0] if server else None,
+        "revision": revision,
+        "head": head,
+        "migrated": revision == head,
+        "embedding": {"dim": dim, "model": model},
+        "jobs": {
+            kind: {"queued": q, "running": r, "waiting": w, "dead": d, "done": n,
+                   "oldest_queued_s": age}
+            for kind, q, r, w, d, n, age in queue
+        },
+    }  # fmt: skip
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    report = status_report(args.dsn or _owner_dsn(settings))
+    if args.json:
+        print(json.dumps(report))
+        return 0 if report["migrated"] else 1
+    behind = f"behind the code's {report['head']}: run `chronomem migrate`"
+    emb = report["embedding"]
+    print(f"PostgreSQL {report['postgresql']}")
+    print(f"schema revision {report['revision']} ({'current' if report['migrated'] else behind})")
+    print(f"embeddings vector({emb['dim']})" + (f", model {emb['model']}" if emb["model"] else ""))
+    columns = ("queued", "running", "waiting", "dead", "done")
+    print(f"{'jobs':16}" + "".join(f"{c:>9}" for c in columns) + "  oldest queued")
+    for kind, j in report["jobs"].items():
+        age = "-" if j["oldest_queued_s"] is None else f"{j['oldest_queued_s']} s"
+        print(f"{kind:16}" + "".join(f"{j[c]:>9}" for c in columns) + f"  {age}")
+    return 0 if report["migrated"] else 1
+
+
 def cmd_retry_jobs(args: argparse.Namespace, settings: Settings) -> int:
     owner = args.dsn or _owner_dsn(settings)
     with psycopg.connect(owner, autocommit=True) as conn:
@@ -373,6 +424,14 @@ def build_parser() -> argparse.ArgumentParser:
     reembed.add_argument("--model", help="the new model's name, recorded for the worker's check")
     reembed.add_argument("--dsn", help="an owner-role DSN instead of the configured server")
     reembed.set_defaults(func=cmd_reembed)
+    status = sub.add_parser(
+        "status",
+        parents=[common],
+        help="schema revision, embedding columns and job queue (exit 1: not migrated)",
+    )
+    status.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    status.add_argument("--dsn", help="an owner-role DSN instead of the configured server")
+    status.set_defaults(func=cmd_status)
     retry = sub.add_parser(
         "retry-jobs",
         parents=[common],
