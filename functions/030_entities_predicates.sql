@@ -119,7 +119,7 @@ begin
   -- write, so that two such calls queue instead of each holding it shared
   -- and waiting for the other.
   perform memory_internal.hold_project(
-    p_project, memory_internal.has_auto_objects(v_org, p_project, v_names));
+    p_project, cardinality(memory_internal.auto_object_names(v_org, p_project, v_names)) > 0);
   v_id := memory_internal.ensure_entity(v_org, p_project, p_name, p_type);
   -- Facts stored with the name as a plain-name object are the entity's
   -- (none once adopted: a probe of an index).
@@ -153,7 +153,7 @@ begin
   -- As upsert_entity: the project held, exclusively when there is
   -- something to adopt.
   perform memory_internal.hold_project(
-    p_project, memory_internal.has_auto_objects(v_org, p_project, array[v_norm]));
+    p_project, cardinality(memory_internal.auto_object_names(v_org, p_project, array[v_norm])) > 0);
   if v_entity is null then
     raise exception 'entity "%" not found in project %', p_entity, p_project
       using errcode = 'no_data_found';
@@ -212,46 +212,45 @@ create or replace function memory_internal.rekey_tombstones(
 comment on function memory_internal.rekey_tombstones(uuid, uuid, uuid[], uuid[], text[], uuid[]) is
   'Tombstones follow re-keyed versions (new subject and object key per fact id, NULL unchanged); of two live tombstones that come to name one claim, the older stays.';
 
+-- The names among p_names that stored fact versions use as a plain-name
+-- object (object_type auto, not yet an entity's): what an entity or alias
+-- of one of them takes over.  One probe of facts_auto_object_idx per name
+-- (offset 0: a probe whatever the statistics say, not a read of every auto
+-- object of the project into a hash).
+drop function if exists memory_internal.has_auto_objects(uuid, uuid, text[]);
+create or replace function memory_internal.auto_object_names(
+  p_org uuid, p_project uuid, p_names text[])
+  returns text[]
+  language sql stable
+  as $$
+    select array(select k.name
+                   from unnest(p_names) k(name)
+                  where exists (select from memory_internal.fact_versions(p_project) x
+                                 where x.org_id = p_org and x.object_auto and x.object_key = k.name
+                                offset 0))
+  $$;
+comment on function memory_internal.auto_object_names(uuid, uuid, text[]) is
+  'The names among p_names (normalized) that stored fact versions use as a plain-name object (object_type auto, not yet an entity''s): what an entity or alias of that name would take over.';
+
 -- Objects written as a plain name (object_type auto) that named no entity
 -- then and that some entity now bears, by its name or an alias: the stored
 -- versions (retracted ones included) whose object is one of p_names, with
 -- the entity, its canonical key and the identity object that key gives
 -- (unchanged under a 'one' predicate).
--- Whether stored facts have one of these names as a plain-name object
--- still to be adopted (by the entity that bears it, or one about to): one
--- probe of facts_auto_object_idx per name.
-create or replace function memory_internal.has_auto_objects(
-  p_org uuid, p_project uuid, p_names text[])
-  returns boolean
-  language sql stable
-  as $$
-    select exists (select from unnest(p_names) k(name)
-                    where exists (select from memory_internal.fact_versions(p_project) x
-                                   where x.org_id = p_org and x.object_auto and x.object_key = k.name
-                                  offset 0))
-  $$;
-comment on function memory_internal.has_auto_objects(uuid, uuid, text[]) is
-  'Whether stored fact versions have one of these (normalized) names as a plain-name object (object_type auto, not yet an entity''s): what an entity or alias of that name would adopt.';
-
 create or replace function memory_internal.named_auto_objects(
   p_org uuid, p_project uuid, p_names text[])
   returns table (fact_id uuid, subject_id uuid, predicate text, identity_object text,
                  invalid_at timestamptz, entity_id uuid, canonical text, new_identity_object text)
   language sql stable
   as $$
-    -- Per name, one probe of facts_auto_object_idx (offset 0, in the
-    -- existence test too: a probe whatever the statistics say, not a read
-    -- of every auto object of the project into a hash), and entities looked
-    -- up only for the names some fact uses (usually none).
+    -- Entities looked up only for the names some fact uses (usually none),
+    -- then per name one probe of facts_auto_object_idx (offset 0, as in
+    -- auto_object_names).
     select v.fact_id, v.subject_id, v.predicate, v.identity_object, v.invalid_at,
            n.entity_id, n.canonical,
            case when v.identity_object = '' then '' else n.canonical end
-      from memory_internal.find_entities(p_org, p_project, array(
-             select k.name
-               from unnest(p_names) k(name)
-              where exists (select from memory_internal.fact_versions(p_project) x
-                             where x.org_id = p_org and x.object_auto and x.object_key = k.name
-                            offset 0))) n
+      from memory_internal.find_entities(
+             p_org, p_project, memory_internal.auto_object_names(p_org, p_project, p_names)) n
      cross join lateral (
        select y.* from memory_internal.fact_versions(p_project) y
         where y.org_id = p_org and y.object_auto and y.object_key = n.normalized
@@ -723,8 +722,8 @@ comment on function memory.split_entity(uuid, text, boolean) is
 -- hold the project lock exclusive (declare_predicate its predicate's too),
 -- as do add_alias and upsert_entity when they re-key stored facts
 -- (adopt_named_objects; else they hold it shared, as writers), so none of
--- them races a write.  The project lock
--- is taken only through hold_project (below).
+-- them races a write.  The project lock is taken only through
+-- hold_project (below).
 create or replace function memory_internal.project_lock_key(p_project uuid)
   returns bigint
   language sql immutable parallel safe

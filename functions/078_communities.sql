@@ -86,6 +86,21 @@ $$;
 comment on function memory_internal.lock_communities(uuid) is
   'Take the locks a computation (or check) of the project''s communities holds, in order (the project''s write lock shared, then the communities lock), and return the digest of its current edges, read under them.';
 
+-- The rounds of label propagation asked for: at least one.  Checked by the
+-- computation and, before it queues any, by the periodic sweep.
+create or replace function memory_internal.check_max_rounds(p_max_rounds integer) returns void
+  language plpgsql immutable
+as $$
+begin
+  if p_max_rounds is null or p_max_rounds < 1 then
+    raise exception 'max_rounds must be at least 1, not %', coalesce(p_max_rounds::text, 'NULL')
+      using errcode = 'invalid_parameter_value';
+  end if;
+end
+$$;
+comment on function memory_internal.check_max_rounds(integer) is
+  'Refuse (22023) a number of label-propagation rounds below 1 or NULL.';
+
 -- The computation itself (label propagation over the current edges, the
 -- store, the run), for compute_communities and refresh_communities once
 -- they hold the locks and read the digest (p_edges, p_digest): read before
@@ -106,10 +121,7 @@ declare
   v_count integer;
   v_communities integer;
 begin
-  if p_max_rounds is null or p_max_rounds < 1 then
-    raise exception 'p_max_rounds must be at least 1, got %', coalesce(p_max_rounds::text, 'null')
-      using errcode = 'invalid_parameter_value';
-  end if;
+  perform memory_internal.check_max_rounds(p_max_rounds);
   create temp table if not exists pg_temp.chronomem_labels (
     entity_id uuid primary key, label uuid not null, color integer) on commit drop;
   create temp table if not exists pg_temp.chronomem_links (
@@ -315,10 +327,8 @@ declare
   v_pending integer;
   v_unchanged integer;
 begin
-  if p_max_rounds is null or p_max_rounds < 1 then
-    raise exception 'max_rounds must be at least 1, not %', coalesce(p_max_rounds::text, 'NULL')
-      using errcode = 'invalid_parameter_value';
-  end if;
+  -- Refused here, not in each project's job (which would fail for good).
+  perform memory_internal.check_max_rounds(p_max_rounds);
   with projects as (
     select p.project_id,
            (r.project_id is null or r.edges <> d.edges or r.edges_digest <> d.edges_digest)

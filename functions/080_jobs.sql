@@ -304,6 +304,14 @@ create or replace function memory.resume_waiting_jobs(p_kinds text[]) returns in
   $$;
 comment on function memory.resume_waiting_jobs(text[]) is 'Queue waiting jobs of these kinds again (a worker that can now run them calls it at start).';
 
+-- The job kinds, in the order operators see them (memory.jobs' check
+-- constraint holds the same list).
+create or replace function memory_internal.job_kinds() returns text[]
+  language sql immutable parallel safe
+  as $$ select array['enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities', 'purge'] $$;
+comment on function memory_internal.job_kinds() is
+  'Every job kind, in the order queue_stats lists them (the check constraint of memory.jobs holds the same list).';
+
 -- Dead letters back in the queue, once what killed them is fixed (a model
 -- that was down, a webhook receiver that refused): each gets its full
 -- max_attempts again, at once; its last error stays until an attempt
@@ -320,10 +328,9 @@ as $$
 declare
   v_n integer;
 begin
-  if p_kind is not null and p_kind not in
-       ('enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities', 'purge') then
-    raise exception 'unknown job kind %; kinds are enrich, embed, deliver_webhook, reconcile_edges, communities, purge',
-      quote_literal(p_kind) using errcode = 'invalid_parameter_value';
+  if p_kind is not null and not p_kind = any (memory_internal.job_kinds()) then
+    raise exception 'unknown job kind %; kinds are %', quote_literal(p_kind),
+      array_to_string(memory_internal.job_kinds(), ', ') using errcode = 'invalid_parameter_value';
   end if;
   update memory.jobs j
      set status = 'queued', attempts = 0, run_at = clock_timestamp(), finished_at = null
@@ -418,8 +425,7 @@ create or replace function memory.queue_stats()
            count(*) filter (where j.status = 'dead'),
            count(*) filter (where j.status = 'done'),
            clock_timestamp() - min(j.created_at) filter (where j.status = 'queued')
-      from unnest(array['enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities',
-                        'purge']) k(kind)
+      from unnest(memory_internal.job_kinds()) k(kind)
       left join memory.jobs j on j.kind = k.kind
      group by k.kind
      order by k.kind

@@ -62,7 +62,7 @@ def build_handlers(
         result: dict[str, Any] = _scalar(
             conn,
             "select memory.refresh_communities(%s, %s)",
-            (job.project_id, job.payload.get("max_rounds", 20)),
+            (job.project_id, _field(job, "max_rounds")),
         )
         return result
 

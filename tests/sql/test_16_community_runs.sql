@@ -147,7 +147,7 @@ select ok(pg_temp.computed('other_org') and pg_temp.groups('h') = 'Ann,Ben',
 
 -- K. Bad input.
 select throws_ok($$ select memory.compute_communities(pg_temp.id('h'), 0) $$, '22023',
-                 'p_max_rounds must be at least 1, got 0', 'p_max_rounds below 1 is refused, naming it');
+                 'max_rounds must be at least 1, not 0', 'max_rounds below 1 is refused, naming it');
 
 -- L. list_communities pages: five cliques (every member linked to every
 -- other: one community each whatever the ids), sizes 4, 3, 3, 2, 2.
