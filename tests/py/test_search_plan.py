@@ -650,6 +650,17 @@ def _reads(plan: str, table: str) -> list[tuple[str, str]]:
     return out
 
 
+def _assert_by_project(plans: list[str], table: str) -> None:
+    """Each plan reads `table` by index scans whose condition names the project, and
+    never by a sequential scan."""
+    for plan in plans:
+        assert f"Seq Scan on {table}" not in plan, plan
+        scans = _reads(plan, table)
+        assert scans, plan
+        for index, cond in scans:
+            assert "project_id = " in cond, (index, cond, plan)
+
+
 @pytest.mark.parametrize("first_plans", ["empty", "grown"])
 def test_entity_leg_of_a_new_install_reads_by_the_question_words(
     fresh_install: str, first_plans: str
@@ -898,12 +909,7 @@ def test_community_refresh_of_a_new_install_reads_its_project_only(fresh_install
     assert (first["edges"], second["edges"]) == (1, 1)
     reads = [p for p in plans if "memory.edges" in p and "bit_xor" in p]
     assert len(reads) == 2, plans  # the digest, once per refresh (computing or not)
-    for plan in reads:
-        assert "Seq Scan on edges" not in plan, plan
-        scans = _reads(plan, "edges")
-        assert scans, plan
-        for index, cond in scans:
-            assert "project_id = " in cond, (index, cond, plan)
+    _assert_by_project(reads, "edges")
     assert big  # the other project of the org, whose 1,500 edges the check must not read
 
 
@@ -936,9 +942,4 @@ def test_backlog_of_a_new_install_reads_its_project_s_jobs_only(fresh_install: s
     assert [a["kinds"]["enrich"]["queued"] for a in answers] == [1, 1], answers
     reads = [p for p in plans if "memory.jobs" in p and "count(" in p]
     assert reads, plans
-    for plan in reads:
-        assert "Seq Scan on jobs" not in plan, plan
-        scans = _reads(plan, "jobs")
-        assert scans, plan
-        for index, cond in scans:
-            assert "project_id = " in cond, (index, cond, plan)
+    _assert_by_project(reads, "jobs")
