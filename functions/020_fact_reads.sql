@@ -22,15 +22,27 @@ create or replace function memory_internal.range_believed(
 
 -- The instants a read asks about: p_at, else now(); p_known_at, else this
 -- transaction's record-time instant (txn_instant, so a transaction sees
--- its own writes).  NULL and an omitted argument mean the same.  The
--- reads below take them as the columns of a one-row subquery, which the
--- planner pulls up: each is then the expression below wherever it is
--- used, and the record-time default is a scalar subquery, run once per
--- query.  As a default expression (defaults cannot hold a subquery) it was
--- evaluated for every row at each of its uses (a GUC read each time):
--- 19.5 ms against 10.5 for facts_at's 42,000 versions on the 100k
--- benchmark load.  A constant argument folds the COALESCE away, so the
--- planner estimates with the caller's own instants as before.
+-- its own writes).  NULL and an omitted argument mean the same, for every
+-- read that takes an instant: this is the one place that says so.
+-- LANGUAGE sql without SET clauses, so that facts_at and edges_at, which
+-- read it in FROM, inline it as a one-row subquery the planner pulls up:
+-- each instant is then the expression below wherever it is used, and the
+-- record-time default is a scalar subquery, run once per query.  (As a
+-- default expression -- defaults cannot hold a subquery -- it was
+-- evaluated for every row at each of its uses, a GUC read each time: 19.5
+-- ms against 10.5 for facts_at's 42,000 versions on the 100k benchmark
+-- load.)  A constant argument folds the COALESCE away, so the planner
+-- estimates with the caller's own instants.  PL/pgSQL readers (search,
+-- context, list_facts, graph_neighbors) resolve both once, at their start.
+create or replace function memory_internal.read_instants(
+  p_at timestamptz, p_known_at timestamptz)
+  returns table (at timestamptz, known_at timestamptz)
+  language sql stable parallel safe
+  as $$
+    select coalesce(p_at, now()), coalesce(p_known_at, (select memory_internal.txn_instant()))
+  $$;
+comment on function memory_internal.read_instants(timestamptz, timestamptz) is
+  'The instants a read asks about: p_at, else now(); p_known_at, else this transaction''s record-time instant (its own writes included). NULL and omitted mean the same for every read.';
 
 create or replace function memory.facts_at(
   p_project uuid,
@@ -57,9 +69,7 @@ create or replace function memory.facts_at(
            f.recorded_at, f.range_changed_at, f.invalid_at,
            f.support_count, f.last_seen_at, f.content_tsv, f.object_auto,
            f.subject_written, f.object_written
-      from memory.facts f,
-           (select coalesce(p_at, now()) as at,
-                   coalesce(p_known_at, (select memory_internal.txn_instant())) as known_at) k
+      from memory.facts f, memory_internal.read_instants(p_at, p_known_at) k
      where f.project_id = p_project
        and f.recorded_at <= k.known_at
        and (
@@ -94,11 +104,8 @@ create or replace function memory.edges_at(
   returns setof memory.edges
   language sql stable parallel safe
   as $$
-    -- The instants as in facts_at (see above).
     select e.*
-    from memory.edges e,
-         (select coalesce(p_at, now()) as at,
-                 coalesce(p_known_at, (select memory_internal.txn_instant())) as known_at) k
+    from memory.edges e, memory_internal.read_instants(p_at, p_known_at) k
     where e.project_id = p_project
       and e.recorded_at <= k.known_at
       and (e.expired_at is null or e.expired_at > k.known_at)

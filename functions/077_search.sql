@@ -104,8 +104,8 @@ comment on function memory_internal.question_period(text) is 'The calendar perio
 create or replace function memory.vector_query_text(
   p_project uuid,
   p_query text,
-  p_at timestamptz default now(),
-  p_known_at timestamptz default memory_internal.txn_instant())
+  p_at timestamptz default null,
+  p_known_at timestamptz default null)
   returns text
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -119,6 +119,8 @@ begin
   if memory_internal.question_tsquery(p_query) is null then
     return p_query;
   end if;
+  select i.at, i.known_at into p_at, p_known_at
+    from memory_internal.read_instants(p_at, p_known_at) i;
   for v_name in
     select distinct s.speaker
       from memory_internal.search_episode_fulltext(p_project, p_query, p_at, p_known_at, 30) x
@@ -284,8 +286,8 @@ create or replace function memory.search(
   p_project uuid,
   p_query text,
   p_query_embedding vector default null,
-  p_at timestamptz default now(),
-  p_known_at timestamptz default memory_internal.txn_instant(),
+  p_at timestamptz default null,
+  p_known_at timestamptz default null,
   p_k integer default 10,
   p_legs text[] default null,
   p_fusion text default 'scores')
@@ -344,9 +346,10 @@ begin
     raise exception 'unknown search leg in %; legs are %', v_legs, c_all_legs
       using errcode = 'invalid_parameter_value';
   end if;
-  if p_at is null or p_known_at is null then
-    raise exception 'at and known_at must not be null' using errcode = 'null_value_not_allowed';
-  end if;
+  -- NULL instants mean now, as in every read (read_instants); resolved
+  -- once, so every leg and the answer's at / known_at see the same two.
+  select i.at, i.known_at into p_at, p_known_at
+    from memory_internal.read_instants(p_at, p_known_at) i;
   if p_fusion is null or p_fusion not in ('scores', 'rrf') then
     raise exception 'unknown fusion %; fusions are scores, rrf', coalesce(quote_literal(p_fusion), 'NULL')
       using errcode = 'invalid_parameter_value';
@@ -644,14 +647,14 @@ begin
 end
 $$;
 comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[], text) is
-  'Hybrid search in one call: episode and fact vector legs (HNSW with an iterative scan, hnsw.ef_search at least memory_internal.vector_ef_search of the hits asked), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; the episode vector leg then also ranks that period''s episodes on their own (search_episode_vector_within). Facts and edges are read as of p_at / p_known_at. A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL. p_fusion => ''rrf'' fuses by plain reciprocal rank fusion instead (sum of 1/(60 + rank) over the legs; no context shares, no preferences).';
+  'Hybrid search in one call: episode and fact vector legs (HNSW with an iterative scan, hnsw.ef_search at least memory_internal.vector_ef_search of the hits asked), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; the episode vector leg then also ranks that period''s episodes on their own (search_episode_vector_within). Facts, edges and episodes are read as of p_at / p_known_at (NULL or omitted: now, as in facts_at). A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL. p_fusion => ''rrf'' fuses by plain reciprocal rank fusion instead (sum of 1/(60 + rank) over the legs; no context shares, no preferences).';
 
 create or replace function memory.search_rows(
   p_project uuid,
   p_query text,
   p_query_embedding vector default null,
-  p_at timestamptz default now(),
-  p_known_at timestamptz default memory_internal.txn_instant(),
+  p_at timestamptz default null,
+  p_known_at timestamptz default null,
   p_k integer default 10,
   p_legs text[] default null,
   p_fusion text default 'scores')
@@ -696,8 +699,8 @@ create or replace function memory.context(
   p_project uuid,
   p_query text,
   p_query_embedding vector default null,
-  p_at timestamptz default now(),
-  p_known_at timestamptz default memory_internal.txn_instant(),
+  p_at timestamptz default null,
+  p_known_at timestamptz default null,
   p_max_tokens integer default 1500,
   p_k integer default 20)
   returns jsonb
@@ -719,6 +722,10 @@ begin
   if p_max_tokens is null or p_max_tokens < 50 then
     raise exception 'max_tokens must be at least 50' using errcode = 'invalid_parameter_value';
   end if;
+  -- NULL instants mean now (read_instants): the header and the
+  -- communities read the instants the search reads.
+  select i.at, i.known_at into p_at, p_known_at
+    from memory_internal.read_instants(p_at, p_known_at) i;
   v_search := memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k);
   -- Facts first (what holds, with windows), then the episodes behind them.
   for r in select x from jsonb_array_elements(v_search -> 'results') x

@@ -667,12 +667,15 @@ create or replace function memory.list_facts(
 as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
-  v_at timestamptz := coalesce(p_at, now());
-  v_known timestamptz := coalesce(p_known_at, memory_internal.txn_instant());
+  v_at timestamptz;
+  v_known timestamptz;
   v_subject uuid;
   v_facts jsonb;
   v_n integer;
 begin
+  -- NULL instants mean now, as in every read.
+  select i.at, i.known_at into v_at, v_known
+    from memory_internal.read_instants(p_at, p_known_at) i;
   perform memory_internal.check_limit(p_limit, 1000);
   if not isfinite(v_at) or not isfinite(v_known) then
     raise exception 'as_of and known_at must be finite' using errcode = 'invalid_parameter_value',
@@ -904,12 +907,11 @@ begin
   perform memory_internal.project_org(p_project);
   return memory.search(p_project, p_query,
                        memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
-                       coalesce(p_at, now()), coalesce(p_known_at, memory_internal.txn_instant()),
-                       p_k, p_legs, p_fusion);
+                       p_at, p_known_at, p_k, p_legs, p_fusion);
 end
 $$;
 comment on function memory.api_search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text) is
-  'memory.search for the API: NULL instants mean now; a client embedding of the wrong dimension is an error, a server-computed one is dropped.';
+  'memory.search for the API: a client embedding of the wrong dimension is an error, a server-computed one is dropped.';
 
 create or replace function memory.api_context(
   p_project uuid, p_query text, p_client_embedding vector default null,
@@ -924,12 +926,11 @@ begin
   perform memory_internal.project_org(p_project);
   return memory.context(p_project, p_query,
                         memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
-                        coalesce(p_at, now()), coalesce(p_known_at, memory_internal.txn_instant()),
-                        p_max_tokens, p_k);
+                        p_at, p_known_at, p_max_tokens, p_k);
 end
 $$;
 comment on function memory.api_context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer) is
-  'memory.context for the API (NULL instants mean now; embeddings as in memory.api_search).';
+  'memory.context for the API (embeddings as in memory.api_search).';
 
 create or replace function memory.graph_neighbors(
   p_project uuid, p_entity text, p_depth integer default 1,
@@ -941,11 +942,14 @@ create or replace function memory.graph_neighbors(
 as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
-  v_at timestamptz := coalesce(p_at, now());
-  v_known timestamptz := coalesce(p_known_at, memory_internal.txn_instant());
+  v_at timestamptz;
+  v_known timestamptz;
   v_root uuid;
   v_result jsonb;
 begin
+  -- NULL instants mean now, as in every read.
+  select i.at, i.known_at into v_at, v_known
+    from memory_internal.read_instants(p_at, p_known_at) i;
   if p_depth is null or p_depth not between 1 and 3 then
     raise exception 'depth must be between 1 and 3' using errcode = 'invalid_parameter_value',
       detail = 'depth';

@@ -8,6 +8,7 @@ revoke execute on all functions in schema memory, memory_internal from public;
 grant execute on function
   memory_internal.current_org(),
   memory_internal.txn_instant(),
+  memory_internal.read_instants(timestamptz, timestamptz),
   memory_internal.range_until(tstzrange, timestamptz),
   memory_internal.range_believed(uuid, uuid, timestamptz),
   memory_internal.project_org(uuid),

@@ -18,7 +18,7 @@
 -- hour back before the retraction, so known_at = now() - 30 min is "after
 -- everything was recorded, before the retraction".
 BEGIN;
-select plan(72);
+select plan(81);
 
 create temp table owned (k text not null, kind text not null, id uuid not null);
 create temp table comm_snap (label text, members text);
@@ -147,6 +147,37 @@ select is(pg_temp.found_in('dave', 'Carol is employed by Initech', now()),
           '{fact_vector,fact_fulltext,graph,all}', 'control: Carol''s other fact is in every fact leg at known_at now');
 select is(pg_temp.found_in('initech', 'Carol is employed by Initech', now(), now() - interval '90 minutes'), '{}',
           'and in none at known_at before it was recorded');
+
+-- NULL instants mean now, as in facts_at (read_instants): at NULL reads the
+-- current world (superseded acme, same text and embedding as globex, in no
+-- leg; globex in every fact leg), known_at NULL this transaction's writes
+-- (the retraction above).
+select is(pg_temp.found_in('acme', 'Alice works at the company', null, null), '{}',
+          'at NULL is now: superseded acme is in no leg');
+select is(pg_temp.found_in('globex', 'Alice works at the company', null, null),
+          '{fact_vector,fact_fulltext,graph,all}', 'control: globex is in every fact leg at NULL');
+select is(pg_temp.found_in('initech', 'Carol is employed by Initech', '2021-06-01Z', null), '{}',
+          'known_at NULL sees this transaction''s retraction');
+select is(pg_temp.found_in('initech', 'Carol is employed by Initech', null, now() - interval '30 minutes'),
+          '{fact_vector,fact_fulltext,graph,all}', 'control: at NULL with known_at before the retraction finds it');
+select is(array[(pg_temp.search('p', 'Alice', null, null, null) ->> 'at')::timestamptz,
+                (pg_temp.search('p', 'Alice', null, null, null) ->> 'known_at')::timestamptz],
+          array[now(), memory_internal.txn_instant()],
+          'the answer names the instants it read: now and this transaction''s record-time instant');
+select is(pg_temp.search('p', 'Alice works at the company', pg_temp.vec(1), null, null),
+          pg_temp.search('p', 'Alice works at the company', pg_temp.vec(1), now(), memory_internal.txn_instant()),
+          'search at NULL instants answers as at now');
+select is(memory.context(pg_temp.id('p'), 'Where does Alice work?', pg_temp.vec(1), null, null),
+          memory.context(pg_temp.id('p'), 'Where does Alice work?', pg_temp.vec(1), now(), memory_internal.txn_instant()),
+          'context at NULL instants answers as at now');
+select ok(memory.context(pg_temp.id('p'), 'Where does Alice work?', pg_temp.vec(1), null, null) ->> 'text'
+            like format('Facts (as of %s):%%', to_char(now() at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')),
+          'and its header names now');
+select is((select array_agg(r.id order by r.pos) from memory.search_rows(pg_temp.id('p'), 'Alice works at the company',
+                                                                         pg_temp.vec(1), null, null) r),
+          (select array_agg(r.id order by r.pos) from memory.search_rows(pg_temp.id('p'), 'Alice works at the company',
+                                                                         pg_temp.vec(1)) r),
+          'search_rows: NULL instants and omitted ones are the same');
 
 -- A failing leg: a query embedding of the wrong dimension fails both
 -- vector legs; the text legs still answer, exactly as without an embedding.
