@@ -127,7 +127,11 @@ create or replace function memory.readable_facts_at(
       from memory.facts_at(p_project, p_at, p_known_at) f
       join memory.entities s on s.org_id = f.org_id and s.entity_id = f.subject_id
       left join memory.entities o on o.org_id = f.org_id and o.entity_id = f.object_entity_id
+     -- A project the caller cannot see is "not found", as in every other
+     -- function that takes one (a one-time test; facts_at, inlined
+     -- everywhere, cannot raise).
+     where memory_internal.project_org(p_project) is not null
      order by s.name, f.predicate_label, lower(f.valid_range)
   $$;
 comment on function memory.readable_facts_at(uuid, timestamptz, timestamptz) is
-  'facts_at with names instead of ids, for people reading in psql: subject, predicate, object, content and the window.';
+  'facts_at with names instead of ids, for people reading in psql: subject, predicate, object, content and the window. A project of another org is not found (P0002).';

@@ -373,7 +373,7 @@ select throws_ok($$ select * from memory.search_rows(pg_temp.id('p'), 'Ann', p_l
                  'unknown search leg in {bogus}; legs are {episode_vector,fact_vector,episode_fulltext,fact_fulltext,entity,graph}',
                  'search_rows: an unknown leg is refused, naming it');
 
--- J. Another org's project is not found (and readable_facts_at reads nothing).
+-- J. Another org's project is not found.
 select throws_ok($$ select memory.list_facts(pg_temp.id('r')) $$, 'P0002', null, 'list_facts: another org''s project is not found');
 select throws_ok($$ select memory.graph_neighbors(pg_temp.id('r'), 'Ann') $$, 'P0002', null,
                  'graph_neighbors: another org''s project is not found');
@@ -382,7 +382,8 @@ select throws_ok($$ select memory.session_messages(pg_temp.id('r'), 'chat') $$, 
                  'session_messages: another org''s project is not found');
 select throws_ok($$ select * from memory.search_rows(pg_temp.id('r'), 'Ann', p_legs => array['entity']) $$, 'P0002', null,
                  'search_rows: another org''s project is not found');
-select is_empty($$ select from memory.readable_facts_at(pg_temp.id('r')) $$, 'readable_facts_at: another org''s project reads nothing');
+select throws_ok($$ select from memory.readable_facts_at(pg_temp.id('r')) $$, 'P0002', null,
+                 'readable_facts_at: another org''s project is not found');
 call pg_temp.use('org_b');
 select is(array[(select count(*)::int from memory.readable_facts_at(pg_temp.id('r'))),
                 jsonb_array_length(memory.list_facts(pg_temp.id('r')) -> 'facts'),
