@@ -304,13 +304,8 @@ create or replace function memory.resume_waiting_jobs(p_kinds text[]) returns in
   $$;
 comment on function memory.resume_waiting_jobs(text[]) is 'Queue waiting jobs of these kinds again (a worker that can now run them calls it at start).';
 
--- The job kinds, in the order operators see them (memory.jobs' check
--- constraint holds the same list).
-create or replace function memory_internal.job_kinds() returns text[]
-  language sql immutable parallel safe
-  as $$ select array['enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities', 'purge'] $$;
-comment on function memory_internal.job_kinds() is
-  'Every job kind, in the order queue_stats lists them (the check constraint of memory.jobs holds the same list).';
+-- (The job kinds: memory_internal.job_kinds(), in sql/0031_job_kinds.sql,
+-- beside the check constraint of memory.jobs that calls it.)
 
 -- Dead letters back in the queue, once what killed them is fixed (a model
 -- that was down, a webhook receiver that refused): each gets its full

@@ -10,7 +10,7 @@
 -- by difference.  Leases and backoff are moved into the past with
 -- pg_temp.set_job, which runs as superuser (security definer).
 BEGIN;
-select plan(79);
+select plan(81);
 
 create temp table claimed (tag text not null, org_id uuid, job_id bigint, kind text, status text,
                            attempts integer, locked_by text, locked_until timestamptz);
@@ -282,6 +282,15 @@ values (pg_temp.id('org'), 'communities', '{"t": "periodic 2 days"}', 'done', no
        (pg_temp.id('org'), 'embed', '{"t": "embed 8 days"}', 'done', now() - interval '8 days'),
        (pg_temp.id('org'), 'communities', '{"t": "periodic queued"}', 'queued', null),
        (pg_temp.id('org_b'), 'communities', '{"t": "other org 2 days"}', 'done', now() - interval '2 days');
+-- The kinds are job_kinds()'s, which the table's check calls: every one is
+-- stored (then deleted), a kind it does not list is refused.
+select lives_ok($$ insert into memory.jobs (org_id, kind, payload, status, finished_at)
+                   select pg_temp.id('org'), k, '{"kind check": true}', 'done', now()
+                     from unnest(memory_internal.job_kinds()) k $$,
+                'memory.jobs stores a job of each of job_kinds()''s kinds');
+delete from memory.jobs j where j.payload ? 'kind check';
+select throws_ok($$ insert into memory.jobs (org_id, kind) values (pg_temp.id('org'), 'emails') $$,
+                 '23514', null, 'and refuses a kind job_kinds() does not list');
 set local role chronomem_app;
 insert into snap values ('purged', memory.purge_done_jobs());
 select is((select string_agg(j.payload ->> 't', ', ' order by j.payload ->> 't') from pg_temp.ours() j
