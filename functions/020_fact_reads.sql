@@ -44,6 +44,24 @@ create or replace function memory_internal.read_instants(
 comment on function memory_internal.read_instants(timestamptz, timestamptz) is
   'The instants a read asks about: p_at, else now(); p_known_at, else this transaction''s record-time instant (its own writes included). NULL and omitted mean the same for every read.';
 
+-- The PL/pgSQL readers (search, context, list_facts, graph_neighbors) also
+-- refuse an infinite instant, which names no moment: at 'infinity' no
+-- window, open ones included, would hold.  (facts_at and edges_at, inlined
+-- into their callers' queries, cannot raise: they answer nothing.)
+create or replace function memory_internal.check_instants(p_at timestamptz, p_known_at timestamptz)
+  returns void
+  language plpgsql immutable
+as $$
+begin
+  if not isfinite(p_at) or not isfinite(p_known_at) then
+    raise exception 'as_of and known_at must be finite' using errcode = 'invalid_parameter_value',
+      detail = case when not isfinite(p_at) then 'as_of' else 'known_at' end;
+  end if;
+end
+$$;
+comment on function memory_internal.check_instants(timestamptz, timestamptz) is
+  'Refuse an infinite as_of (at) or known_at, naming which (22023): what the PL/pgSQL readers call after read_instants.';
+
 create or replace function memory.facts_at(
   p_project uuid,
   p_at timestamptz default null,

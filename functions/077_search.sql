@@ -350,6 +350,7 @@ begin
   -- once, so every leg and the answer's at / known_at see the same two.
   select i.at, i.known_at into p_at, p_known_at
     from memory_internal.read_instants(p_at, p_known_at) i;
+  perform memory_internal.check_instants(p_at, p_known_at);
   if p_fusion is null or p_fusion not in ('scores', 'rrf') then
     raise exception 'unknown fusion %; fusions are scores, rrf', coalesce(quote_literal(p_fusion), 'NULL')
       using errcode = 'invalid_parameter_value';

@@ -676,11 +676,8 @@ begin
   -- NULL instants mean now, as in every read.
   select i.at, i.known_at into v_at, v_known
     from memory_internal.read_instants(p_at, p_known_at) i;
+  perform memory_internal.check_instants(v_at, v_known);
   perform memory_internal.check_limit(p_limit, 1000);
-  if not isfinite(v_at) or not isfinite(v_known) then
-    raise exception 'as_of and known_at must be finite' using errcode = 'invalid_parameter_value',
-      detail = case when not isfinite(v_at) then 'as_of' else 'known_at' end;
-  end if;
   if p_subject is not null then
     v_subject := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_subject));
     if v_subject is null then
@@ -950,6 +947,7 @@ begin
   -- NULL instants mean now, as in every read.
   select i.at, i.known_at into v_at, v_known
     from memory_internal.read_instants(p_at, p_known_at) i;
+  perform memory_internal.check_instants(v_at, v_known);
   if p_depth is null or p_depth not between 1 and 3 then
     raise exception 'depth must be between 1 and 3' using errcode = 'invalid_parameter_value',
       detail = 'depth';

@@ -9,6 +9,7 @@ grant execute on function
   memory_internal.current_org(),
   memory_internal.txn_instant(),
   memory_internal.read_instants(timestamptz, timestamptz),
+  memory_internal.check_instants(timestamptz, timestamptz),
   memory_internal.range_until(tstzrange, timestamptz),
   memory_internal.range_believed(uuid, uuid, timestamptz),
   memory_internal.project_org(uuid),

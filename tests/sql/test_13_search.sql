@@ -18,7 +18,7 @@
 -- hour back before the retraction, so known_at = now() - 30 min is "after
 -- everything was recorded, before the retraction".
 BEGIN;
-select plan(81);
+select plan(84);
 
 create temp table owned (k text not null, kind text not null, id uuid not null);
 create temp table comm_snap (label text, members text);
@@ -327,6 +327,12 @@ select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_fusion =>
 select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_fusion => null) $$,
                  '22023', null, 'fusion NULL is 22023');
 select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_k => 201) $$, '22023', null, 'k = 201 is 22023');
+select throws_ok($$ select pg_temp.search('p', 'Alice', null, 'infinity') $$, '22023',
+                 'as_of and known_at must be finite', 'at infinity names no instant: 22023');
+select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), '-infinity') $$, '22023',
+                 'as_of and known_at must be finite', 'nor does known_at -infinity');
+select throws_ok($$ select memory.context(pg_temp.id('p'), 'Alice', null, 'infinity') $$, '22023',
+                 'as_of and known_at must be finite', 'context: the same');
 select throws_ok($$ select pg_temp.search('p', 'Alice', null, now(), p_k => null) $$, '22023', null, 'k NULL is 22023');
 select is((select count(*)::int from pg_temp.hits(pg_temp.search('p', 'Alice works at the company', pg_temp.vec(1), now(), p_k => 1))),
           1, 'control: k = 1 gives one result');

@@ -25,7 +25,7 @@
 -- everything was recorded, before the retraction"; now() - 2 h is before
 -- anything of p was recorded.
 BEGIN;
-select plan(80);
+select plan(81);
 
 create procedure pg_temp.ingest(p_project text, p_session text, p_messages jsonb) language sql as $$
   insert into pg_temp.res values (p_project || '.' || p_session || '.' || (select count(*) from pg_temp.res),
@@ -187,6 +187,8 @@ select throws_ok($$ select memory.list_facts(pg_temp.id('p'), p_limit => 0) $$, 
                  'limit must be between 1 and 1000', 'list_facts: limit 0 is refused, naming limit');
 select throws_ok($$ select memory.list_facts(pg_temp.id('p'), 'infinity') $$, '22023',
                  'as_of and known_at must be finite', 'list_facts: an infinite as_of is refused');
+select throws_ok($$ select memory.graph_neighbors(pg_temp.id('p'), 'Ann', 1, now(), 'infinity') $$, '22023',
+                 'as_of and known_at must be finite', 'graph_neighbors: an infinite known_at is refused');
 
 -- D. readable_facts_at: names and windows, at and known_at.
 select results_eq($$ select * from memory.readable_facts_at(pg_temp.id('p')) $$,
