@@ -434,17 +434,18 @@ create or replace function memory.purge_done_jobs(p_older_than interval default 
   security definer
   set search_path = memory_internal, memory, public, pg_temp
   as $$
-    -- The periodic kinds' done jobs after a day at most: the communities
-    -- job runs every 5 minutes per org, and what it did is also in
-    -- memory.community_runs.
+    -- The periodic kinds' done jobs (those the org has a schedule for)
+    -- after a day at most: the communities job runs every 5 minutes per
+    -- org, and what it did is also in memory.community_runs.
     with gone as (
       delete from memory.jobs j
        where j.org_id = memory_internal.current_org() and j.status = 'done'
          and j.finished_at < clock_timestamp()
-                             - case when j.kind in ('reconcile_edges', 'communities', 'purge')
+                             - case when exists (select from memory.job_schedules s
+                                                  where s.org_id = j.org_id and s.kind = j.kind)
                                     then least(p_older_than, interval '1 day')
                                     else p_older_than end
       returning 1)
     select count(*)::integer from gone
   $$;
-comment on function memory.purge_done_jobs(interval) is 'Delete the current org''s finished jobs older than the given age, and those of the periodic kinds (reconcile_edges, communities, purge) older than a day (the periodic purge job).';
+comment on function memory.purge_done_jobs(interval) is 'Delete the current org''s finished jobs older than the given age, and those of the periodic kinds (the org''s job_schedules: reconcile_edges, communities, purge) older than a day (the periodic purge job).';
