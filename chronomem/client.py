@@ -38,6 +38,7 @@ from thin_api.models import (
     EntityMerged,
     EntityPage,
     EntitySplitOff,
+    FactChanges,
     FactHistory,
     FactPage,
     IngestResult,
@@ -256,6 +257,22 @@ class Calls:
 
     def fact_history(self, project: Id, fact: Id) -> Call[FactHistory]:
         return Call("GET", f"/v1/projects/{project}/facts/{fact}/history", FactHistory)
+
+    def changes(
+        self,
+        project: Id,
+        *,
+        since: When = None,
+        until: When = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Call[FactChanges]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/changes",
+            FactChanges,
+            params=_query(since=_when(since), until=_when(until), cursor=cursor, limit=limit),
+        )
 
     def timeline(self, project: Id, subject: str, predicate: str | None = None) -> Call[Timeline]:
         return Call(
@@ -552,6 +569,7 @@ class Client:
     list_facts = _sync(Calls.list_facts)
     retract_fact = _sync(Calls.retract_fact)
     fact_history = _sync(Calls.fact_history)
+    changes = _sync(Calls.changes)
     timeline = _sync(Calls.timeline)
     declare_predicate = _sync(Calls.declare_predicate)
     list_predicates = _sync(Calls.list_predicates)
@@ -621,6 +639,7 @@ class AsyncClient:
     list_facts = _async(Calls.list_facts)
     retract_fact = _async(Calls.retract_fact)
     fact_history = _async(Calls.fact_history)
+    changes = _async(Calls.changes)
     timeline = _async(Calls.timeline)
     declare_predicate = _async(Calls.declare_predicate)
     list_predicates = _async(Calls.list_predicates)

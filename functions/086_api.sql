@@ -714,6 +714,29 @@ $$;
 comment on function memory.list_facts(uuid, timestamptz, timestamptz, text, text, uuid, integer) is
   'Facts effective at p_at as believed at p_known_at (defaults: now), optionally of one subject and/or predicate, ordered by fact_id and paged by keyset: pass next_cursor as p_after for the next page.';
 
+-- A fact event as the API shows it (windows as bounds): fact_history's
+-- answer and fact_changes' share it.
+create or replace function memory_internal.fact_event_json(
+  p_event_id bigint, p_occurred_at timestamptz, p_event_type text, p_fact uuid,
+  p_old_fact uuid, p_new_fact uuid, p_old_range tstzrange, p_new_range tstzrange,
+  p_actor text, p_reason text, p_subject text, p_predicate text, p_object text, p_content text)
+  returns jsonb
+  -- Stable, as jsonb_build_object of a timestamp is (the time zone): so it
+  -- is inlined into the caller's query instead of called per event.
+  language sql stable parallel safe
+  as $$
+    select jsonb_build_object(
+             'event_id', p_event_id, 'occurred_at', p_occurred_at, 'event_type', p_event_type,
+             'fact_id', p_fact, 'old_fact_id', p_old_fact, 'new_fact_id', p_new_fact,
+             'old_valid_from', lower(p_old_range), 'old_valid_until', upper(p_old_range),
+             'new_valid_from', lower(p_new_range), 'new_valid_until', upper(p_new_range),
+             'new_window_empty', coalesce(isempty(p_new_range), false),
+             'actor', p_actor, 'reason', p_reason, 'subject', p_subject,
+             'predicate', p_predicate, 'object', p_object, 'content', p_content)
+  $$;
+comment on function memory_internal.fact_event_json(bigint, timestamptz, text, uuid, uuid, uuid, tstzrange, tstzrange, text, text, text, text, text, text) is
+  'A fact event as the API shows it, windows as bounds (api_fact_history, fact_changes).';
+
 create or replace function memory.api_fact_history(p_project uuid, p_fact uuid)
   returns jsonb
   language plpgsql stable
@@ -726,14 +749,10 @@ begin
     raise exception 'fact % not found in project %', p_fact, p_project using errcode = 'no_data_found';
   end if;
   return jsonb_build_object('fact_id', p_fact, 'events', coalesce((
-    select jsonb_agg(jsonb_build_object(
-             'event_id', h.event_id, 'occurred_at', h.occurred_at, 'event_type', h.event_type,
-             'fact_id', h.fact_id, 'old_fact_id', h.old_fact_id, 'new_fact_id', h.new_fact_id,
-             'old_valid_from', lower(h.old_range), 'old_valid_until', upper(h.old_range),
-             'new_valid_from', lower(h.new_range), 'new_valid_until', upper(h.new_range),
-             'new_window_empty', coalesce(isempty(h.new_range), false),
-             'actor', h.actor, 'reason', h.reason, 'subject', h.subject,
-             'predicate', h.predicate, 'object', h.object, 'content', h.content)
+    select jsonb_agg(memory_internal.fact_event_json(
+             h.event_id, h.occurred_at, h.event_type, h.fact_id, h.old_fact_id, h.new_fact_id,
+             h.old_range, h.new_range, h.actor, h.reason, h.subject, h.predicate, h.object,
+             h.content)
            order by h.occurred_at, h.event_id)
       from memory.fact_history(p_project, p_fact) h), '[]'));
 end
@@ -775,6 +794,113 @@ end
 $$;
 comment on function memory.api_timeline(uuid, text, text) is
   'memory.subject_timeline as JSON (windows as bounds), for the API.';
+
+-- What the store came to believe in a span of record time: every event of
+-- the project's facts (asserted, superseded, contradicted, expired,
+-- retracted, restored) that occurred after p_since and at or before
+-- p_until, oldest first, with the fact's triple -- "what changed since my
+-- last session?".  p_until NULL is now (this transaction's record-time
+-- instant, as known_at's default); p_since NULL is the beginning.  An event
+-- occurs at its writer's record-time instant (its transaction's start,
+-- memory_internal.begin_write), and becomes visible when that transaction
+-- commits: a span that ends now can still gain the events of writers
+-- running now, so a reader that polls keeps p_until a little in the past
+-- or reads again from a little before its last one.  Wiped facts take
+-- their events with them.  A keyset page on (occurred_at, event_id): pass
+-- next_cursor as p_after, with the same span.  Read under row-level
+-- security, as the caller; the span is read through fact_events_project_idx.
+create or replace function memory.fact_changes(
+  p_project uuid,
+  p_since timestamptz default null,
+  p_until timestamptz default null,
+  p_after text default null,
+  p_limit integer default 100)
+  returns jsonb
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+  set timezone = 'UTC'
+as $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_until timestamptz;
+  v_lo timestamptz := coalesce(p_since, '-infinity');
+  v_after_at timestamptz;
+  v_after_id bigint;
+  v_rows jsonb;
+  v_n integer;
+  v_last jsonb;
+begin
+  select i.known_at into v_until from memory_internal.read_instants(null, p_until) i;
+  if not isfinite(v_until) then
+    raise exception 'until must be finite' using errcode = 'invalid_parameter_value', detail = 'until';
+  end if;
+  if v_lo > v_until then
+    raise exception 'since (%) is later than until (%)', v_lo, v_until
+      using errcode = 'invalid_parameter_value', detail = 'since';
+  end if;
+  perform memory_internal.check_limit(p_limit, 1000);
+  if p_after is not null then
+    begin
+      v_after_at := (convert_from(decode(p_after, 'hex'), 'UTF8')::jsonb ->> 0)::timestamptz;
+      v_after_id := (convert_from(decode(p_after, 'hex'), 'UTF8')::jsonb ->> 1)::bigint;
+    exception when others then
+      v_after_id := null;
+    end;
+    if v_after_at is null or v_after_id is null then
+      raise exception 'cursor is not a next_cursor of this list' using errcode = 'invalid_parameter_value',
+        detail = 'cursor';
+    end if;
+    v_lo := greatest(v_lo, v_after_at);
+  end if;
+  -- One row more than asked says whether there is a next page.  The span's
+  -- start is an index condition (occurred_at >= v_lo: timestamps compare
+  -- leakproof under row-level security, a row comparison would not); the
+  -- strict bound and the cursor's tie-break on event_id are filters.
+  select coalesce(jsonb_agg(memory_internal.fact_event_json(
+                    e.event_id, e.occurred_at, e.event_type, e.fact_id, e.old_fact_id, e.new_fact_id,
+                    e.old_range, e.new_range, e.actor, e.reason, s.name, v.predicate_label,
+                    coalesce(o.name, v.object_literal), v.content)
+                  order by e.occurred_at, e.event_id), '[]'),
+         count(*)
+    into v_rows, v_n
+    -- The page's events first (a writer's batch shares one instant: the
+    -- sort within it reads the batch's events, not their facts), then each
+    -- one's fact by its key (offset 0: a probe per event; as a join, a plan
+    -- made without statistics read the project's facts for every event).
+    from (select e.*
+            from memory.fact_events e
+           where e.org_id = v_org and e.project_id = p_project
+             and e.occurred_at >= v_lo and e.occurred_at <= v_until
+             and e.occurred_at > coalesce(p_since, '-infinity')
+             and (v_after_id is null or e.occurred_at > v_after_at or e.event_id > v_after_id)
+           order by e.occurred_at, e.event_id
+           limit p_limit + 1) e
+   cross join lateral (
+     select x.org_id, x.subject_id, x.object_entity_id, x.predicate_label, x.object_literal, x.content
+       from memory_internal.fact_versions(p_project) x
+      where x.org_id = e.org_id and x.fact_id = e.fact_id
+     offset 0) v
+   -- And its names by key (as a join, the object's was a hash of the
+   -- org's every entity on a page of a hundred events).
+   cross join lateral (
+     select n.name from memory.entities n where n.org_id = v.org_id and n.entity_id = v.subject_id
+     offset 0) s
+    left join lateral (
+     select n.name from memory.entities n where n.org_id = v.org_id and n.entity_id = v.object_entity_id
+     offset 0) o on true;
+  if v_n > p_limit then
+    v_rows := v_rows - p_limit;
+    v_last := v_rows -> (p_limit - 1);
+  end if;
+  return jsonb_build_object(
+    'changes', v_rows,
+    'next_cursor', case when v_last is not null then encode(convert_to(
+                     jsonb_build_array(v_last -> 'occurred_at', v_last -> 'event_id')::text, 'UTF8'), 'hex') end,
+    'since', p_since, 'until', v_until);
+end
+$$;
+comment on function memory.fact_changes(uuid, timestamptz, timestamptz, text, integer) is
+  'What the store came to believe between two record-time instants: every event of the project''s facts (asserted, superseded, contradicted, expired, retracted, restored) after p_since (NULL: the beginning) and at or before p_until (NULL: now), oldest first, each with its fact''s subject, predicate, object and content; p_limit (1-1000) a page, next_cursor as p_after for the next. An event shows once its writer commits, stamped with its writer''s record-time instant: a span ending now can still gain events of writers running now.';
 
 -- The sessions of a project by their external id (a keyset page: the
 -- cursor is the last id), each with its last message's sequence number
@@ -1218,6 +1344,7 @@ grant execute on function
   memory.list_facts(uuid, timestamptz, timestamptz, text, text, uuid, integer),
   memory.api_fact_history(uuid, uuid),
   memory.api_timeline(uuid, text, text),
+  memory.fact_changes(uuid, timestamptz, timestamptz, text, integer),
   memory.session_messages(uuid, text, integer, integer),
   memory.list_sessions(uuid, text, integer),
   memory.api_search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text),
@@ -1234,6 +1361,7 @@ grant execute on function
   memory.list_facts(uuid, timestamptz, timestamptz, text, text, uuid, integer),
   memory.api_fact_history(uuid, uuid),
   memory.api_timeline(uuid, text, text),
+  memory.fact_changes(uuid, timestamptz, timestamptz, text, integer),
   memory.session_messages(uuid, text, integer, integer),
   memory.list_sessions(uuid, text, integer),
   memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
@@ -1249,7 +1377,9 @@ grant execute on function
   memory_internal.api_actor(),
   memory_internal.check_limit(integer, integer),
   memory_internal.api_query_embedding(vector, vector),
-  memory_internal.entity_api_json(memory.entities)
+  memory_internal.entity_api_json(memory.entities),
+  memory_internal.fact_event_json(bigint, timestamptz, text, uuid, uuid, uuid, tstzrange, tstzrange,
+                                  text, text, text, text, text, text)
   to chronomem_app, chronomem_analyst;
 -- readyz compares the schema's revision with the code's.
 grant select on public.alembic_version to chronomem_app;

@@ -279,6 +279,35 @@ def build_server(backend: Backend) -> MCPServer:
         )
 
     @server.tool()
+    def recent_changes(
+        project_id: ProjectId,
+        ctx: Context,
+        since: Annotated[
+            Instant | None,
+            Field(
+                description="Record time (exclusive), e.g. the end of the last session; "
+                "default the beginning."
+            ),
+        ] = None,
+        until: Annotated[
+            Instant | None, Field(description="Record time (inclusive); default now.")
+        ] = None,
+        cursor: Annotated[str | None, Field(description="next_cursor of the last page.")] = None,
+        limit: Annotated[int, Field(ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        """What the memory learned or unlearned since an instant: every fact event
+        (asserted, superseded, contradicted, expired, retracted, restored), oldest first,
+        with the fact's subject, predicate, object and content."""
+        return call(
+            ctx,
+            READ,
+            project_id,
+            "select memory.fact_changes(%s::uuid, %s::timestamptz, %s::timestamptz, %s::text, "
+            "%s::integer)",
+            (project_id, since, until, cursor, limit),
+        )
+
+    @server.tool()
     def subject_timeline(
         project_id: ProjectId,
         subject: Annotated[str, Field(min_length=1, description="Entity name or alias.")],

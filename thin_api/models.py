@@ -351,6 +351,13 @@ class FactHistory(Model):
     events: list[HistoryEvent]
 
 
+class FactChanges(Model):
+    changes: list[HistoryEvent] = Field(description="Oldest first, by (occurred_at, event_id).")
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
+    since: datetime | None = Field(description="The span's start (exclusive); null: the beginning.")
+    until: datetime = Field(description="The span's end (inclusive): `until`, else now.")
+
+
 class TimelineEvent(Model):
     event: str
     at: datetime

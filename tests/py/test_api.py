@@ -219,6 +219,29 @@ def test_supersession_and_as_of_reads(api: Client, project: uuid.UUID) -> None:
     assert [f.object for f in timeline.facts if f.status == "current"] == ["enterprise"]
     assert api.timeline(project, "nobody").facts == []
 
+    # What changed, in record time: everything since the start of this test, then
+    # only what came after the retraction (the override's assertion), page by page.
+    changes = api.changes(project)
+    kinds = [(c.event_type, c.object) for c in changes.changes]
+    assert kinds[:2] == [("asserted", "pro"), ("superseded", "pro")], kinds
+    assert ("retracted", "enterprise") in kinds and ("restored", "pro") in kinds, kinds
+    assert changes.next_cursor is None and changes.since is None
+    retracted_at = next(c.occurred_at for c in changes.changes if c.event_type == "retracted")
+    after = api.changes(project, since=retracted_at).changes
+    assert [c.event_type for c in after] == ["superseded", "asserted"], after
+    assert [c.occurred_at > retracted_at for c in after] == [True, True]
+    paged, cursor = [], None
+    while True:
+        page = api.changes(project, cursor=cursor, limit=2)
+        paged += [c.event_id for c in page.changes]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert paged == [c.event_id for c in changes.changes]
+    with pytest.raises(ChronomemError) as bad:
+        api.changes(project, cursor="not a cursor")
+    assert (bad.value.status, bad.value.field) == (422, "cursor")
+
 
 def test_assert_reports_bad_facts_without_losing_the_batch(api: Client, project: uuid.UUID) -> None:
     result = api.assert_facts(
@@ -682,8 +705,9 @@ def test_openapi_documents_every_route(base: str) -> None:
     ]
     # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities,
     # POST /v1/.../entities/merge, POST /v1/.../entities/split, DELETE /v1/projects/{id},
-    # POST /v1/.../communities/refresh, GET /v1/.../sessions
-    assert len(operations) == 36
+    # POST /v1/.../communities/refresh, GET /v1/.../sessions, GET /v1/.../backlog,
+    # GET /v1/.../changes
+    assert len(operations) == 37
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

@@ -155,6 +155,7 @@ READS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/projects/{p}/facts", {"params": {"as_of": "2024-06-01", "subject": "alpha user"}}),
     ("GET", "/v1/projects/{p}/facts/{f}/history", {}),
     ("GET", "/v1/projects/{p}/timeline", {"params": {"subject": "alpha user"}}),
+    ("GET", "/v1/projects/{p}/changes", {}),
     ("GET", "/v1/projects/{p}/predicates", {}),
     ("POST", "/v1/projects/{p}/search", {"json": {"query": "alpha secret plan"}}),
     ("POST", "/v1/projects/{p}/context", {"json": {"query": "alpha secret plan"}}),

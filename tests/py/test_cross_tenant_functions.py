@@ -157,6 +157,10 @@ CASES: dict[str, Case] = {
             control="select jsonb_array_length(memory.list_facts(%(project)s) -> 'facts') > 0",
         )
     ),
+    P + "fact_changes(uuid,timestamptz,timestamptz,text,integer)": Case(
+        probes=("select memory.fact_changes(%(project)s) - 'until'",),
+        control="select jsonb_array_length(memory.fact_changes(%(project)s) -> 'changes') > 0",
+    ),
     P + "predicates_of(uuid)": Case(
         probes=("select * from memory.predicates_of(%(project)s)",),
         control="select count(*) > 0 from memory.predicates_of(%(project)s)",

@@ -31,6 +31,7 @@ TOOLS = {
     "list_facts",
     "fact_history",
     "subject_timeline",
+    "recent_changes",
     "explore_graph",
     "retract_fact",
     "declare_predicate",
@@ -173,6 +174,16 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
                 ("superseded", enterprise),
             ], timeline
             assert timeline["facts"][0]["window_until"] == timeline["facts"][1]["window_from"]
+            # What the memory learned since the first batch was written: the closure of
+            # pro and the assertion of enterprise, oldest first.
+            first_at = history["events"][0]["occurred_at"]
+            changes = ok(
+                await mcp.call_tool("recent_changes", {"project_id": p, "since": first_at})
+            )
+            assert [(c["event_type"], c["object"]) for c in changes["changes"]] == [
+                ("superseded", "pro"),
+                ("asserted", "enterprise"),
+            ], changes
             assert timeline["facts"][1]["window_from"].startswith("2024-03-01")
             other_predicate = ok(
                 await mcp.call_tool(

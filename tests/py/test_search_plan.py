@@ -943,3 +943,45 @@ def test_backlog_of_a_new_install_reads_its_project_s_jobs_only(fresh_install: s
     reads = [p for p in plans if "memory.jobs" in p and "count(" in p]
     assert reads, plans
     _assert_by_project(reads, "jobs")
+
+
+def test_changes_of_a_new_install_read_the_project_s_events_by_their_span(
+    fresh_install: str,
+) -> None:
+    """A client polls GET /changes: the read of memory.fact_events takes the project's
+    key and the span's start (fact_events_project_idx), not the org's events, and each
+    event's fact by its key, whatever the planner knew when the session planned it (here:
+    nothing, on a new install)."""
+    with psycopg.connect(fresh_install) as conn, conn.transaction():
+        conn.execute("set local role chronomem_app")
+        org = _one(conn, "select memory.create_org('changes plans')")
+        conn.execute("select memory.use_org(%s)", (org,))
+        big = _one(conn, "select memory.create_project(%s, 'big')", (org,))
+        small = _one(conn, "select memory.create_project(%s, 'small')", (org,))
+        for n in range(10):  # 2,000 events in the other project
+            facts = [
+                {"subject": f"person {n}-{i}", "predicate": "likes", "object": f"thing {i}"}
+                for i in range(200)
+            ]
+            conn.execute("select memory.assert_facts(%s, %s::jsonb)", (big, json.dumps(facts)))
+        conn.execute(
+            "select memory.assert_facts(%s, %s::jsonb)",
+            (small, json.dumps([{"subject": "Ann", "predicate": "likes", "object": "tea"}])),
+        )
+
+    def changes(conn: psycopg.Connection[Any]) -> list[Any]:
+        return [_one(conn, "select memory.fact_changes(%s)", (small,)) for _ in range(2)]
+
+    plans, answers = plans_in_a_new_session(fresh_install, org, changes)
+    with psycopg.connect(fresh_install) as conn:
+        analyzed = analyzed_tables(conn, ["memory.fact_events", "memory.facts"])
+    # Controls: nothing analyzed; the answer is the small project's one event.
+    assert analyzed == [], analyzed
+    assert [[c["object"] for c in a["changes"]] for a in answers] == [["tea"], ["tea"]]
+    reads = [p for p in plans if "fact_events" in p and "occurred_at" in p]
+    assert reads, plans
+    _assert_by_project(reads, "fact_events")
+    for plan in reads:
+        assert "Seq Scan on facts" not in plan, plan
+        facts = _reads(plan, "facts")
+        assert facts and all("fact_id = " in cond for _, cond in facts), plan

@@ -1,6 +1,6 @@
 -- 18 read surfaces: memory.list_facts, memory.readable_facts_at,
 -- memory.graph_neighbors, memory.list_entities, memory.session_messages,
--- memory.search_rows and memory.metric_totals: the normal answer, at /
+-- memory.search_rows, memory.fact_changes and memory.metric_totals: the normal answer, at /
 -- known_at, paging, scoping to the project and the org, and bad input.
 -- Runs as chronomem_app.
 --
@@ -25,7 +25,7 @@
 -- everything was recorded, before the retraction"; now() - 2 h is before
 -- anything of p was recorded.
 BEGIN;
-select plan(81);
+select plan(98);
 
 create procedure pg_temp.ingest(p_project text, p_session text, p_messages jsonb) language sql as $$
   insert into pg_temp.res values (p_project || '.' || p_session || '.' || (select count(*) from pg_temp.res),
@@ -375,6 +375,62 @@ select throws_ok($$ select * from memory.search_rows(pg_temp.id('p'), 'Ann', p_l
                  'unknown search leg in {bogus}; legs are {episode_vector,fact_vector,episode_fulltext,fact_fulltext,entity,graph}',
                  'search_rows: an unknown leg is refused, naming it');
 
+-- I2. fact_changes: p's events in record time.  Everything of p was
+-- recorded an hour ago (shift_back); Paris was retracted now.  q wrote the
+-- same four facts (same triples, contents) now, in this transaction: every
+-- chance to show in p's answer.
+select is((select array_agg(x ->> 'event_type' || ' ' || (x ->> 'subject') || ' ' || (x ->> 'predicate') || ' ' || (x ->> 'object')
+                            order by x ->> 'event_type', x ->> 'object')
+             from jsonb_array_elements(memory.fact_changes(pg_temp.id('p')) -> 'changes') x),
+          array['asserted Ann works at Acme', 'asserted Ann knows Ben', 'asserted Ben knows Cat', 'asserted Cat knows Dan',
+                'asserted Ann works at Globex', 'asserted Ann lives in Paris', 'asserted Cat likes tea',
+                'retracted Ann lives in Paris', 'superseded Ann works at Acme'],
+          'fact_changes: every event of p''s facts, with the triple');
+select is((select count(*)::int from jsonb_array_elements(memory.fact_changes(pg_temp.id('p')) -> 'changes') x
+            where (x ->> 'fact_id')::uuid = any (pg_temp.owned('q'))),
+          0, 'none of q''s events (same triples, written now) is p''s');
+select is(pg_temp.col(memory.fact_changes(pg_temp.id('q')) -> 'changes', 'event_type'),
+          array['asserted', 'superseded', 'asserted', 'asserted', 'asserted', 'asserted'],
+          'control: q''s own, oldest first (Acme''s closure logged just before Globex''s assertion)');
+select is(pg_temp.col(memory.fact_changes(pg_temp.id('p')) -> 'changes', 'event_type')
+            @> array['retracted'] and (memory.fact_changes(pg_temp.id('p')) -> 'changes' -> -1 ->> 'event_type') = 'retracted',
+          true, 'oldest first: the retraction, an hour after the rest, is last');
+select is(pg_temp.col(memory.fact_changes(pg_temp.id('p'), now() - interval '30 minutes') -> 'changes', 'event_type'),
+          array['retracted'], 'since 30 minutes ago: only the retraction');
+select is(cardinality(pg_temp.col(memory.fact_changes(pg_temp.id('p'), now() - interval '2 hours') -> 'changes', 'event_type')),
+          9, 'control: since 2 hours ago, all nine');
+select is(cardinality(pg_temp.col(memory.fact_changes(pg_temp.id('p'), null, now() - interval '30 minutes') -> 'changes', 'event_type')),
+          8, 'until 30 minutes ago: all but the retraction');
+select is(jsonb_array_length(memory.fact_changes(pg_temp.id('p'), null, now() - interval '2 hours') -> 'changes'),
+          0, 'until 2 hours ago: nothing (before p was recorded)');
+select is((memory.fact_changes(pg_temp.id('p'), now() - interval '30 minutes') ->> 'until')::timestamptz,
+          memory_internal.txn_instant(), 'until defaults to now (this transaction''s record-time instant)');
+-- Pages of 2 chained by next_cursor: the one-page answer, in order, each once.
+create function pg_temp.paged(p_limit integer) returns jsonb language plpgsql stable as $$
+declare r jsonb; acc jsonb := '[]'; c text; pages integer := 0;
+begin
+  loop
+    r := memory.fact_changes(pg_temp.id('p'), null, null, c, p_limit);
+    acc := acc || (r -> 'changes');
+    pages := pages + 1;
+    c := r ->> 'next_cursor';
+    exit when c is null or pages > 20;
+  end loop;
+  return jsonb_build_object('events', acc, 'pages', pages);
+end $$;
+select is(pg_temp.paged(2) -> 'events', memory.fact_changes(pg_temp.id('p')) -> 'changes',
+          'pages of 2 chained by next_cursor give the one-page answer, in order, each event once');
+select is((pg_temp.paged(2) ->> 'pages')::int, 5, '... in 5 pages, the last without a cursor');
+select is((pg_temp.paged(9) ->> 'pages')::int, 1, 'a page of exactly all nine has no cursor');
+select throws_ok($$ select memory.fact_changes(pg_temp.id('p'), now(), now() - interval '1 hour') $$, '22023', null,
+                 'fact_changes: since later than until is refused');
+select throws_ok($$ select memory.fact_changes(pg_temp.id('p'), null, null, 'not a cursor') $$, '22023',
+                 'cursor is not a next_cursor of this list', 'fact_changes: a bad cursor is refused');
+select throws_ok($$ select memory.fact_changes(pg_temp.id('p'), null, 'infinity') $$, '22023',
+                 'until must be finite', 'fact_changes: an infinite until is refused');
+select throws_ok($$ select memory.fact_changes(pg_temp.id('p'), p_limit => 0) $$, '22023',
+                 'limit must be between 1 and 1000', 'fact_changes: limit 0 is refused');
+
 -- J. Another org's project is not found.
 select throws_ok($$ select memory.list_facts(pg_temp.id('r')) $$, 'P0002', null, 'list_facts: another org''s project is not found');
 select throws_ok($$ select memory.graph_neighbors(pg_temp.id('r'), 'Ann') $$, 'P0002', null,
@@ -386,13 +442,16 @@ select throws_ok($$ select * from memory.search_rows(pg_temp.id('r'), 'Ann', p_l
                  'search_rows: another org''s project is not found');
 select throws_ok($$ select from memory.readable_facts_at(pg_temp.id('r')) $$, 'P0002', null,
                  'readable_facts_at: another org''s project is not found');
+select throws_ok($$ select memory.fact_changes(pg_temp.id('r')) $$, 'P0002', null,
+                 'fact_changes: another org''s project is not found');
 call pg_temp.use('org_b');
 select is(array[(select count(*)::int from memory.readable_facts_at(pg_temp.id('r'))),
                 jsonb_array_length(memory.list_facts(pg_temp.id('r')) -> 'facts'),
                 jsonb_array_length(memory.list_entities(pg_temp.id('r')) -> 'entities'),
                 jsonb_array_length(memory.session_messages(pg_temp.id('r'), 'chat') -> 'messages'),
-                jsonb_array_length(memory.graph_neighbors(pg_temp.id('r'), 'Ann', 2) -> 'nodes')],
-          array[4, 4, 6, 3, 5], 'control: scoped to org B, its project answers every read');
+                jsonb_array_length(memory.graph_neighbors(pg_temp.id('r'), 'Ann', 2) -> 'nodes'),
+                jsonb_array_length(memory.fact_changes(pg_temp.id('r')) -> 'changes')],
+          array[4, 4, 6, 3, 5, 6], 'control: scoped to org B, its project answers every read');
 call pg_temp.use('org');
 
 -- K. metric_totals: totals over every org grow by exactly what was written.

@@ -1,4 +1,4 @@
-"""Facts: batch assert, as-of listing, retraction, history, timelines, predicates."""
+"""Facts: batch assert, as-of listing, retraction, history, timelines, changes, predicates."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from thin_api.db import Access
 from thin_api.deps import DB, Token
 from thin_api.models import (
     AssertResult,
+    FactChanges,
     FactHistory,
     FactPage,
     FactsRequest,
@@ -95,6 +96,33 @@ def fact_history(project_id: UUID, fact_id: UUID, token: Token, db: DB) -> Any:
         Access(token, READ, project_id),
         "select memory.api_fact_history(%s::uuid, %s::uuid)",
         (project_id, fact_id),
+    )
+
+
+@router.get("/projects/{project_id}/changes", response_model=FactChanges)
+def fact_changes(
+    project_id: UUID,
+    token: Token,
+    db: DB,
+    since: Annotated[
+        Instant | None, Query(description="Record time (exclusive); default the beginning.")
+    ] = None,
+    until: Annotated[
+        Instant | None, Query(description="Record time (inclusive); default now.")
+    ] = None,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+) -> Any:
+    """What the store came to believe between `since` and `until` (record time): every
+    fact event (asserted, superseded, contradicted, expired, retracted, restored), oldest
+    first, with its fact's triple. Events show once their writer commits, stamped with
+    the writer's start: a span ending now can still gain events of writers running now,
+    so a poller keeps `until` a little in the past."""
+    return db.call(
+        Access(token, READ, project_id),
+        "select memory.fact_changes(%s::uuid, %s::timestamptz, %s::timestamptz, %s::text, "
+        "%s::integer)",
+        (project_id, since, until, cursor, limit),
     )
 
 
