@@ -438,6 +438,15 @@ class Project:
             {(at, (s, rel, t, _bounds(r))) for at, s, rel, t, r in edges},
         )
 
+    def changes(self, since: datetime | None, until: datetime | None) -> list[tuple[datetime, int]]:
+        """memory.fact_changes in (since, until]: each event's (occurred_at, event_id)."""
+        with self._tx():
+            page = self._one(
+                "select memory.fact_changes(%s, %s, %s, p_limit => 1000)", (self.id, since, until)
+            )
+        assert page["next_cursor"] is None, "more than one page"
+        return [(datetime.fromisoformat(c["occurred_at"]), c["event_id"]) for c in page["changes"]]
+
 
 # Each example writes committed transactions of its own (its own project): slow to
 # shrink, so no deadline; the module's connection is shared by every example.
@@ -479,6 +488,19 @@ def _replays(conn: psycopg.Connection[Any], org: uuid.UUID, history: list[Write]
     # Stamps follow the writes: a later write's changes are not read back earlier.
     stamps = [stamp for _, stamp, _ in seen]
     assert stamps == sorted(stamps)
+    # What changed, write by write: the span that ends at a write's stamp holds events
+    # of that write alone (every event of a transaction carries its stamp), and the
+    # spans together are the whole feed, each event once (since exclusive, until
+    # inclusive).
+    whole = project.changes(None, None)
+    # Control: the first write (an assertion) logged something, unless a wipe took it.
+    assert whole or any(isinstance(w, Wipe) for w, _, _ in seen)
+    spans: list[tuple[datetime, int]] = []
+    for since, until in zip([None, *stamps], stamps, strict=False):
+        span = project.changes(since, until)
+        assert {at for at, _ in span} <= {until}, (since, until, span)
+        spans += span
+    assert spans == whole
     return len(seen)
 
 
