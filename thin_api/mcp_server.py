@@ -281,14 +281,16 @@ def build_server(backend: Backend) -> MCPServer:
     @server.tool()
     def recent_changes(
         project_id: ProjectId,
-        ctx: Context,
+        # Required: "recent" has no default an agent could rely on, and from the
+        # beginning the first page would be the oldest changes.
         since: Annotated[
-            Instant | None,
+            Instant,
             Field(
-                description="Record time (exclusive), e.g. the end of the last session; "
-                "default the beginning."
+                description="Record time (exclusive): e.g. when the last session ended, or "
+                "a week ago."
             ),
-        ] = None,
+        ],
+        ctx: Context,
         until: Annotated[
             Instant | None, Field(description="Record time (inclusive); default now.")
         ] = None,

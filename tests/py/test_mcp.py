@@ -184,6 +184,8 @@ def test_tools_over_streamable_http(base: str, tenant: Tenant, other: Tenant) ->
                 ("superseded", "pro"),
                 ("asserted", "enterprise"),
             ], changes
+            # "Recent" needs an instant: without one the tool says so.
+            assert "since" in error_text(await mcp.call_tool("recent_changes", {"project_id": p}))
             assert timeline["facts"][1]["window_from"].startswith("2024-03-01")
             other_predicate = ok(
                 await mcp.call_tool(
