@@ -9,6 +9,7 @@
 --    body: the JSON body as text, fixed at enqueue time so every attempt
 --          sends the same bytes}
 -- Bodies (all carry type, project_id, org_id and at, the record-time instant):
+--   fact.asserted     {fact_id, triple, content, valid_from, valid_until (null: open)}
 --   fact.superseded   {old_fact_id, new_fact_id, triple {subject, predicate, object}
 --                      (the superseded fact's), valid_until (where its window now ends)}
 --   fact.retracted    {fact_id, triple, reason}
@@ -23,6 +24,7 @@ create or replace function memory.webhook_event_types()
   language sql immutable parallel safe
   as $$
     select * from (values
+      ('fact.asserted', 'A new fact was stored (not an exact retry of a stored one): its id, triple, content and window.'),
       ('fact.superseded', 'A newer fact closed a fact''s window (same identity): old and new fact ids, the old fact''s triple.'),
       ('fact.retracted', 'A fact was retracted (it never held; its claim is tombstoned).'),
       ('fact.contradicted', 'A fact''s window was closed by a contradiction (e.g. one the extraction model reported).'),
@@ -345,8 +347,8 @@ $$;
 comment on function memory_internal.enqueue_webhook_event(uuid, uuid, text, jsonb, uuid[]) is
   'Outbox: queue a webhook event (one deliver_webhook job per subscribed, enabled endpoint of the project) in the caller''s transaction. p_fact_ids: facts the body names, so a wipe can drop it.';
 
--- fact.superseded, fact.retracted, fact.contradicted, fact.expired,
--- fact.restored: from the fact event log, whoever wrote it (assert_facts,
+-- fact.asserted, fact.superseded, fact.retracted, fact.contradicted,
+-- fact.expired, fact.restored: from the fact event log, whoever wrote it (assert_facts,
 -- retract_fact, close_fact, apply_extraction, wipe, merges and splits), in
 -- its transaction, once per statement.
 create or replace function memory_internal.tg_fact_events__webhooks() returns trigger
@@ -366,15 +368,20 @@ begin
     -- event, shared by all the endpoints it goes to.
     select n.*, 'fact.' || n.event_type as type, 'msg_' || gen_random_uuid() as msg_id
       from new_rows n
-     where n.event_type in ('superseded', 'retracted', 'contradicted', 'expired', 'restored')
+     where n.event_type in ('asserted', 'superseded', 'retracted', 'contradicted', 'expired',
+                            'restored')
        and exists (select from memory.webhook_endpoints e
                     where e.org_id = n.org_id and e.project_id = n.project_id and e.enabled
                       and memory_internal.webhook_wants(e.event_types, 'fact.' || n.event_type))
   ), bodies as (
     select ev.org_id, ev.project_id, ev.event_id, ev.type, ev.msg_id,
-           array_remove(array[ev.fact_id, ev.new_fact_id], null) as fact_ids,
+           array_remove(array[ev.fact_id, nullif(ev.new_fact_id, ev.fact_id)], null) as fact_ids,
            (jsonb_build_object('type', ev.type)
             || case ev.event_type
+                 when 'asserted' then jsonb_build_object(
+                   'fact_id', ev.fact_id, 'content', f.content, 'valid_from', f.valid_from,
+                   'valid_until', nullif(memory_internal.range_until(ev.new_range, f.valid_from),
+                                         'infinity'))
                  when 'superseded' then jsonb_build_object(
                    'old_fact_id', ev.fact_id, 'new_fact_id', ev.new_fact_id,
                    'valid_until', memory_internal.range_until(ev.new_range, f.valid_from))
@@ -394,7 +401,8 @@ begin
              as body
       from ev
      cross join lateral (
-       select v.subject_id, v.predicate_label, v.object_entity_id, v.object_literal, v.valid_from
+       select v.subject_id, v.predicate_label, v.object_entity_id, v.object_literal, v.valid_from,
+              v.content
          from memory_internal.fact_versions(ev.project_id) v
         where v.org_id = ev.org_id and v.fact_id = ev.fact_id
        offset 0) f

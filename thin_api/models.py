@@ -633,6 +633,7 @@ class CommunityList(Model):
 
 # -- webhooks -------------------------------------------------------------------------
 WebhookEventType = Literal[
+    "fact.asserted",
     "fact.superseded",
     "fact.retracted",
     "fact.contradicted",

@@ -351,7 +351,7 @@ def test_fails_twice_then_delivered_once_with_fresh_timestamps(
 ) -> None:
     p = path()
     receiver.answer(p, 500, 503, 200)
-    hook = tenant.webhook(receiver.url(p))
+    hook = tenant.webhook(receiver.url(p), ["fact.superseded"])
     supersede(tenant)
 
     attempts = receiver.wait(p, 3, timeout=30)  # backoff: 2 s, then 4 s
@@ -385,7 +385,7 @@ def test_fails_twice_then_delivered_once_with_fresh_timestamps(
 def test_4xx_is_not_retried(tenant: Tenant, receiver: Receiver, worker: Any) -> None:
     p = path()
     receiver.answer(p, 410)
-    tenant.webhook(receiver.url(p))
+    tenant.webhook(receiver.url(p), ["fact.superseded"])
     supersede(tenant)
 
     receiver.wait(p, 1)
@@ -450,34 +450,50 @@ class socket_closed_port:
         pass
 
 
-def test_retraction_contradiction_and_wipe_events(
+def test_assertion_retraction_contradiction_and_wipe_events(
     tenant: Tenant, receiver: Receiver, worker: Any
 ) -> None:
     p = path()
     hook = tenant.webhook(receiver.url(p))  # every event type
-    result = tenant.assert_facts(
+    facts = (
         {"subject": "Bob", "predicate": "lives_in", "object": "Oslo", "valid_from": T1},
         {"subject": "Bob", "predicate": "likes", "object": "tea", "valid_from": T1},
     )
+    result = tenant.assert_facts(*facts)
     oslo, tea = (r["fact_id"] for r in result["results"])
+    # An exact retry is skipped: no event, so no delivery (the two above are the control).
+    assert tenant.assert_facts(*facts)["skipped"] == 2
+    assert [j["payload"]["event_type"] for j in tenant.jobs()] == ["fact.asserted"] * 2
     tenant.one("select memory.retract_fact(%s, %s, 'wrong person')", (tenant.project, tea))
     tenant.one(
         "select memory.close_fact(%s, %s, %s, 'moved away', 'contradicted')",
         (tenant.project, oslo, T2),
     )
-    receiver.wait(p, 2)  # two lanes: in either order
-    tenant.wait_jobs(lambda jobs: all(j["status"] == "done" for j in jobs) and len(jobs) == 2)
+    receiver.wait(p, 4)  # two lanes: in either order
+    tenant.wait_jobs(lambda jobs: all(j["status"] == "done" for j in jobs) and len(jobs) == 4)
     wiped = tenant.one("select memory.wipe(%s)", (tenant.project,))
-    deliveries = receiver.wait(p, 3)
+    deliveries = receiver.wait(p, 5)
     for d in deliveries:
         verify(hook["secret"], d)
+    assert deliveries[4].json["type"] == "memory.wiped"
+    asserted = {d.json["fact_id"]: d.json for d in deliveries if d.json["type"] == "fact.asserted"}
     bodies = {d.json["type"]: d.json for d in deliveries}
-    assert list(bodies)[2] == "memory.wiped"
     retracted, contradicted, wipe = (
         bodies[t] for t in ("fact.retracted", "fact.contradicted", "memory.wiped")
     )
 
     common = {"project_id": str(tenant.project), "org_id": str(tenant.org)}
+    assert sorted(asserted) == sorted([oslo, tea])
+    assert asserted[tea] == {
+        "type": "fact.asserted",
+        "fact_id": tea,
+        "triple": {"subject": "Bob", "predicate": "likes", "object": "tea"},
+        "content": "Bob likes tea",
+        "valid_from": "2024-03-01T10:00:00+00:00",
+        "valid_until": None,
+        "at": asserted[tea]["at"],
+        **common,
+    }
     assert retracted == {
         "type": "fact.retracted",
         "fact_id": tea,
@@ -503,7 +519,7 @@ def test_retraction_contradiction_and_wipe_events(
         **common,
     }
     assert "Bob" not in json.dumps(wipe)  # counts only
-    assert len({d.event_id for d in deliveries}) == 3
+    assert len({d.event_id for d in deliveries}) == 5
 
 
 def test_expiry_and_restoration_events(tenant: Tenant, receiver: Receiver, worker: Any) -> None:
@@ -645,7 +661,9 @@ def test_every_type_subscription_gets_each_type(tenant: Tenant) -> None:
             if j["payload"]["endpoint_id"] == hook["endpoint_id"]
         )
 
-    every = ["fact.expired", "fact.restored", "fact.retracted", "fact.superseded"]
+    # Three new facts (two plans and the tea), then the window events.
+    every = [*["fact.asserted"] * 3, "fact.expired", "fact.restored", "fact.retracted"]
+    every.append("fact.superseded")
     assert queued(default) == queued(star) == every
     assert queued(narrow) == ["fact.expired"]
     updated = tenant.one(
@@ -661,7 +679,8 @@ def test_one_event_two_endpoints_share_the_event_id(
     tenant: Tenant, receiver: Receiver, worker: Any
 ) -> None:
     a, b = path(), path()
-    ha, hb = tenant.webhook(receiver.url(a)), tenant.webhook(receiver.url(b))
+    ha = tenant.webhook(receiver.url(a), ["fact.superseded"])
+    hb = tenant.webhook(receiver.url(b), ["fact.superseded"])
     supersede(tenant)
     (da,), (db,) = receiver.wait(a, 1), receiver.wait(b, 1)
     verify(ha["secret"], da)
@@ -674,7 +693,8 @@ def test_one_event_two_endpoints_share_the_event_id(
 def test_other_orgs_never_receive_or_see(app_dsn: str, receiver: Receiver, worker: Any) -> None:
     a, b = new_tenant(app_dsn, "org a"), new_tenant(app_dsn, "org b")
     pa, pb = path(), path()
-    hook_a, hook_b = a.webhook(receiver.url(pa)), b.webhook(receiver.url(pb))
+    hook_a = a.webhook(receiver.url(pa), ["fact.superseded"])
+    hook_b = b.webhook(receiver.url(pb), ["fact.superseded"])
     supersede(a)
     supersede(b)
     (da,), (db,) = receiver.wait(pa, 1), receiver.wait(pb, 1)
@@ -845,6 +865,7 @@ def test_good_urls_and_event_types(tenant: Tenant) -> None:
         assert tenant.webhook(url)["url"] == url
     types = tenant.rows("select event_type from memory.webhook_event_types()")
     assert [t["event_type"] for t in types] == [
+        "fact.asserted",
         "fact.superseded",
         "fact.retracted",
         "fact.contradicted",
@@ -870,7 +891,10 @@ def test_non_public_destination_is_refused_by_default(
     p = path()
     with psycopg.connect(admin_dsn) as conn:
         conn.execute("select memory.use_org(%s)", (tenant.org,))
-        conn.execute("select memory.create_webhook(%s, %s)", (tenant.project, receiver.url(p)))
+        conn.execute(
+            "select memory.create_webhook(%s, %s, array['fact.superseded'])",
+            (tenant.project, receiver.url(p)),
+        )
         for value, at in (("pro", T1), ("enterprise", T2)):
             conn.execute(
                 "select memory.assert_facts(%s, %s::jsonb)",

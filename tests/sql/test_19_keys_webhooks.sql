@@ -346,9 +346,9 @@ select throws_ok($$ select memory.update_webhook(pg_temp.id('p'), pg_temp.eid('p
 
 select is((select array_agg(t.event_type order by t.event_type) from memory.webhook_event_types() t
             where length(btrim(t.description)) > 0),
-          array['episode.enriched', 'fact.contradicted', 'fact.expired', 'fact.restored', 'fact.retracted',
-                'fact.superseded', 'memory.wiped'],
-          'webhook_event_types: the seven types, each described');
+          array['episode.enriched', 'fact.asserted', 'fact.contradicted', 'fact.expired', 'fact.restored',
+                'fact.retracted', 'fact.superseded', 'memory.wiped'],
+          'webhook_event_types: the eight types, each described');
 
 -- J. Deliveries: supersessions in project d enqueue deliver_webhook jobs for
 -- the endpoint subscribed to fact.superseded, not for the one subscribed to
