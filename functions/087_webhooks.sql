@@ -19,23 +19,9 @@
 --   memory.wiped      {scope, counts}
 --   episode.enriched  whatever apply_extraction passes (episode_id, ...)
 
-create or replace function memory.webhook_event_types()
-  returns table (event_type text, description text)
-  language sql immutable parallel safe
-  as $$
-    select * from (values
-      ('fact.asserted', 'A new fact was stored (not an exact retry of a stored one): its id, triple, content and window.'),
-      ('fact.superseded', 'A newer fact closed a fact''s window (same identity): old and new fact ids, the old fact''s triple.'),
-      ('fact.retracted', 'A fact was retracted (it never held; its claim is tombstoned).'),
-      ('fact.contradicted', 'A fact''s window was closed by a contradiction (e.g. one the extraction model reported).'),
-      ('fact.expired', 'A fact''s window was closed without a newer fact (memory.close_fact, or a split moving the fact to another entity).'),
-      ('fact.restored', 'A fact''s window was given back: what had closed it was retracted or wiped, or a split laid its name out again.'),
-      ('episode.enriched', 'The extraction model''s answer for an episode was applied.'),
-      ('memory.wiped', 'A project''s memory (or a session''s, or a subject''s) was wiped; counts only.')
-    ) t(event_type, description)
-  $$;
-comment on function memory.webhook_event_types() is
-  'The event types a webhook endpoint can subscribe to, with what each means. An endpoint subscribed to {*} receives every type, including types added later.';
+-- (The event types, memory.webhook_event_types(), live in
+-- sql/0032_webhook_fact_asserted.sql, beside the check constraint of
+-- memory.webhook_endpoints that reads them: a new type is a migration.)
 
 -- Attempts per delivery: the queue's backoff (2, 4, 8 ... s, at most an
 -- hour) over 12 attempts spans about 68 minutes of receiver downtime.

@@ -1,4 +1,4 @@
-"""A webhook event for a new fact: sql/0032_webhook_fact_asserted.sql.
+"""A webhook event for a new fact, the types defined once: sql/0032_webhook_fact_asserted.sql.
 
 Revision ID: 0032
 Revises: 0031

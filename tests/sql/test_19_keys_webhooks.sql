@@ -13,7 +13,7 @@
 -- p1, p2), q (key q_reader; webhook q), d (deliveries).  Org B: project pb
 -- (key b_manager; webhook b).
 BEGIN;
-select plan(86);
+select plan(88);
 
 -- Delivery jobs by name.
 -- Update one job as superuser (moves it to its last attempt).
@@ -349,6 +349,20 @@ select is((select array_agg(t.event_type order by t.event_type) from memory.webh
           array['episode.enriched', 'fact.asserted', 'fact.contradicted', 'fact.expired', 'fact.restored',
                 'fact.retracted', 'fact.superseded', 'memory.wiped'],
           'webhook_event_types: the eight types, each described');
+-- The endpoints' check reads the same list (webhook_type_list): as the
+-- owner, past create_webhook's own validation, every listed type is
+-- stored and an unlisted one refused.
+reset role;
+select lives_ok($$ insert into memory.webhook_endpoints (org_id, project_id, url, event_types)
+                   select pg_temp.id('org_a'), pg_temp.id('p'), 'https://example.com/all-listed',
+                          array(select t.event_type from memory.webhook_event_types() t) $$,
+                'memory.webhook_endpoints stores an endpoint listing every type webhook_event_types() has');
+select throws_ok($$ insert into memory.webhook_endpoints (org_id, project_id, url, event_types)
+                    values (pg_temp.id('org_a'), pg_temp.id('p'), 'https://example.com/x', '{fact.deleted}') $$,
+                 '23514', null, 'and refuses a type it does not list');
+delete from memory.webhook_endpoints where url = 'https://example.com/all-listed';
+set local role chronomem_app;
+call pg_temp.scope('org_a');
 
 -- J. Deliveries: supersessions in project d enqueue deliver_webhook jobs for
 -- the endpoint subscribed to fact.superseded, not for the one subscribed to
