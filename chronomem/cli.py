@@ -43,6 +43,26 @@ def _owner_dsn(settings: Settings) -> str:
     return owner_dsn(_admin_dsn(settings), DATABASE_NAME, settings.owner_password)
 
 
+def _app_dsn(args: argparse.Namespace, settings: Settings, variable: str | None = None) -> str:
+    """The app role's DSN: --dsn, else the environment variable given, else the
+    configured server's."""
+    return (
+        args.dsn
+        or (os.environ.get(variable) if variable else None)
+        or app_dsn(_owner_dsn(settings), settings.app_password)
+    )
+
+
+def _owner_value(
+    args: argparse.Namespace, settings: Settings, query: str, params: tuple[Any, ...]
+) -> Any:
+    """One owner-role call (--dsn, else the configured server's owner) and its value."""
+    with psycopg.connect(args.dsn or _owner_dsn(settings), autocommit=True) as conn:
+        row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
 def _role_dsns(owner: str, settings: Settings) -> dict[str, str]:
     return {
         "owner": owner,
@@ -195,7 +215,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from workers.main import WorkerConfigError, run
 
     setup_logging(os.environ.get("CHRONOMEM_LOG_LEVEL") or "INFO")
-    dsn = args.dsn or app_dsn(_owner_dsn(settings), settings.app_password)
+    dsn = _app_dsn(args, settings)
     try:
         return run(dsn, settings, drain=args.drain)
     except WorkerConfigError as err:
@@ -208,11 +228,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from thin_api.app import DSN_VARIABLE
 
-    dsn = (
-        args.dsn
-        or os.environ.get(DSN_VARIABLE)
-        or app_dsn(_owner_dsn(settings), settings.app_password)
-    )
+    dsn = _app_dsn(args, settings, DSN_VARIABLE)
     os.environ[DSN_VARIABLE] = dsn
     uvicorn.run(
         "thin_api.app:app",
@@ -235,11 +251,7 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     if not token:
         print(f"chronomem: {KEY_VARIABLE} is not set (an API key)", file=sys.stderr)
         return 2
-    dsn = (
-        args.dsn
-        or os.environ.get(DSN_VARIABLE)
-        or app_dsn(_owner_dsn(settings), settings.app_password)
-    )
+    dsn = _app_dsn(args, settings, DSN_VARIABLE)
     embedder = QueryEmbedder(settings.embedding, enabled=settings.api.query_embeddings)
     try:
         run_stdio(dsn, token, embedder)
@@ -256,7 +268,7 @@ def cmd_create_key(args: argparse.Namespace, settings: Settings) -> int:
         org_id: uuid.UUID | None = uuid.UUID(args.org)
     except ValueError:
         org_id = None
-    dsn = args.dsn or app_dsn(_owner_dsn(settings), settings.app_password)
+    dsn = _app_dsn(args, settings)
     permissions = args.permissions.split(",") if args.permissions else None
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
@@ -277,11 +289,8 @@ def cmd_create_key(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_reembed(args: argparse.Namespace, settings: Settings) -> int:
-    owner = args.dsn or _owner_dsn(settings)
-    with psycopg.connect(owner, autocommit=True) as conn:
-        row = conn.execute("select memory.reembed(%s, %s)", (args.dim, args.model)).fetchone()
-    assert row is not None
-    print(json.dumps(row[0]))
+    result = _owner_value(args, settings, "select memory.reembed(%s, %s)", (args.dim, args.model))
+    print(json.dumps(result))
     print(
         f"embedding columns are now vector({args.dim}), all vectors cleared and embed jobs "
         f"queued; run workers whose embedding model gives {args.dim} dimensions"
@@ -335,13 +344,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_retry_jobs(args: argparse.Namespace, settings: Settings) -> int:
-    owner = args.dsn or _owner_dsn(settings)
-    with psycopg.connect(owner, autocommit=True) as conn:
-        row = conn.execute(
-            "select memory.retry_dead_jobs(%s, %s)", (args.kind, args.project)
-        ).fetchone()
-    assert row is not None
-    print(f"{row[0]} dead job(s) queued again")
+    queued = _owner_value(
+        args, settings, "select memory.retry_dead_jobs(%s, %s)", (args.kind, args.project)
+    )
+    print(f"{queued} dead job(s) queued again")
     return 0
 
 
@@ -352,6 +358,10 @@ def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
     stopped = embedded.stop(settings.pgdata)
     print("embedded PostgreSQL stopped" if stopped else "embedded PostgreSQL was not running")
     return 0
+
+
+def _dsn_option(parser: argparse.ArgumentParser, role: str) -> None:
+    parser.add_argument("--dsn", help=f"an {role}-role DSN instead of the configured server")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -387,19 +397,17 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser(
         "worker", parents=[common], help="run background jobs (extraction, embeddings, upkeep)"
     )
-    worker.add_argument(
-        "--dsn", help="connect with this DSN (an app-role one) instead of the configured server"
-    )
+    _dsn_option(worker, "app")
     worker.add_argument("--drain", action="store_true", help="exit once no job is ready")
     worker.set_defaults(func=cmd_worker)
     serve = sub.add_parser("serve", parents=[common], help="run the HTTP API (uvicorn)")
-    serve.add_argument("--dsn", help="an app-role DSN instead of the configured server")
+    _dsn_option(serve, "app")
     _api_address_arguments(serve)
     serve.set_defaults(func=cmd_serve)
     mcp = sub.add_parser(
         "mcp", parents=[common], help="serve MCP over stdio (API key in CHRONOMEM_API_KEY)"
     )
-    mcp.add_argument("--dsn", help="an app-role DSN instead of the configured server")
+    _dsn_option(mcp, "app")
     mcp.set_defaults(func=cmd_mcp)
     key = sub.add_parser(
         "create-key",
@@ -413,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--permissions",
         help="comma-separated permissions (default: all; project:manage covers the org)",
     )
-    key.add_argument("--dsn", help="an app-role DSN instead of the configured server")
+    _dsn_option(key, "app")
     key.set_defaults(func=cmd_create_key)
     reembed = sub.add_parser(
         "reembed",
@@ -422,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reembed.add_argument("--dim", type=int, required=True, help="the new model's dimension")
     reembed.add_argument("--model", help="the new model's name, recorded for the worker's check")
-    reembed.add_argument("--dsn", help="an owner-role DSN instead of the configured server")
+    _dsn_option(reembed, "owner")
     reembed.set_defaults(func=cmd_reembed)
     status = sub.add_parser(
         "status",
@@ -430,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="schema revision, embedding columns and job queue (exit 1: not migrated)",
     )
     status.add_argument("--json", action="store_true", help="one JSON object instead of text")
-    status.add_argument("--dsn", help="an owner-role DSN instead of the configured server")
+    _dsn_option(status, "owner")
     status.set_defaults(func=cmd_status)
     retry = sub.add_parser(
         "retry-jobs",
@@ -441,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kind", help="only jobs of this kind (enrich, embed, deliver_webhook, ...)"
     )
     retry.add_argument("--project", help="only jobs of this project (its id)")
-    retry.add_argument("--dsn", help="an owner-role DSN instead of the configured server")
+    _dsn_option(retry, "owner")
     retry.set_defaults(func=cmd_retry_jobs)
     return parser
 

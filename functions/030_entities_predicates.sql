@@ -114,12 +114,7 @@ declare
   v_names text[] := array[memory.normalize_text(p_name)];
   v_id uuid;
 begin
-  -- A writer's hold on the project, exclusive when stored facts name it
-  -- as a plain-name object (their adoption re-keys them): taken before the
-  -- write, so that two such calls queue instead of each holding it shared
-  -- and waiting for the other.
-  perform memory_internal.hold_project(
-    p_project, cardinality(memory_internal.auto_object_names(v_org, p_project, v_names)) > 0);
+  perform memory_internal.hold_project_to_name(v_org, p_project, v_names);
   v_id := memory_internal.ensure_entity(v_org, p_project, p_name, p_type);
   -- Facts stored with the name as a plain-name object are the entity's
   -- (none once adopted: a probe of an index).
@@ -150,10 +145,7 @@ declare
   v_norm text := memory.normalize_text(p_alias);
   v_other uuid;
 begin
-  -- As upsert_entity: the project held, exclusively when there is
-  -- something to adopt.
-  perform memory_internal.hold_project(
-    p_project, cardinality(memory_internal.auto_object_names(v_org, p_project, array[v_norm])) > 0);
+  perform memory_internal.hold_project_to_name(v_org, p_project, array[v_norm]);
   if v_entity is null then
     raise exception 'entity "%" not found in project %', p_entity, p_project
       using errcode = 'no_data_found';
@@ -753,6 +745,25 @@ end
 $$;
 comment on function memory_internal.hold_project(uuid, boolean) is
   'Take the project''s write lock, shared (as every writer does) or exclusively (p_exclusive: no writer of the project runs meanwhile), and check the project still exists: not found (P0002) when it was deleted while this waited. Every taker of the project lock goes through it.';
+
+-- The hold of a call that names p_names as an entity or alias (upsert_entity,
+-- add_alias): exclusive when stored facts use one of them as a plain-name
+-- object (adoption re-keys them), else shared, as a writer's.  Taken before
+-- the write, so that two such calls queue instead of each holding it shared
+-- and waiting for the other's upgrade.
+create or replace function memory_internal.hold_project_to_name(
+  p_org uuid, p_project uuid, p_names text[])
+  returns void
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  perform memory_internal.hold_project(
+    p_project, cardinality(memory_internal.auto_object_names(p_org, p_project, p_names)) > 0);
+end
+$$;
+comment on function memory_internal.hold_project_to_name(uuid, uuid, text[]) is
+  'hold_project for a call that makes p_names (normalized) an entity''s: exclusively when stored facts use one of them as a plain-name object, which adopting re-keys; else shared.';
 
 create or replace function memory_internal.predicate_lock_key(p_project uuid, p_predicate text)
   returns bigint

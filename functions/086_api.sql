@@ -824,6 +824,7 @@ declare
   v_org uuid := memory_internal.project_org(p_project);
   v_until timestamptz;
   v_lo timestamptz := coalesce(p_since, '-infinity');
+  v_after jsonb;
   v_after_at timestamptz;
   v_after_id bigint;
   v_rows jsonb;
@@ -841,8 +842,9 @@ begin
   perform memory_internal.check_limit(p_limit, 1000);
   if p_after is not null then
     begin
-      v_after_at := (convert_from(decode(p_after, 'hex'), 'UTF8')::jsonb ->> 0)::timestamptz;
-      v_after_id := (convert_from(decode(p_after, 'hex'), 'UTF8')::jsonb ->> 1)::bigint;
+      v_after := convert_from(decode(p_after, 'hex'), 'UTF8')::jsonb;
+      v_after_at := (v_after ->> 0)::timestamptz;
+      v_after_id := (v_after ->> 1)::bigint;
     exception when others then
       v_after_id := null;
     end;
