@@ -351,6 +351,23 @@ def cmd_retry_jobs(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_schema_dump(args: argparse.Namespace, settings: Settings) -> int:
+    from chronomem import schema_dump
+
+    if args.check:
+        current = schema_dump.SCHEMA_FILE.read_text() if schema_dump.SCHEMA_FILE.exists() else ""
+        if schema_dump.dump_fresh_migration() != current:
+            print(
+                f"{schema_dump.SCHEMA_FILE} is stale: run `chronomem schema-dump`", file=sys.stderr
+            )
+            return 1
+        print(f"{schema_dump.SCHEMA_FILE} matches a migration from empty")
+        return 0
+    changed = schema_dump.write_schema_file()
+    print(f"{schema_dump.SCHEMA_FILE} {'written' if changed else 'unchanged'}")
+    return 0
+
+
 def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
     if settings.database_url:
         print("DATABASE_URL is set: nothing embedded to stop", file=sys.stderr)
@@ -451,6 +468,15 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--project", help="only jobs of this project (its id)")
     _dsn_option(retry, "owner")
     retry.set_defaults(func=cmd_retry_jobs)
+    schema = sub.add_parser(
+        "schema-dump",
+        parents=[common],
+        help="regenerate schema/current.sql from a migration from empty (a throwaway server)",
+    )
+    schema.add_argument(
+        "--check", action="store_true", help="exit 1 if the committed file is stale"
+    )
+    schema.set_defaults(func=cmd_schema_dump)
     return parser
 
 
