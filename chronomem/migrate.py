@@ -1,20 +1,27 @@
-"""Schema migrations: Alembic revisions (versioned DDL from sql/), then functions/.
+"""Schema migrations: one revision per file of sql/, then functions/.
 
-Revisions are forward-only and each one runs one file of sql/ verbatim; functions/
-holds CREATE OR REPLACE files that are re-applied after every upgrade, so changing a
+A schema change is one new file, `sql/NNNN_name.sql`: its number is its revision and
+the file before it is its parent, so the chain is the files in order and nothing else
+is written per revision. Alembic is the runner (its version table, one transaction per
+revision, the upgrade path from any revision); `SqlRevisions` hands it the files as its
+revisions instead of Python scripts. Revisions are forward-only. functions/ holds
+CREATE OR REPLACE files that are re-applied after every upgrade, so changing a
 function never needs a revision.
 """
 
 from __future__ import annotations
 
+import re
+import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from alembic import command
 from alembic.config import Config
+from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+from alembic.script import Script, ScriptDirectory
 from sqlalchemy import create_engine, pool
 
 from chronomem.dsn import sqlalchemy_url
@@ -55,6 +62,75 @@ def run_sql_file(op: Any, name: str) -> None:
         cur.execute(script.encode())  # bytes: sent as-is, never parsed for placeholders
 
 
+_REVISION_FILE = re.compile(r"^(?P<revision>[0-9]{4})_[a-z0-9_]+\.sql$")
+
+
+def revision_files() -> list[tuple[str, Path]]:
+    """The files of sql/ with their revisions, in order; numbered 0001, 0002, ... with
+    no gap (a gap or a misnamed file is a mistake, not a branch)."""
+    files = sorted(SQL_DIR.glob("*.sql"))
+    revisions: list[tuple[str, Path]] = []
+    for index, path in enumerate(files, start=1):
+        match = _REVISION_FILE.match(path.name)
+        if not match or int(match["revision"]) != index:
+            raise MigrationError(
+                f"sql/{path.name}: schema files are named NNNN_name.sql (lower case), "
+                f"numbered from 0001 without gaps; expected {index:04d}_..."
+            )
+        revisions.append((match["revision"], path))
+    return revisions
+
+
+def _revision_module(revision: str, down_revision: str | None, path: Path) -> types.ModuleType:
+    """What Alembic reads from a revision script, for one file of sql/."""
+    module = types.ModuleType(f"chronomem_revision_{revision}")
+    first_line = path.read_text().split("\n", 1)[0]
+    module.__doc__ = first_line.removeprefix("--").strip() or path.name
+    module.revision = revision  # type: ignore[attr-defined]
+    module.down_revision = down_revision  # type: ignore[attr-defined]
+    module.branch_labels = None  # type: ignore[attr-defined]
+    module.depends_on = None  # type: ignore[attr-defined]
+
+    def upgrade() -> None:
+        from alembic import op
+
+        run_sql_file(op, path.name)
+
+    def downgrade() -> None:
+        raise NotImplementedError("migrations are forward-only")
+
+    module.upgrade = upgrade  # type: ignore[attr-defined]
+    module.downgrade = downgrade  # type: ignore[attr-defined]
+    return module
+
+
+class SqlRevisions(ScriptDirectory):
+    """Alembic's script directory, whose revisions are the files of sql/."""
+
+    def _load_revisions(self) -> Iterator[Script]:
+        down: str | None = None
+        for revision, path in revision_files():
+            yield Script(_revision_module(revision, down, path), revision, path)
+            down = revision
+
+    @classmethod
+    def from_config(cls, config: Config) -> SqlRevisions:
+        base = ScriptDirectory.from_config(config)
+        return cls(base.dir)
+
+
+def upgrade(owner_dsn: str, revision: str = "head") -> None:
+    """Upgrade the schema to `revision` (what `alembic upgrade` does, over sql/)."""
+    config = alembic_config(owner_dsn)
+    script = SqlRevisions.from_config(config)
+
+    def steps(rev: Any, context: Any) -> Any:
+        return script._upgrade_revs(revision, rev)
+
+    with EnvironmentContext(config, script, fn=steps, as_sql=False, destination_rev=revision):
+        script.run_env()
+
+
 def function_files() -> list[Path]:
     return sorted(FUNCTIONS_DIR.glob("*.sql"))
 
@@ -74,12 +150,12 @@ def apply_functions(owner_dsn: str) -> list[Path]:
 
 def migrate(owner_dsn: str) -> None:
     """`alembic upgrade head`, then functions/. Idempotent: run it on every start."""
-    command.upgrade(alembic_config(owner_dsn), "head")
+    upgrade(owner_dsn)
     apply_functions(owner_dsn)
 
 
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    return SqlRevisions.from_config(alembic_config()).get_current_head()
 
 
 def current_revision(dsn: str) -> str | None:

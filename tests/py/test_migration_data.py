@@ -12,12 +12,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
 from psycopg import sql
 
 from chronomem.bootstrap import bootstrap
 from chronomem.dsn import with_params
-from chronomem.migrate import alembic_config, migrate
+from chronomem.migrate import migrate, upgrade
 
 DB = "chronomem_migration_data_test"
 
@@ -40,7 +39,7 @@ def at_revision(server_admin: str, revision: str) -> tuple[str, str]:
     with psycopg.connect(server_admin, autocommit=True) as conn:
         conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(DB)))
     owner = bootstrap(server_admin, DB)
-    command.upgrade(alembic_config(owner), revision)
+    upgrade(owner, revision)
     return owner, with_params(server_admin, dbname=DB)
 
 
