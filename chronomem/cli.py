@@ -355,16 +355,14 @@ def cmd_schema_dump(args: argparse.Namespace, settings: Settings) -> int:
     from chronomem import schema_dump
 
     if args.check:
-        current = schema_dump.SCHEMA_FILE.read_text() if schema_dump.SCHEMA_FILE.exists() else ""
-        if schema_dump.dump_fresh_migration() != current:
-            print(
-                f"{schema_dump.SCHEMA_FILE} is stale: run `chronomem schema-dump`", file=sys.stderr
-            )
-            return 1
-        print(f"{schema_dump.SCHEMA_FILE} matches a migration from empty")
-        return 0
-    changed = schema_dump.write_schema_file()
-    print(f"{schema_dump.SCHEMA_FILE} {'written' if changed else 'unchanged'}")
+        stale = schema_dump.stale_generated_files()
+        for path in stale:
+            print(f"{path} is stale: run `chronomem schema-dump`", file=sys.stderr)
+        if not stale:
+            print("schema/current.sql and docs/sql-reference.md match a migration from empty")
+        return 1 if stale else 0
+    for path in schema_dump.write_generated_files():
+        print(f"{path} written")
     return 0
 
 
@@ -471,11 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser(
         "schema-dump",
         parents=[common],
-        help="regenerate schema/current.sql from a migration from empty (a throwaway server)",
+        help="regenerate schema/current.sql and docs/sql-reference.md (a throwaway server)",
     )
-    schema.add_argument(
-        "--check", action="store_true", help="exit 1 if the committed file is stale"
-    )
+    schema.add_argument("--check", action="store_true", help="exit 1 if a committed file is stale")
     schema.set_defaults(func=cmd_schema_dump)
     return parser
 

@@ -86,23 +86,119 @@ def normalise(raw: str) -> str:
 
 def dump_fresh_migration() -> str:
     """Migrate a new database on a throwaway embedded server and dump it."""
+    return generate_fresh()[0]
+
+
+def generate_fresh() -> tuple[str, str]:
+    """Migrate a new database on a throwaway embedded server: (its dump, its
+    SQL reference)."""
     data_dir = Path(tempfile.mkdtemp(prefix="chronomem-schema-"))
     data_dir.chmod(0o755)  # as root the server runs as another OS user
     server = embedded.start(data_dir / "pg", cleanup_mode="delete")
     try:
         superuser = embedded.superuser_dsn(server)
         migrate(bootstrap(superuser, "chronomem_schema"))
-        return dump(with_params(superuser, dbname="chronomem_schema"))
+        database = with_params(superuser, dbname="chronomem_schema")
+        return dump(database), reference(database)
     finally:
         server.cleanup()
 
 
-def write_schema_file(path: Path = SCHEMA_FILE) -> bool:
-    """Regenerate the file; True when it changed."""
-    text = dump_fresh_migration()
-    old = path.read_text() if path.exists() else None
-    if old == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return True
+def write_generated_files() -> list[Path]:
+    """Regenerate schema/current.sql and docs/sql-reference.md; the files that changed."""
+    changed = []
+    for path, text in zip((SCHEMA_FILE, REFERENCE_FILE), generate_fresh(), strict=True):
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            changed.append(path)
+    return changed
+
+
+def stale_generated_files() -> list[Path]:
+    """The generated files that differ from what a migration from empty gives."""
+    return [
+        path
+        for path, text in zip((SCHEMA_FILE, REFERENCE_FILE), generate_fresh(), strict=True)
+        if not path.exists() or path.read_text() != text
+    ]
+
+
+REFERENCE_FILE = REPO_ROOT / "docs" / "sql-reference.md"
+
+_REFERENCE_TABLES = """
+    select c.relname, c.relkind::text, coalesce(obj_description(c.oid, 'pg_class'), ''),
+           array(select array[a.attname, format_type(a.atttypid, a.atttypmod),
+                              case when a.attnotnull then 'not null' else '' end,
+                              coalesce(col_description(c.oid, a.attnum), '')]
+                   from pg_attribute a
+                  where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+                  order by a.attnum)
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace
+     where n.nspname = %s and c.relkind in ('r', 'p', 'v', 'm')
+     order by c.relname
+"""
+
+_REFERENCE_FUNCTIONS = """
+    select p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid),
+           coalesce(obj_description(p.oid, 'pg_proc'), ''), p.prosecdef,
+           array(select distinct r.rolname::text
+                   from aclexplode(p.proacl) x join pg_roles r on r.oid = x.grantee
+                  where x.privilege_type = 'EXECUTE'
+                    and r.rolname in ('chronomem_app', 'chronomem_analyst')
+                  order by 1)
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+     where n.nspname = %s and p.prokind in ('f', 'p')
+       and not exists (select from pg_depend d where d.objid = p.oid and d.deptype = 'e')
+     order by p.proname, pg_get_function_arguments(p.oid)
+"""
+
+_REFERENCE_SCHEMAS = ("memory",)
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def reference(superuser_dsn: str) -> str:
+    """docs/sql-reference.md: every table and function of the public schemas, with
+    their COMMENT ON texts (the one place each is described)."""
+    import psycopg
+
+    out = [
+        "# SQL reference",
+        "",
+        "Generated from the `COMMENT ON` texts of a freshly migrated database by",
+        "`chronomem schema-dump`; do not edit (tests/py/test_schema_dump.py fails when it",
+        "is stale). `memory` is the API: what agents, psql users and analysts call. The",
+        "full schema, internal helpers included, is schema/current.sql.",
+    ]
+    with psycopg.connect(superuser_dsn) as conn:
+        for schema in _REFERENCE_SCHEMAS:
+            comment = conn.execute(
+                "select coalesce(obj_description(%s::regnamespace, 'pg_namespace'), '')",
+                (schema,),
+            ).fetchone()
+            out += ["", f"## Schema `{schema}`", "", comment[0] if comment else ""]
+            out += ["", "### Functions", ""]
+            for name, args, result, text, definer, roles in conn.execute(
+                _REFERENCE_FUNCTIONS, (schema,)
+            ):
+                who = ", ".join(r.removeprefix("chronomem_") for r in roles) or "owner only"
+                mode = "security definer" if definer else "security invoker"
+                out += [
+                    f"#### `{schema}.{name}({args})`",
+                    "",
+                    f"Returns `{result}`. Callable by: {who}. {mode.capitalize()}.",
+                    "",
+                    _cell(text) or "(no comment)",
+                    "",
+                ]
+            out += ["### Tables and views", ""]
+            for name, kind, text, columns in conn.execute(_REFERENCE_TABLES, (schema,)):
+                label = "view" if kind in ("v", "m") else "table"
+                out += [f"#### `{schema}.{name}` ({label})", "", _cell(text) or "(no comment)"]
+                out += ["", "| column | type | | description |", "|---|---|---|---|"]
+                out += [f"| `{c}` | `{t}` | {n} | {_cell(d)} |" for c, t, n, d in columns]
+                out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"

@@ -213,3 +213,25 @@ def test_a_database_built_from_the_file_has_the_migrated_catalog(
         + "\n"
         + "\n".join(f"+ {row}" for row in extra[:40])
     )
+
+
+def test_sql_reference_is_generated_from_the_comments(fresh_install: str) -> None:
+    committed = schema_dump.REFERENCE_FILE.read_text()
+    generated = schema_dump.reference(fresh_install)
+    # Positive control: the reference carries the comments a reader looks for.
+    assert "#### `memory.facts_at(" in generated
+    assert "The effective-at predicate" in generated
+    if generated != committed:
+        diff = "".join(
+            difflib.unified_diff(
+                committed.splitlines(keepends=True),
+                generated.splitlines(keepends=True),
+                "docs/sql-reference.md (committed)",
+                "generated",
+                n=1,
+            )
+        )
+        pytest.fail(
+            "docs/sql-reference.md is stale: run `chronomem schema-dump` and commit it\n"
+            + diff[:20000]
+        )
