@@ -80,7 +80,7 @@ begin
 end
 $$;
 comment on function memory.retract_fact(uuid, uuid, text, text) is
-  'Retract a fact: its record time ends, the claim is tombstoned (assert_facts refuses it again unless overridden), its edge expires unless another fact asserts it, and any window it had closed is given back.';
+  'Retract a fact: its record time ends, the claim (subject, predicate, object) is tombstoned, not its identity (assert_facts refuses that claim again unless overridden; another object of a cardinality-one identity is not refused), its edge expires unless another fact asserts it, and any window it had closed is given back.';
 
 create or replace function memory.close_fact(
   p_project uuid, p_fact uuid, p_at timestamptz default now(),
@@ -95,8 +95,8 @@ declare
   v_actor text := coalesce(p_actor, session_user);
   f memory.facts;
   v_until timestamptz;
-  v_logged boolean := false;
-  r record;
+  v_new tstzrange;
+  v_next uuid;
 begin
   if p_kind is null or p_kind not in ('expired', 'contradicted') then
     raise exception 'kind must be expired or contradicted, not %', coalesce(p_kind, 'NULL')
@@ -104,6 +104,7 @@ begin
   end if;
   if p_at is null or not isfinite(p_at) then
     raise exception 'the closing instant must be a finite timestamp' using errcode = 'invalid_parameter_value';
+
   end if;
   f := memory_internal.lock_fact(v_org, p_project, p_fact);
   if f.invalid_at is not null then
@@ -122,28 +123,42 @@ begin
   -- would not see it, and that writer, if it began before this transaction
   -- committed, would be stamped earlier than this change it builds on.
   -- (Read at an earlier known_at, such a version takes its window from the
-  -- event log, which holds it unchanged.)
-  update memory.facts set asserted_until = v_until, range_changed_at = memory_internal.txn_instant()
-   where org_id = v_org and fact_id = p_fact;
-  for r in select * from memory_internal.restitch(
-             v_org, p_project, array[f.subject_id], array[f.predicate], array[f.identity_object],
-             p_kind, v_actor, p_reason) loop
-    v_logged := v_logged or r.fact_id = p_fact;
-  end loop;
-  if not v_logged then
-    -- Its window already ended earlier (a successor), but its claimed end
-    -- moved: log it, it matters if the successor is retracted.
-    insert into memory.fact_events
-      (org_id, project_id, fact_id, event_type, old_fact_id, old_range, new_range, actor, reason)
-    values (v_org, p_project, p_fact, p_kind, p_fact, f.valid_range, f.valid_range, v_actor, p_reason);
+  -- event log, which holds it unchanged.)  Only this version's window can
+  -- change: it ends at the new claimed end or where it ended already (the
+  -- next version's start), whichever comes first; emptied (closed at its
+  -- start), it names the next version of its identity, as restitch does.
+  -- The event keeps the claimed end it replaced (old_asserted_until): a
+  -- subject wipe that takes the next version away lays the window out
+  -- again at every earlier instant, and needs the end claimed then.
+  v_new := case when isempty(f.valid_range) then f.valid_range
+                else tstzrange(f.valid_from, least(v_until, coalesce(upper(f.valid_range), 'infinity')))
+           end;
+  if isempty(v_new) and not isempty(f.valid_range) then
+    select x.fact_id into v_next
+      from (select y.fact_id, y.valid_from, y.fact_seq, y.invalid_at
+              from memory_internal.fact_versions(p_project) y
+             where y.org_id = v_org and y.subject_id = f.subject_id and y.predicate = f.predicate
+               and y.identity_object = f.identity_object
+               and (y.valid_from, y.fact_seq) > (f.valid_from, f.fact_seq)
+             order by y.valid_from, y.fact_seq
+            offset 0) x
+     where x.invalid_at is null
+     order by x.valid_from, x.fact_seq
+     limit 1;
   end if;
+  update memory.facts set asserted_until = v_until, valid_range = v_new,
+                          range_changed_at = memory_internal.txn_instant()
+   where org_id = v_org and fact_id = p_fact;
+  insert into memory.fact_events
+    (org_id, project_id, fact_id, event_type, old_fact_id, new_fact_id, old_range, new_range,
+     actor, reason, old_asserted_until)
+  values (v_org, p_project, p_fact, p_kind, p_fact, v_next, f.valid_range, v_new, v_actor, p_reason,
+          coalesce(f.asserted_until, 'infinity'));
   perform memory_internal.sync_edges(
     v_org, p_project, array[f.subject_id], array[f.object_entity_id], array[f.predicate]);
   perform memory_internal.bump_counter(v_org, p_project, 'facts_' || p_kind, 1);
 
-  select v.valid_range into f.valid_range from memory_internal.fact_versions(p_project) v
-   where v.org_id = v_org and v.fact_id = p_fact;
-  return jsonb_build_object('fact_id', p_fact, 'status', p_kind, 'valid_range', f.valid_range);
+  return jsonb_build_object('fact_id', p_fact, 'status', p_kind, 'valid_range', v_new);
 end
 $$;
 comment on function memory.close_fact(uuid, uuid, timestamptz, text, text, text) is

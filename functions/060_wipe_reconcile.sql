@@ -9,41 +9,44 @@
 -- ids it deleted (NULL: the whole project went), so the cost is the
 -- project's queued jobs against that list, never a probe of the tables per
 -- job (a project without a model has one waiting enrich job per episode).
+-- The list is an array, planned for each call (plan_cache_mode): a constant
+-- array of 9 or more elements, which `= any` looks ids up in by hashing,
+-- whatever its length.  No temp table: the caller's session could have
+-- created it first, with a trigger that would run as the owner.
 drop function if exists memory_internal.cancel_wiped_jobs(uuid, uuid);
 create or replace function memory_internal.cancel_wiped_jobs(
   p_org uuid, p_project uuid, p_deleted uuid[])
   returns integer
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
+  set plan_cache_mode = force_custom_plan
 as $$
 declare
   c_skipped constant jsonb := '{"skipped": "wiped before it ran"}';
+  v_ids uuid[];
   v_enrich integer;
   v_embed integer;
 begin
   if p_deleted is not null and cardinality(p_deleted) = 0 then
     return 0;
   end if;
-  create temp table if not exists pg_temp.chronomem_wiped_ids (id uuid primary key) on commit drop;
-  truncate pg_temp.chronomem_wiped_ids;
-  insert into pg_temp.chronomem_wiped_ids select distinct d from unnest(p_deleted) d;
-  analyze pg_temp.chronomem_wiped_ids;
+  v_ids := array(select distinct d from unnest(p_deleted) d where d is not null);
 
   update memory.jobs j
      set status = 'done', result = c_skipped, finished_at = clock_timestamp(), last_error = null
    where j.org_id = p_org and j.project_id = p_project and j.kind = 'enrich'
      and j.status in ('queued', 'waiting')
      and (p_deleted is null
-          or (j.payload ->> 'episode_id')::uuid in (select w.id from pg_temp.chronomem_wiped_ids w));
+          or (j.payload ->> 'episode_id')::uuid = any (v_ids));
   get diagnostics v_enrich = row_count;
 
   with kept as (
     select x.job_id, count(*) as n,
            coalesce(jsonb_agg(to_jsonb(i.id) order by i.ord)
-                      filter (where p_deleted is not null and w.id is null), '[]') as ids
+                      filter (where p_deleted is not null and not (i.id::uuid = any (v_ids))),
+                    '[]') as ids
       from memory.jobs x
      cross join lateral jsonb_array_elements_text(x.payload -> 'ids') with ordinality i(id, ord)
-      left join pg_temp.chronomem_wiped_ids w on w.id = i.id::uuid
      where x.org_id = p_org and x.project_id = p_project and x.kind = 'embed'
        and x.status in ('queued', 'waiting')
      group by x.job_id
@@ -63,25 +66,235 @@ $$;
 comment on function memory_internal.cancel_wiped_jobs(uuid, uuid, uuid[]) is
   'For memory.wipe: queued or waiting enrich jobs of deleted episodes are done (skipped), embed jobs lose the ids of deleted rows (done when none remain); p_deleted = the ids of the episodes, facts and entities deleted, NULL when the whole project was. Returns the jobs changed.';
 
--- The logged windows of staying versions that a wiped version cut without
--- being named (memory.wipe: "as if never asserted").  A version asserted
--- after a later-starting one of its identity is laid out ending where that
--- one begins, and its 'asserted' event names only itself; so do the ranges
--- of its later events, as long as that one was believed.  Each such range
--- (old or new) of an event of a staying version p_wiped shares an identity
--- with, ending exactly where a wiped version of that identity began while
--- that version was believed (recorded, not yet retracted, at the event),
--- ends instead where the version's window would have ended then without
--- the wiped ones: at the next start among the staying versions believed
--- at the event, or at the version's claimed end (asserted_until; it only
--- ever comes down, so an end a later close gave it shows earlier than it
--- was known, which reveals nothing wiped).  A range that merely ends at
--- the same instant for another reason gets that same end back.  Ties (an
--- empty window lost to a wiped version of the same start) are left as
--- they are.  Runs inside memory.wipe (chronomem.wiping set), before the
--- wiped versions are deleted; returns the events changed.
-create or replace function memory_internal.unbound_wiped_ranges(
+-- The past of the versions that stay in an identity a wipe takes versions
+-- from (memory.wipe: "as if never asserted", at every known_at).  A staying
+-- version's window at an instant t is [valid_from, least(claimed end at t,
+-- start of the next version of its identity believed at t)); the store
+-- logged it with the wiped versions among those believed.  Where the window
+-- logged for t ends where a wiped version believed at t begins (or is empty
+-- and a wiped one of the same start won the tie), it is laid out again
+-- without the wiped ones: ending at the claimed end then (each close logs
+-- the end it replaced, old_asserted_until) or at the next staying start
+-- believed then.  Otherwise it stands.  That is decided at every instant the
+-- window could have changed: the version's own events, and the record and
+-- retraction instants of the other staying versions of its identity (which
+-- may cut or give back a window only a wiped version bounded).  The log then
+-- says exactly that: the last event of each instant has that instant's
+-- window, each range before it is the one logged before it, a superseded or
+-- restored event of an instant at which nothing changed without the wiped
+-- versions (a wiped version's retraction gave a window back) is deleted, and
+-- an instant whose window changed with no event of the version gets one
+-- (superseded, naming the staying version that cut it, or restored), at
+-- that instant.  Events naming a wiped version are left to the caller, which
+-- deletes them.  Runs inside memory.wipe (chronomem.wiping set), before the
+-- wiped versions or their events are deleted, and reads only the identities
+-- the wiped versions are in.  Returns every staying version of them with the
+-- window and range_changed_at its row must have (row_changed: they differ
+-- from the row's; the caller sets them once the wiped rows are gone, for the
+-- exclusion constraint) and its edge key.
+drop function if exists memory_internal.unbound_wiped_ranges(uuid, uuid, uuid[]);
+create or replace function memory_internal.replay_wiped_past(
   p_org uuid, p_project uuid, p_wiped uuid[])
+  returns table (fact_id uuid, subject_id uuid, predicate text, object_entity_id uuid,
+                 valid_range tstzrange, range_changed_at timestamptz, row_changed boolean)
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+#variable_conflict use_column
+begin
+  return query
+  with w as materialized (
+    select v.fact_id, v.subject_id, v.predicate, v.identity_object, v.valid_from, v.fact_seq,
+           v.recorded_at, v.invalid_at
+      from memory_internal.fact_versions(p_project) v
+     where v.org_id = p_org and v.fact_id = any (p_wiped)
+  ), ids as materialized (
+    select distinct w.subject_id, w.predicate, w.identity_object from w
+  ), s as materialized (
+    -- Every staying version of those identities, retracted ones included.
+    select v.fact_id, v.subject_id, v.predicate, v.identity_object, v.object_entity_id,
+           v.valid_from, v.fact_seq, v.recorded_at, v.invalid_at, v.asserted_until,
+           v.valid_range, v.range_changed_at
+      from ids
+     cross join lateral (
+       select x.* from memory_internal.fact_versions(p_project) x
+        where x.org_id = p_org and x.subject_id = ids.subject_id and x.predicate = ids.predicate
+          and x.identity_object = ids.identity_object
+        order by x.valid_from, x.fact_seq
+       offset 0) v
+     where not v.fact_id = any (p_wiped)
+  ), ev as materialized (
+    select e.event_id, e.fact_id, e.event_type, e.old_range, e.new_range, e.occurred_at,
+           e.actor, e.old_asserted_until,
+           coalesce(e.old_fact_id = any (p_wiped), false)
+             or coalesce(e.new_fact_id = any (p_wiped), false) as names_wiped
+      from s
+      join memory.fact_events e on e.org_id = p_org and e.fact_id = s.fact_id
+  ), inst as materialized (
+    -- The instants at which a staying version's window may differ once
+    -- the wiped versions are gone, while it was believed.
+    select distinct s.fact_id, u.t
+      from s
+     cross join lateral (
+       select e.occurred_at from ev e where e.fact_id = s.fact_id
+       union all
+       select o.recorded_at from s o
+        where o.subject_id = s.subject_id and o.predicate = s.predicate
+          and o.identity_object = s.identity_object and o.fact_id <> s.fact_id
+       union all
+       select o.invalid_at from s o
+        where o.subject_id = s.subject_id and o.predicate = s.predicate
+          and o.identity_object = s.identity_object and o.fact_id <> s.fact_id
+          and o.invalid_at is not null) u(t)
+     where u.t >= s.recorded_at and (s.invalid_at is null or u.t < s.invalid_at)
+  ), f0 as materialized (
+    -- At each: the window logged (na), the claimed end then (au), the
+    -- next staying version believed then, and whether a wiped version
+    -- bounded the logged window.
+    select i.fact_id, i.t, s.recorded_at, s.valid_from, na.r as na,
+           exists (select from w
+                    where w.subject_id = s.subject_id and w.predicate = s.predicate
+                      and w.identity_object = s.identity_object
+                      and w.recorded_at <= i.t and (w.invalid_at is null or w.invalid_at > i.t)
+                      and (w.valid_from, w.fact_seq) > (s.valid_from, s.fact_seq)
+                      and w.valid_from = case when isempty(na.r) then s.valid_from
+                                              else coalesce(upper(na.r), 'infinity') end) as bounded,
+           tstzrange(s.valid_from, nullif(least(au.au, coalesce(nb.next_from, 'infinity')), 'infinity'))
+             as wb,
+           nb.next_from, nb.next_id
+      from inst i
+      join s on s.fact_id = i.fact_id
+     cross join lateral (
+       select e.new_range as r from ev e
+        where e.fact_id = i.fact_id and e.new_range is not null and e.occurred_at <= i.t
+        order by e.occurred_at desc, e.event_id desc
+        limit 1) na
+     cross join lateral (
+       select coalesce((select e.old_asserted_until from ev e
+                         where e.fact_id = i.fact_id and e.event_type in ('expired', 'contradicted')
+                           and e.old_asserted_until is not null and e.occurred_at > i.t
+                         order by e.occurred_at, e.event_id
+                         limit 1),
+                       s.asserted_until, 'infinity') as au) au
+      left join lateral (
+       select o.valid_from as next_from, o.fact_id as next_id from s o
+        where o.subject_id = s.subject_id and o.predicate = s.predicate
+          and o.identity_object = s.identity_object and o.fact_id <> s.fact_id
+          and o.recorded_at <= i.t and (o.invalid_at is null or o.invalid_at > i.t)
+          and (o.valid_from, o.fact_seq) > (s.valid_from, s.fact_seq)
+        order by o.valid_from, o.fact_seq
+        limit 1) nb on true
+  ), f as materialized (
+    -- fr: the window at each instant without the wiped versions.
+    select g.*, lag(g.fr) over (partition by g.fact_id order by g.t) as prev
+      from (select f0.*, case when f0.bounded then f0.wb else f0.na end as fr from f0) g
+  ), kept as materialized (
+    select e.*, g.t is not null as in_span, g.fr, g.wb,
+           e.event_type in ('superseded', 'restored') and g.t is not null
+             and g.prev is not null and g.prev = g.fr as spurious
+      from ev e
+      left join f g on g.fact_id = e.fact_id and g.t = e.occurred_at
+     where not e.names_wiped
+  ), patched as (
+    select k.event_id, k.fact_id, k.occurred_at, k.event_type, k.old_range, null::uuid as new_fact_id,
+           null::text as actor, null::text as reason,
+           case when k.new_range is null or not k.in_span then k.new_range
+                -- The last range of its instant: that instant's window.
+                when not exists (select from kept k2
+                                  where k2.fact_id = k.fact_id and k2.occurred_at = k.occurred_at
+                                    and not k2.spurious and k2.new_range is not null
+                                    and k2.event_id > k.event_id) then k.fr
+                -- An earlier one, bounded by a wiped version believed then.
+                when exists (select from w join s on s.fact_id = k.fact_id
+                              where w.subject_id = s.subject_id and w.predicate = s.predicate
+                                and w.identity_object = s.identity_object
+                                and w.recorded_at <= k.occurred_at
+                                and (w.invalid_at is null or w.invalid_at > k.occurred_at)
+                                and (w.valid_from, w.fact_seq) > (s.valid_from, s.fact_seq)
+                                and w.valid_from = case when isempty(k.new_range) then s.valid_from
+                                                        else coalesce(upper(k.new_range), 'infinity') end)
+                  then k.wb
+                else k.new_range end as new_range
+      from kept k
+     where not k.spurious
+  ), added as (
+    -- A window that changed at an instant with no event of the version.
+    select null::bigint as event_id, g.fact_id, g.t as occurred_at,
+           case when (case when isempty(g.fr) then g.valid_from else coalesce(upper(g.fr), 'infinity') end)
+                     < (case when isempty(g.prev) then g.valid_from else coalesce(upper(g.prev), 'infinity') end)
+                then 'superseded' else 'restored' end as event_type,
+           g.prev as old_range,
+           case when isempty(g.fr) or upper(g.fr) = g.next_from then g.next_id end as new_fact_id,
+           (select e.actor from ev e join s o on o.fact_id = e.fact_id join s on s.fact_id = g.fact_id
+             where o.subject_id = s.subject_id and o.predicate = s.predicate
+               and o.identity_object = s.identity_object and e.occurred_at = g.t
+             order by e.event_id limit 1) as actor,
+           (select format('retraction of %s', o.fact_id) from s o join s on s.fact_id = g.fact_id
+             where o.subject_id = s.subject_id and o.predicate = s.predicate
+               and o.identity_object = s.identity_object and o.invalid_at = g.t
+             limit 1) as reason,
+           g.fr as new_range
+      from f g
+     where g.prev is not null and g.prev <> g.fr
+       and not exists (select from patched p
+                        where p.fact_id = g.fact_id and p.occurred_at = g.t and p.new_range is not null)
+  ), seq as materialized (
+    select q.*,
+           case when q.event_id is not null and q.old_range is null then null
+                else lag(q.new_range) over (partition by q.fact_id order by q.occurred_at,
+                                                 q.event_id nulls last) end as old_patched
+      from (select * from patched union all select * from added) q
+  ), gone as (
+    delete from memory.fact_events e
+     using kept k
+     where e.org_id = p_org and e.event_id = k.event_id and k.spurious
+  ), fixed as (
+    update memory.fact_events e
+       set old_range = q.old_patched, new_range = q.new_range
+      from seq q
+     where e.org_id = p_org and e.event_id = q.event_id
+       and (e.old_range is distinct from q.old_patched or e.new_range is distinct from q.new_range)
+  ), logged as (
+    insert into memory.fact_events
+      (org_id, project_id, fact_id, event_type, old_fact_id, new_fact_id, old_range, new_range,
+       occurred_at, actor, reason)
+    select p_org, p_project, q.fact_id, q.event_type, q.fact_id,
+           case when q.event_type = 'superseded' then q.new_fact_id end,
+           q.old_patched, q.new_range, q.occurred_at, q.actor,
+           case when q.event_type = 'restored' then q.reason end
+      from seq q
+     where q.event_id is null
+     order by q.occurred_at, q.fact_id
+  ), last as (
+    select g.fact_id,
+           (array_agg(g.fr order by g.t desc))[1] as fr,
+           greatest(max(g.t) filter (where g.prev is null or g.prev <> g.fr),
+                    (select max(k.occurred_at) from kept k
+                      where k.fact_id = g.fact_id and k.in_span
+                        and k.event_type in ('expired', 'contradicted'))) as changed_at
+      from f g
+     group by g.fact_id
+  )
+  select s.fact_id, s.subject_id, s.predicate, s.object_entity_id,
+         coalesce(l.fr, s.valid_range), coalesce(l.changed_at, s.range_changed_at),
+         l.fact_id is not null
+           and (l.fr is distinct from s.valid_range or l.changed_at is distinct from s.range_changed_at)
+    from s
+    left join last l on l.fact_id = s.fact_id;
+end
+$$;
+comment on function memory_internal.replay_wiped_past(uuid, uuid, uuid[]) is
+  'Inside memory.wipe, before the wiped versions go: the logged windows of the staying versions of their identities, at every instant, as if the wiped versions had never been asserted (events rewritten, deleted or added at their instants); returns each staying version with the window and range_changed_at its row must have, and its edge key.';
+
+-- The edge rows of the given (source, target, relation) keys, rebuilt from
+-- their facts' windows as believed at every instant one of those changed
+-- (memory.wipe, for the keys of staying versions whose past it laid out
+-- again): at each, the maximal windows of the union of the windows believed
+-- then; each such window is one row, recorded where it first appears and
+-- expired where it stops being one (as sync_edges keeps them, write by
+-- write).  Returns the rows inserted.
+create or replace function memory_internal.rebuild_edge_history(
+  p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[])
   returns integer
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
@@ -89,51 +302,62 @@ as $$
 declare
   v_n integer;
 begin
-  with w as materialized (
-    select v.subject_id, v.predicate, v.identity_object, v.valid_from, v.recorded_at, v.invalid_at
-      from memory_internal.fact_versions(p_project) v
-     where v.org_id = p_org and v.fact_id = any (p_wiped)
-  ), ev as materialized (
-    -- Events of staying versions of the wiped identities, each with the
-    -- starts of the wiped versions believed at it (the ends they could
-    -- have cut) and the end its window would have had then without them.
-    select e.event_id, e.old_range, e.new_range, ws.starts,
-           least(coalesce(s.asserted_until, 'infinity'),
-                 coalesce((select min(o.valid_from)
-                             from memory_internal.fact_versions(p_project) o
-                            where o.org_id = p_org and o.subject_id = s.subject_id
-                              and o.predicate = s.predicate and o.identity_object = s.identity_object
-                              and o.fact_id <> s.fact_id and not o.fact_id = any (p_wiped)
-                              and o.valid_from > s.valid_from and o.recorded_at <= e.occurred_at
-                              and (o.invalid_at is null or o.invalid_at > e.occurred_at)),
-                          'infinity')) as bound
-      from memory_internal.fact_versions(p_project) s
-      join memory.fact_events e on e.org_id = p_org and e.fact_id = s.fact_id
+  delete from memory.edges e
+   using (select distinct k.s, k.t, k.r from unnest(p_sources, p_targets, p_relations) k(s, t, r)) k
+   where e.org_id = p_org and e.project_id = p_project and e.source_id = k.s and e.target_id = k.t
+     and e.relation = k.r;
+  with k as (
+    select distinct k.s, k.t, k.r from unnest(p_sources, p_targets, p_relations) k(s, t, r)
+     where k.s is not null and k.t is not null and k.r is not null
+  ), v as materialized (
+    select k.s, k.t as tg, k.r, x.fact_id, x.recorded_at, x.invalid_at, x.range_changed_at, x.valid_range
+      from k
      cross join lateral (
-       select array_agg(w.valid_from) as starts
-         from w
-        where w.subject_id = s.subject_id and w.predicate = s.predicate
-          and w.identity_object = s.identity_object
-          and w.recorded_at <= e.occurred_at
-          and (w.invalid_at is null or w.invalid_at > e.occurred_at)) ws
-     where s.org_id = p_org and not s.fact_id = any (p_wiped) and ws.starts is not null
+       select y.* from memory_internal.fact_versions(p_project) y
+        where y.org_id = p_org and y.subject_id = k.s and y.predicate = k.r
+          and y.object_entity_id = k.t
+       offset 0) x
+  ), i as materialized (
+    select distinct v.s, v.tg, v.r, u.at
+      from v
+     cross join lateral (
+       select v.recorded_at
+       union all select v.invalid_at
+       union all select e.occurred_at from memory.fact_events e
+                  where e.org_id = p_org and e.fact_id = v.fact_id and e.new_range is not null) u(at)
+     where u.at is not null
+  ), m as materialized (
+    select i.s, i.tg, i.r, i.at, dense_rank() over (partition by i.s, i.tg, i.r order by i.at) as n,
+           (select range_agg(b.win)
+              from (select case when v.range_changed_at <= i.at then v.valid_range
+                                else memory_internal.range_believed(p_org, v.fact_id, i.at) end as win
+                      from v
+                     where v.s = i.s and v.tg = i.tg and v.r = i.r and v.recorded_at <= i.at
+                       and (v.invalid_at is null or v.invalid_at > i.at)) b
+             where b.win is not null and not isempty(b.win)) as mr
+      from i
+  ), c as (
+    select m.s, m.tg, m.r, m.n, m.at, x.c,
+           m.n - row_number() over (partition by m.s, m.tg, m.r, x.c order by m.n) as grp
+      from m cross join lateral unnest(m.mr) x(c)
+  ), runs as (
+    select c.s, c.tg, c.r, c.c, min(c.at) as recorded_at, max(c.n) as last_n
+      from c group by c.s, c.tg, c.r, c.c, c.grp
+  ), ins as (
+    insert into memory.edges (org_id, project_id, source_id, target_id, relation, valid_range,
+                              recorded_at, expired_at)
+    select p_org, p_project, x.s, x.tg, x.r, x.c, x.recorded_at,
+           (select m.at from m where m.s = x.s and m.tg = x.tg and m.r = x.r and m.n = x.last_n + 1)
+      from runs x
+     order by x.s, x.tg, x.r, x.recorded_at
+    returning 1
   )
-  update memory.fact_events e
-     set old_range = case when upper(c.old_range) = any (c.starts)
-                          then tstzrange(lower(e.old_range), nullif(c.bound, 'infinity'))
-                          else e.old_range end,
-         new_range = case when upper(c.new_range) = any (c.starts)
-                          then tstzrange(lower(e.new_range), nullif(c.bound, 'infinity'))
-                          else e.new_range end
-    from ev c
-   where e.org_id = p_org and e.event_id = c.event_id
-     and (upper(c.old_range) = any (c.starts) or upper(c.new_range) = any (c.starts));
-  get diagnostics v_n = row_count;
+  select count(*) into v_n from ins;
   return v_n;
 end
 $$;
-comment on function memory_internal.unbound_wiped_ranges(uuid, uuid, uuid[]) is
-  'Inside memory.wipe: logged windows of staying versions that end where a wiped version of their identity began (while it was believed) end instead where they would have without the wiped versions; returns the events changed.';
+comment on function memory_internal.rebuild_edge_history(uuid, uuid, uuid[], uuid[], text[]) is
+  'Inside memory.wipe: the edge rows of these keys rebuilt from their facts'' windows as believed at every instant one changed (one row per maximal window, recorded where it appears, expired where it stops being one). Returns the rows inserted.';
 
 create or replace function memory.wipe(
   p_project uuid, p_session text default null, p_subject text default null,
@@ -151,6 +375,9 @@ declare
   v_entity uuid;
   v_facts uuid[];
   v_deleted uuid[];  -- NULL: the whole project
+  v_key_subjects uuid[]; v_key_predicates text[]; v_key_objects text[]; v_key_entities uuid[];
+  v_past_ids uuid[]; v_past_ranges tstzrange[]; v_past_changed_at timestamptz[];
+  v_past_sources uuid[]; v_past_targets uuid[]; v_past_relations text[];
   v_counts jsonb;
   v_n_facts integer := 0; v_n_events integer := 0; v_n_edges integer := 0;
   v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
@@ -223,48 +450,71 @@ begin
 
     -- The identities and edge keys the wiped facts shared with facts that
     -- stay: those are laid out again as if the wiped facts never existed.
-    create temp table if not exists pg_temp.chronomem_wiped_keys (
-      subject_id uuid, predicate text, identity_object text, object_entity_id uuid) on commit drop;
-    truncate pg_temp.chronomem_wiped_keys;
-    insert into pg_temp.chronomem_wiped_keys
-    select distinct v.subject_id, v.predicate, v.identity_object, v.object_entity_id
-      from memory_internal.fact_versions(p_project) v
-     where v.org_id = v_org and v.fact_id = any (v_facts);
+    -- Kept as arrays in step (entry i of each is one key), not in a temp
+    -- table, which the caller's session could have created with a trigger.
+    select array_agg(k.subject_id), array_agg(k.predicate), array_agg(k.identity_object),
+           array_agg(k.object_entity_id)
+      into v_key_subjects, v_key_predicates, v_key_objects, v_key_entities
+      from (select distinct v.subject_id, v.predicate, v.identity_object, v.object_entity_id
+              from memory_internal.fact_versions(p_project) v
+             where v.org_id = v_org and v.fact_id = any (v_facts)) k;
+
+    -- The past of the versions that stay in the identities the wiped facts
+    -- are in, as if those had never been asserted: their logged windows at
+    -- every instant now; their rows and edges once the wiped rows are gone.
+    select array_agg(r.fact_id) filter (where r.row_changed),
+           array_agg(r.valid_range) filter (where r.row_changed),
+           array_agg(r.range_changed_at) filter (where r.row_changed),
+           array_agg(r.subject_id) filter (where r.object_entity_id is not null),
+           array_agg(r.object_entity_id) filter (where r.object_entity_id is not null),
+           array_agg(r.predicate) filter (where r.object_entity_id is not null)
+      into v_past_ids, v_past_ranges, v_past_changed_at, v_past_sources, v_past_targets,
+           v_past_relations
+      from memory_internal.replay_wiped_past(v_org, p_project, v_facts) r;
 
     -- Events of facts that stay but name a wiped one (the closing it
     -- caused) go too: the wiped facts are as if never asserted.
     delete from memory.fact_events where org_id = v_org
        and (fact_id = any (v_facts) or old_fact_id = any (v_facts) or new_fact_id = any (v_facts));
     get diagnostics v_n_events = row_count;
-    -- A window a wiped fact cut without being named: a version asserted
-    -- after a later-starting one of its identity was laid out ending where
-    -- that one began, and its event names only itself.  Every logged range
-    -- of a staying version that ends where a wiped version of its identity
-    -- began, while that one was believed, ends instead where it would have
-    -- then: at the next start among the staying versions believed then, or
-    -- at the version's own claimed end (asserted_until, which only ever
-    -- comes down: an end a later close gave it shows earlier than it was
-    -- known, which reveals nothing wiped).
-    perform memory_internal.unbound_wiped_ranges(v_org, p_project, v_facts);
     delete from memory.tombstones where org_id = v_org and fact_id = any (v_facts);
     get diagnostics v_n_tombstones = row_count;
-    delete from memory.edges e using pg_temp.chronomem_wiped_keys k
+    delete from memory.edges e
+     using unnest(v_key_subjects, v_key_predicates, v_key_entities) k(subject_id, predicate, object_entity_id)
      where e.org_id = v_org and e.project_id = p_project and e.source_id = k.subject_id
        and e.relation = k.predicate and e.target_id = k.object_entity_id;
     get diagnostics v_n_edges = row_count;
     delete from memory.facts where org_id = v_org and fact_id = any (v_facts);
     get diagnostics v_n_facts = row_count;
+    -- The staying versions' rows as the replayed log ends (retracted ones
+    -- too), windows that shrink before those that grow (the exclusion
+    -- constraint holds after each statement); then their edges' history.
+    if cardinality(v_past_ids) > 0 then
+      update memory.facts f set valid_range = r.valid_range, range_changed_at = r.changed_at
+        from unnest(v_past_ids, v_past_ranges, v_past_changed_at) r(fact_id, valid_range, changed_at)
+       where f.org_id = v_org and f.fact_id = any (v_past_ids) and f.fact_id = r.fact_id
+         and (f.invalid_at is not null or r.valid_range <@ f.valid_range);
+      update memory.facts f set valid_range = r.valid_range, range_changed_at = r.changed_at
+        from unnest(v_past_ids, v_past_ranges, v_past_changed_at) r(fact_id, valid_range, changed_at)
+       where f.org_id = v_org and f.fact_id = any (v_past_ids) and f.fact_id = r.fact_id
+         and f.invalid_at is null and not r.valid_range <@ f.valid_range;
+    end if;
+    if cardinality(v_past_sources) > 0 then
+      perform memory_internal.rebuild_edge_history(
+        v_org, p_project, v_past_sources, v_past_targets, v_past_relations);
+    end if;
 
     perform memory_internal.lock_identities(
       p_project, array_agg(k.subject_id), array_agg(k.predicate), array_agg(k.identity_object))
-      from pg_temp.chronomem_wiped_keys k;
+      from unnest(v_key_subjects, v_key_predicates, v_key_objects) k(subject_id, predicate, identity_object);
     -- restitch reports the facts that stay whose windows it changed (the
     -- ones the wiped facts had closed): their edge keys are synced too.
-    insert into pg_temp.chronomem_wiped_keys (subject_id, predicate, identity_object, object_entity_id)
-    select x.subject_id, x.predicate, '', x.object_entity_id
+    select v_key_subjects || array_agg(x.subject_id), v_key_predicates || array_agg(x.predicate),
+           v_key_objects || array_agg(''::text), v_key_entities || array_agg(x.object_entity_id)
+      into v_key_subjects, v_key_predicates, v_key_objects, v_key_entities
       from (select array_agg(k.subject_id) as s, array_agg(k.predicate) as p,
                    array_agg(k.identity_object) as o
-              from pg_temp.chronomem_wiped_keys k
+              from unnest(v_key_subjects, v_key_predicates, v_key_objects) k(subject_id, predicate, identity_object)
              where v_entity is null or k.subject_id <> v_entity) a
      cross join lateral memory_internal.restitch(
        v_org, p_project, a.s, a.p, a.o, 'superseded', v_actor, 'wipe',
@@ -272,7 +522,7 @@ begin
      where x.object_entity_id is not null;
     perform memory_internal.sync_edges(
       v_org, p_project, array_agg(k.subject_id), array_agg(k.object_entity_id), array_agg(k.predicate))
-      from pg_temp.chronomem_wiped_keys k
+      from unnest(v_key_subjects, v_key_predicates, v_key_entities) k(subject_id, predicate, object_entity_id)
      where v_entity is null or (k.subject_id <> v_entity and k.object_entity_id <> v_entity);
 
     if v_scope = 'session' then

@@ -1,41 +1,53 @@
 -- Communities: label propagation over the edges current now.
 
--- One move of label propagation (memory.compute_communities) over its temp
--- tables: every entity (p_color NULL), or those of one colour, takes the
--- label most of its neighbours hold, its own voting too (ties: the
--- smallest).  Returns how many moved.
-create or replace function memory_internal.propagate_labels(p_color integer)
+-- One move of label propagation (memory.compute_communities) over its
+-- working set (memory_internal.community_labels / community_links, the
+-- project's rows): every entity (p_color NULL), or those of one colour,
+-- takes the label most of its neighbours hold, its own voting too (ties:
+-- the smallest).  Returns how many moved.  Hash joins only: the statistics
+-- of the working set describe no computation (the tables are empty between
+-- them), and nested loops over the links cost minutes (see below).
+drop function if exists memory_internal.propagate_labels(integer);
+create or replace function memory_internal.propagate_labels(
+  p_org uuid, p_project uuid, p_color integer)
   returns integer
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
+  set enable_nestloop = off
 as $$
 declare
   v_moved integer;
 begin
-  with votes as (
+  with labels as (
+    select t.entity_id, t.label, t.color from memory_internal.community_labels t
+     where t.org_id = p_org and t.project_id = p_project
+  ), votes as (
     select v.entity_id, v.label, count(*) as votes
       from (select l.a as entity_id, n.label
-              from pg_temp.chronomem_links l
-              join pg_temp.chronomem_labels t on t.entity_id = l.a
-              join pg_temp.chronomem_labels n on n.entity_id = l.b
-             where p_color is null or t.color = p_color
+              from memory_internal.community_links l
+              join labels t on t.entity_id = l.a
+              join labels n on n.entity_id = l.b
+             where l.org_id = p_org and l.project_id = p_project
+               and (p_color is null or t.color = p_color)
             union all
-            select t.entity_id, t.label from pg_temp.chronomem_labels t
+            select t.entity_id, t.label from labels t
              where p_color is null or t.color = p_color) v
      group by 1, 2
   ), best as (
     select distinct on (v.entity_id) v.entity_id, v.label
       from votes v order by v.entity_id, v.votes desc, v.label
   ), moved as (
-    update pg_temp.chronomem_labels t set label = b.label
-      from best b where t.entity_id = b.entity_id and t.label <> b.label
+    update memory_internal.community_labels t set label = b.label
+      from best b
+     where t.org_id = p_org and t.project_id = p_project and t.entity_id = b.entity_id
+       and t.label <> b.label
     returning 1)
   select count(*) into v_moved from moved;
   return v_moved;
 end
 $$;
-comment on function memory_internal.propagate_labels(integer) is
-  'One move of memory.compute_communities'' label propagation over its temp tables: every entity (p_color NULL) or one colour''s take the label most of their neighbours hold, their own voting too (ties: the smallest). Returns how many moved.';
+comment on function memory_internal.propagate_labels(uuid, uuid, integer) is
+  'One move of memory.compute_communities'' label propagation over the project''s rows of memory_internal.community_labels / community_links: every entity (p_color NULL) or one colour''s take the label most of their neighbours hold, their own voting too (ties: the smallest). Returns how many moved.';
 
 -- The advisory lock a transaction holds while it computes a project's
 -- communities (or checks whether they need it): one at a time, so that two
@@ -101,17 +113,47 @@ $$;
 comment on function memory_internal.check_max_rounds(integer) is
   'Refuse (22023) a number of label-propagation rounds below 1 or NULL.';
 
+-- Empty a project's rows of the working set of memory.compute_communities
+-- (memory_internal.community_labels / community_links): what each
+-- computation does first and last.
+create or replace function memory_internal.clear_community_work(p_org uuid, p_project uuid)
+  returns void
+  language sql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+  delete from memory_internal.community_labels where org_id = p_org and project_id = p_project;
+  delete from memory_internal.community_links where org_id = p_org and project_id = p_project;
+$$;
+comment on function memory_internal.clear_community_work(uuid, uuid) is
+  'Delete a project''s rows of memory_internal.community_labels and community_links (the working set of memory.compute_communities), as each computation does first and last.';
+
 -- The computation itself (label propagation over the current edges, the
 -- store, the run), for compute_communities and refresh_communities once
 -- they hold the locks and read the digest (p_edges, p_digest): read before
 -- the links, so that an edge committed between the two reads is missing
 -- from the digest, not from the groups only, and the next refresh computes
 -- again rather than never.
+--
+-- The working set (which entity holds which label and colour, and the
+-- links) is the project's rows of memory_internal.community_labels and
+-- community_links: tables of the owner's that no caller can create, write
+-- or put a trigger on, unlike a temp table (the caller's session owns
+-- those, and a trigger on one would run as the owner here).  One
+-- computation of a project runs at a time (the communities lock), and it
+-- deletes the project's rows first and last, so they are empty between
+-- computations.  Their statistics describe no computation (autovacuum
+-- sees them empty, or another project's rows; an explicit ANALYZE of a
+-- shared table would hold a lock to commit that serialises every org's
+-- computations), so the plans must not depend on them: nested loops are
+-- off (label propagation's rounds planned as nested loops over the links
+-- took 161 s instead of 1-2 at 3,000 entities), and each member's name is
+-- read by key.
 create or replace function memory_internal.compute_communities_locked(
   p_org uuid, p_project uuid, p_max_rounds integer, p_edges integer, p_digest bigint)
   returns jsonb
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
+  set enable_nestloop = off
 as $$
 declare
   v_round integer := 0;
@@ -122,23 +164,17 @@ declare
   v_communities integer;
 begin
   perform memory_internal.check_max_rounds(p_max_rounds);
-  create temp table if not exists pg_temp.chronomem_labels (
-    entity_id uuid primary key, label uuid not null, color integer) on commit drop;
-  create temp table if not exists pg_temp.chronomem_links (
-    a uuid not null, b uuid not null) on commit drop;
-  truncate pg_temp.chronomem_labels, pg_temp.chronomem_links;
+  perform memory_internal.clear_community_work(p_org, p_project);
 
   -- Undirected, deduplicated links between entities with a current edge.
-  insert into pg_temp.chronomem_links
-  select distinct x.a, x.b
+  insert into memory_internal.community_links (org_id, project_id, a, b)
+  select distinct p_org, p_project, x.a, x.b
     from memory.edges_at(p_project) e
    cross join lateral (values (e.source_id, e.target_id), (e.target_id, e.source_id)) x(a, b)
    where e.source_id <> e.target_id;
-  insert into pg_temp.chronomem_labels (entity_id, label)
-  select distinct l.a, l.a from pg_temp.chronomem_links l;
-  -- Temp tables are never analyzed by autovacuum: the joins below are
-  -- planned on these counts.
-  analyze pg_temp.chronomem_links, pg_temp.chronomem_labels;
+  insert into memory_internal.community_labels (org_id, project_id, entity_id, label)
+  select distinct p_org, p_project, l.a, l.a from memory_internal.community_links l
+   where l.org_id = p_org and l.project_id = p_project;
 
   -- Label propagation: each entity takes the label most of its neighbours
   -- hold, its own label voting too (ties: the smallest), until nothing
@@ -154,7 +190,7 @@ begin
   -- vote included), so the rounds end.
   loop
     v_round := v_round + 1;
-    v_moved := memory_internal.propagate_labels(null);
+    v_moved := memory_internal.propagate_labels(p_org, p_project, null);
     exit when v_moved = 0 or v_round >= least(10, p_max_rounds);
   end loop;
   if v_moved > 0 and v_round < p_max_rounds then
@@ -163,42 +199,45 @@ begin
     -- smallest colour none of their neighbours has; they are never linked
     -- to each other, so they choose at once.
     loop
-      with blocked as (
+      with labels as (
+        select t.entity_id, t.color from memory_internal.community_labels t
+         where t.org_id = p_org and t.project_id = p_project
+      ), links as (
+        select l.a, l.b from memory_internal.community_links l
+         where l.org_id = p_org and l.project_id = p_project
+      ), blocked as (
         select distinct l.a
-          from pg_temp.chronomem_links l
-          join pg_temp.chronomem_labels ta on ta.entity_id = l.a
-          join pg_temp.chronomem_labels tb on tb.entity_id = l.b
+          from links l
+          join labels ta on ta.entity_id = l.a
+          join labels tb on tb.entity_id = l.b
          where ta.color is null and tb.color is null and l.b > l.a
       ), pick as (
-        select t.entity_id from pg_temp.chronomem_labels t
+        select t.entity_id from labels t
          where t.color is null and not exists (select from blocked b where b.a = t.entity_id)
       ), used as (
         select p.entity_id, array_agg(distinct u.color) filter (where u.color is not null) as colors
           from pick p
-          left join pg_temp.chronomem_links l on l.a = p.entity_id
-          left join pg_temp.chronomem_labels u on u.entity_id = l.b
+          left join links l on l.a = p.entity_id
+          left join labels u on u.entity_id = l.b
          group by p.entity_id
       ), colored as (
-        update pg_temp.chronomem_labels t
+        update memory_internal.community_labels t
            set color = (select min(g) from generate_series(0, coalesce(cardinality(u.colors), 0)) g
                          where not g = any (coalesce(u.colors, '{}')))
           from used u
-         where t.entity_id = u.entity_id
+         where t.org_id = p_org and t.project_id = p_project and t.entity_id = u.entity_id
         returning 1)
       select count(*) into v_changed from colored;
       exit when v_changed = 0;
     end loop;
-    select max(t.color) + 1 into v_colors from pg_temp.chronomem_labels t;
-    -- The colours' counts, for the rounds' plans (as analyzed before,
-    -- every colour looked empty: nested loops over the links, 161 s
-    -- instead of 1-2 on the graph above).
-    analyze pg_temp.chronomem_labels;
+    select max(t.color) + 1 into v_colors from memory_internal.community_labels t
+     where t.org_id = p_org and t.project_id = p_project;
     loop
       exit when v_moved = 0 or v_round >= p_max_rounds;
       v_round := v_round + 1;
       v_moved := 0;
       for v_color in 0 .. v_colors - 1 loop
-        v_moved := v_moved + memory_internal.propagate_labels(v_color);
+        v_moved := v_moved + memory_internal.propagate_labels(p_org, p_project, v_color);
       end loop;
     end loop;
   end if;
@@ -206,15 +245,21 @@ begin
   delete from memory.communities where org_id = p_org and project_id = p_project;
   -- A community's label is the name of its member with the most links
   -- (ties: the first name).  Each member's links are counted once, for
-  -- all: counted per member from the links (a temp table without an
-  -- index), naming cost entities x links (3.2 s of the job at 3,000
-  -- entities and 6,000 edges; 0.6 s now).
+  -- all (counted per member, naming cost entities x links: 3.2 s of the
+  -- job at 3,000 entities and 6,000 edges; 0.6 s counted once), and its
+  -- name read by key (with nested loops off, a join would hash the
+  -- org's entities of every project).
   with members as (
     select t.label, t.entity_id, d.links, en.name
-      from pg_temp.chronomem_labels t
-      join (select l.a, count(*) as links from pg_temp.chronomem_links l group by l.a) d
+      from memory_internal.community_labels t
+      join (select l.a, count(*) as links from memory_internal.community_links l
+             where l.org_id = p_org and l.project_id = p_project group by l.a) d
         on d.a = t.entity_id
-      join memory.entities en on en.org_id = p_org and en.entity_id = t.entity_id
+     cross join lateral (
+       select en.name from memory.entities en
+        where en.org_id = p_org and en.entity_id = t.entity_id
+       offset 0) en
+     where t.org_id = p_org and t.project_id = p_project
   ), groups as (
     select m.label, count(*)::integer as size, array_agg(m.entity_id) as members,
            gen_random_uuid() as community_id
@@ -232,6 +277,7 @@ begin
     from groups g
    cross join lateral unnest(g.members) u(entity_id);
   get diagnostics v_count = row_count;
+  perform memory_internal.clear_community_work(p_org, p_project);
   select count(*)::integer into v_communities from memory.communities c
    where c.org_id = p_org and c.project_id = p_project;
   insert into memory.community_runs as r

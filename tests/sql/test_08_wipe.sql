@@ -8,7 +8,7 @@
 -- record-time columns back one hour after each step (superuser, triggers
 -- off): step 1 is recorded at now() - 2h, step 2 at now() - 1h, the wipes at now().
 BEGIN;
-select plan(46);
+select plan(58);
 
 create temp table wiped (fact_id uuid primary key, scope text not null);
 grant all on wiped to public;
@@ -219,6 +219,102 @@ select cmp_ok((select value from memory.counters(pg_temp.id('p')) where metric =
               'purged facts are counted');
 call pg_temp.put('after', '[{"subject": "Alice", "predicate": "likes", "object": "tea", "content": "Alice likes tea"}]');
 select is(pg_temp.r('after') #>> '{results,0,status}', 'inserted', 'a claim retracted before the wipe is accepted again');
+
+-- Wipes and the past: a subject wipe leaves every earlier known_at answering
+-- as if the wiped facts had never been asserted, where they shared a
+-- cardinality-one identity with facts that stay.  Each case is written twice,
+-- once with the facts naming 東京 (project "a") and once without them ("a0"),
+-- step for step (one hour apart), and after the wipe the two read the same at
+-- every instant and every known_at, windows and edges included.
+create function pg_temp.past(p_project text) returns text language sql stable as $$
+  select string_agg(format('%s@%s:%s %s', a::date, k, f.content, f.valid_range), '; '
+                    order by a, k, f.content)
+    from unnest(array['2023-12-31Z', '2024-01-01Z', '2024-01-15Z', '2024-02-01Z', '2024-02-10Z',
+                      '2024-02-15Z', '2024-02-20Z', '2024-03-01Z', '2024-04-01Z', '2024-06-01Z',
+                      '2024-07-01Z', '2024-09-07Z', '2024-12-01Z']::timestamptz[]) a,
+         generate_series(0, 9) k,
+         lateral memory.facts_at(pg_temp.id(p_project), a, now() - k * interval '30 minutes') f $$;
+create function pg_temp.past_edges(p_project text) returns text language sql stable as $$
+  select string_agg(format('%s@%s:%s %s %s %s', a::date, k, s.name, e.relation, t.name, e.valid_range), '; '
+                    order by a, k, s.name, t.name)
+    from unnest(array['2024-01-15Z', '2024-02-10Z', '2024-02-20Z', '2024-04-01Z', '2024-07-01Z',
+                      '2024-12-01Z']::timestamptz[]) a,
+         generate_series(0, 9) k,
+         lateral memory.edges_at(pg_temp.id(p_project), a, now() - k * interval '30 minutes') e
+    join memory.entities s on s.org_id = e.org_id and s.entity_id = e.source_id
+    join memory.entities t on t.org_id = e.org_id and t.entity_id = e.target_id $$;
+create function pg_temp.lives(p_project text, p_at timestamptz, p_known timestamptz) returns text
+  language sql stable as $$
+  select string_agg(f.content, ',' order by f.content)
+    from memory.facts_at(pg_temp.id(p_project), p_at, p_known) f where f.predicate = 'lives in' $$;
+create function pg_temp.lives_fact(p_project text, p_content text) returns uuid language sql stable as $$
+  select fact_id from memory_internal.fact_versions(pg_temp.id(p_project)) where content = p_content $$;
+create procedure pg_temp.step(p_projects text[]) language plpgsql as $$
+declare x text;
+begin
+  foreach x in array p_projects loop call pg_temp.shift_back(pg_temp.id(x), '1 hour'); end loop;
+end $$;
+set local role chronomem_app;
+do $$
+declare x text;
+begin
+  foreach x in array array['a', 'a0', 'b', 'b0', 'c', 'c0'] loop
+    insert into pg_temp.ids values (x, memory.create_project(pg_temp.id('org'), 'wipes and the past ' || x));
+    perform memory.declare_predicate(pg_temp.id(x), 'lives in', 'one');
+  end loop;
+end $$;
+
+-- A: one batch of three moves (東京 in the middle), then a fact about 東京.
+call pg_temp.put('a1', '[{"subject": "Zoë", "predicate": "lives in", "object": "Paris", "object_type": "entity", "content": "Zoë lives in Paris", "valid_from": "2024-02-01T00:00:00Z"},
+                         {"subject": "Zoë", "predicate": "lives in", "object": "東京", "object_type": "entity", "content": "Zoë lives in 東京", "valid_from": "2024-02-15T00:00:00Z"},
+                         {"subject": "Zoë", "predicate": "lives in", "object": "Zürich", "object_type": "entity", "content": "Zoë lives in Zürich", "valid_from": "2024-09-07T00:00:00Z"}]', 'a');
+call pg_temp.put('a01', '[{"subject": "Zoë", "predicate": "lives in", "object": "Paris", "object_type": "entity", "content": "Zoë lives in Paris", "valid_from": "2024-02-01T00:00:00Z"},
+                          {"subject": "Zoë", "predicate": "lives in", "object": "Zürich", "object_type": "entity", "content": "Zoë lives in Zürich", "valid_from": "2024-09-07T00:00:00Z"}]', 'a0');
+call pg_temp.step(array['a', 'a0']);
+call pg_temp.put('a2', '[{"subject": "東京", "predicate": "likes", "object": "tea", "content": "東京 likes tea", "valid_from": "2024-03-01T00:00:00Z"}]', 'a');
+call pg_temp.step(array['a', 'a0']);
+-- B: Paris; then 東京 cuts it; Paris is retracted.
+call pg_temp.put('b1', '[{"subject": "Zoë", "predicate": "lives in", "object": "Paris", "object_type": "entity", "content": "Zoë lives in Paris", "valid_from": "2024-01-01T00:00:00Z"}]', 'b');
+call pg_temp.put('b01', '[{"subject": "Zoë", "predicate": "lives in", "object": "Paris", "object_type": "entity", "content": "Zoë lives in Paris", "valid_from": "2024-01-01T00:00:00Z"}]', 'b0');
+call pg_temp.step(array['b', 'b0']);
+call pg_temp.put('b2', '[{"subject": "Zoë", "predicate": "lives in", "object": "東京", "object_type": "entity", "content": "Zoë lives in 東京", "valid_from": "2024-03-01T00:00:00Z"},
+                         {"subject": "東京", "predicate": "likes", "object": "tea", "content": "東京 likes tea", "valid_from": "2024-01-01T00:00:00Z"}]', 'b');
+call pg_temp.step(array['b', 'b0']);
+call pg_temp.exec($$ select memory.retract_fact(pg_temp.id('b'), pg_temp.lives_fact('b', 'Zoë lives in Paris')) $$);
+call pg_temp.exec($$ select memory.retract_fact(pg_temp.id('b0'), pg_temp.lives_fact('b0', 'Zoë lives in Paris')) $$);
+call pg_temp.step(array['b', 'b0']);
+-- C: 東京 from March; then Paris from January (laid out ending at March); Paris closed in June.
+call pg_temp.put('c1', '[{"subject": "Zoë", "predicate": "lives in", "object": "東京", "object_type": "entity", "content": "Zoë lives in 東京", "valid_from": "2024-03-01T00:00:00Z"},
+                         {"subject": "東京", "predicate": "likes", "object": "tea", "content": "東京 likes tea", "valid_from": "2024-01-01T00:00:00Z"}]', 'c');
+call pg_temp.step(array['c', 'c0']);
+call pg_temp.put('c2', '[{"subject": "Zoë", "predicate": "lives in", "object": "Paris", "object_type": "entity", "content": "Zoë lives in Paris", "valid_from": "2024-01-01T00:00:00Z"}]', 'c');
+call pg_temp.put('c02', '[{"subject": "Zoë", "predicate": "lives in", "object": "Paris", "object_type": "entity", "content": "Zoë lives in Paris", "valid_from": "2024-01-01T00:00:00Z"}]', 'c0');
+call pg_temp.step(array['c', 'c0']);
+call pg_temp.exec($$ select memory.close_fact(pg_temp.id('c'), pg_temp.lives_fact('c', 'Zoë lives in Paris'), '2024-06-01Z') $$);
+call pg_temp.exec($$ select memory.close_fact(pg_temp.id('c0'), pg_temp.lives_fact('c0', 'Zoë lives in Paris'), '2024-06-01Z') $$);
+call pg_temp.step(array['c', 'c0']);
+
+select is(pg_temp.lives('a', '2024-03-01Z', now() - interval '90 minutes'), 'Zoë lives in 東京',
+          'A, control: before the wipe, 東京 held in March (as believed just after the first write)');
+select is(pg_temp.lives('b', '2024-03-01Z', now() - interval '90 minutes'), 'Zoë lives in 東京',
+          'B, control: before the wipe, 東京 held from March (as believed just after the second write)');
+insert into res values ('wa', memory.wipe(pg_temp.id('a'), p_subject => '東京')),
+                       ('wb', memory.wipe(pg_temp.id('b'), p_subject => '東京')),
+                       ('wc', memory.wipe(pg_temp.id('c'), p_subject => '東京'));
+select is(pg_temp.lives('a', '2024-09-07Z', now() - interval '90 minutes'), 'Zoë lives in Zürich',
+          'A: just after the first write, Zürich alone holds from its start (never Paris and Zürich at once)');
+select is(pg_temp.lives('b', '2024-03-01Z', now() - interval '90 minutes'), 'Zoë lives in Paris',
+          'B: just after the second write, Paris holds in March (its retraction came later)');
+select is(pg_temp.lives('c', '2024-06-01Z', now() - interval '90 minutes'), 'Zoë lives in Paris',
+          'C: just after the second write, Paris holds in June (the close came later)');
+select is(pg_temp.lives('c', '2024-06-01Z', now() - interval '30 minutes'), null,
+          'C, control: after the close, Paris ends in June');
+select is(pg_temp.past('a'), pg_temp.past('a0'), 'A: every instant at every known_at reads as if 東京 had never been named');
+select is(pg_temp.past('b'), pg_temp.past('b0'), 'B: every instant at every known_at reads as if 東京 had never been named');
+select is(pg_temp.past('c'), pg_temp.past('c0'), 'C: every instant at every known_at reads as if 東京 had never been named');
+select is(pg_temp.past_edges('a'), pg_temp.past_edges('a0'), 'A: and so do the edges');
+select is(pg_temp.past_edges('b'), pg_temp.past_edges('b0'), 'B: and so do the edges');
+select is(pg_temp.past_edges('c'), pg_temp.past_edges('c0'), 'C: and so do the edges');
 
 select * from finish();
 ROLLBACK;
