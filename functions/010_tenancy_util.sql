@@ -2,9 +2,13 @@
 -- CREATE OR REPLACE only: this file is re-applied on every migrate.
 
 -- Normalization: one definition for entity names, predicates, objects and
--- content.  NFKC, Unicode case folding, punctuation to spaces, whitespace
--- collapsed.  Letters and marks of every script are kept ("Zürich" ->
--- "zürich", "東京" stays).  The collation that gives Unicode-aware case
+-- content.  Default-ignorable code points dropped (zero-width spaces and
+-- joiners, direction marks, BOM, soft hyphen, variation selectors: text
+-- that looks the same is one key), NFKC, Unicode case folding, punctuation
+-- to spaces, whitespace collapsed.  Letters and marks of every script are
+-- kept ("Zürich" -> "zürich", "東京" stays), and letters of different
+-- scripts stay different: a Cyrillic "о" is not a Latin "o" (confusables are
+-- not merged; a wrong merge of two entities is worse than a missed one).  The collation that gives Unicode-aware case
 -- folding differs by server version, so the body is written for the server
 -- it is installed on.  NFKC leaves ASCII as it is, so ASCII text (one byte
 -- per character) skips it: most names and sentences are ASCII, and NFKC was
@@ -16,8 +20,17 @@
 -- body is strict, and CASE is not); NULL still gives NULL.
 do $do$
 declare
-  nfkc constant text :=
-    '(case when octet_length(p_text) = length(p_text) then p_text else normalize(p_text, NFKC) end)';
+  -- Unicode's Default_Ignorable_Code_Point set: none of them is ASCII, and
+  -- NFKC and case folding make none of them from other characters, so they
+  -- are dropped in the non-ASCII branch, before NFKC (a ZWJ between a letter
+  -- and a combining mark would otherwise keep the two from composing).
+  ignorable constant text :=
+    '[\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E'
+    '\u2060-\u206F\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFF8\U0001BCA0-\U0001BCA3'
+    '\U0001D173-\U0001D17A\U000E0000-\U000E0FFF]';
+  nfkc constant text := format(
+    '(case when octet_length(p_text) = length(p_text) then p_text '
+    'else normalize(regexp_replace(p_text, %L, '''', ''g''), NFKC) end)', ignorable);
   folded text;
 begin
   if exists (select from pg_collation where collname = 'pg_unicode_fast')
@@ -42,51 +55,75 @@ begin
 end
 $do$;
 comment on function memory.normalize_text(text) is
-  'The one normalization: NFKC, Unicode case fold, punctuation stripped, whitespace collapsed. Used for entity names, predicates, objects and content.';
+  'The one normalization: default-ignorable code points dropped, NFKC, Unicode case fold, punctuation stripped, whitespace collapsed. Confusable letters of other scripts (a Cyrillic о for a Latin o) stay distinct: a wrong merge is worse than a missed one. Used for entity names, predicates, objects and content.';
 
--- Timestamps without a zone are read as UTC everywhere (the functions that
--- parse client input run with TimeZone = UTC).  ISO 8601 only: PostgreSQL
--- would also read 'now', 'tomorrow' or 'Jan 5 2024', which a client sending
--- one of them did not mean as data.  From PostgreSQL 16 on, input functions
--- report bad input without raising (pg_input_is_valid), so the check needs
--- no exception block: each one is a subtransaction, paid per timestamp of
--- every batch.  Older servers keep the exception block.
+-- What an instant is, for every path that takes one from a client as text
+-- (assert_facts' valid_from and valid_to, ingest's occurred_at, the
+-- extraction model's windows): ISO 8601 and nothing else, the whole string
+-- -- a date, optionally a time (T or one space) with optional seconds and
+-- a fraction of up to nine digits, then a zone (Z, +hh:mm, +hhmm or +hh);
+-- a bare date may end in Z ('2024-01-01Z': that day's midnight UTC).
+-- Without a zone it is UTC.  PostgreSQL alone would also read 'now', 'Jan 5 2024',
+-- '2024-01-01 BC' or '2024-01-01 allballs', which no client means as data.
+-- After conversion to UTC it must lie in years 1..9999 (instant_in_range):
+-- '9999-12-31T23:59:59-14:00' is year 10000 and '0001-01-01T00:00:00+14:00'
+-- is 1 BC, which no ISO 8601 text of four-digit years can be written back
+-- as.  Infinity is not an instant.  NULL when the text is not one.  From
+-- PostgreSQL 16 on, input functions report bad input without raising
+-- (pg_input_is_valid), so the check needs no exception block: each one is
+-- a subtransaction, paid per timestamp of every batch.  Older servers keep
+-- the exception block.
+create or replace function memory_internal.instant_in_range(p_at timestamptz) returns boolean
+  language sql immutable parallel safe
+  as $$ select p_at >= '0001-01-01 00:00:00+00' and p_at < '10000-01-01 00:00:00+00' $$;
+comment on function memory_internal.instant_in_range(timestamptz) is
+  'Whether an instant lies in years 1..9999 UTC: the instants a client may give and every read can write back as ISO 8601.';
+
 do $do$
+declare
+  iso constant text :=
+    '^[0-9]{4}-[0-9]{2}-[0-9]{2}'
+    '([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,9})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?|Z)?$';
 begin
   if exists (select from pg_proc where proname = 'pg_input_is_valid') then
-    execute $f$
+    execute format($f$
       create or replace function memory_internal.try_timestamptz(p_text text) returns timestamptz
         language plpgsql stable
         set timezone = 'UTC'
       as $$
+      declare
+        v timestamptz;
       begin
-        if p_text !~ '^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}'
-           or not pg_input_is_valid(p_text, 'timestamptz') then
+        if p_text !~ %L or not pg_input_is_valid(p_text, 'timestamptz') then
           return null;
         end if;
-        return p_text::timestamptz;
+        v := p_text::timestamptz;
+        return case when memory_internal.instant_in_range(v) then v end;
       end
-      $$ $f$;
+      $$ $f$, iso);
   else
-    execute $f$
+    execute format($f$
       create or replace function memory_internal.try_timestamptz(p_text text) returns timestamptz
         language plpgsql stable
         set timezone = 'UTC'
       as $$
+      declare
+        v timestamptz;
       begin
-        if p_text !~ '^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}' then
+        if p_text !~ %L then
           return null;
         end if;
-        return p_text::timestamptz;
+        v := p_text::timestamptz;
+        return case when memory_internal.instant_in_range(v) then v end;
       exception when others then
         return null;
       end
-      $$ $f$;
+      $$ $f$, iso);
   end if;
 end
 $do$;
 comment on function memory_internal.try_timestamptz(text) is
-  'Parse client text as an ISO 8601 timestamptz (zone-less = UTC); NULL when it is not one.';
+  'The one definition of an instant given as text: the whole string ISO 8601 (date, optional time (T or space) with seconds and up to 9 fraction digits, zone Z/±hh:mm/±hhmm/±hh after a time, Z after a bare date, none = UTC), in years 1..9999 after conversion to UTC. NULL when it is not one.';
 
 -- A version 7 UUID (RFC 9562): the millisecond Unix time of p_at in the
 -- first 48 bits, then p_random's bits with the version nibble set to 7

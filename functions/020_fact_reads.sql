@@ -45,22 +45,33 @@ comment on function memory_internal.read_instants(timestamptz, timestamptz) is
   'The instants a read asks about: p_at, else now(); p_known_at, else this transaction''s record-time instant (its own writes included). NULL and omitted mean the same for every read.';
 
 -- The PL/pgSQL readers (search, context, list_facts, graph_neighbors) also
--- refuse an infinite instant, which names no moment: at 'infinity' no
--- window, open ones included, would hold.  (facts_at and edges_at, inlined
+-- refuse an instant outside years 1..9999 UTC (infinity included): at
+-- 'infinity' no window, open ones included, would hold, and an answer
+-- about year 10000 or a year BC could not be written back as ISO 8601.
+-- The bounds are memory_internal.instant_in_range's, written out so that
+-- every role that reads can call this.  (facts_at and edges_at, inlined
 -- into their callers' queries, cannot raise: they answer nothing.)
 create or replace function memory_internal.check_instants(p_at timestamptz, p_known_at timestamptz)
   returns void
   language plpgsql immutable
 as $$
+declare
+  v_bad text := case
+    when not (p_at >= '0001-01-01 00:00:00+00' and p_at < '10000-01-01 00:00:00+00') then 'as_of'
+    when not (p_known_at >= '0001-01-01 00:00:00+00' and p_known_at < '10000-01-01 00:00:00+00')
+      then 'known_at' end;
 begin
   if not isfinite(p_at) or not isfinite(p_known_at) then
     raise exception 'as_of and known_at must be finite' using errcode = 'invalid_parameter_value',
-      detail = case when not isfinite(p_at) then 'as_of' else 'known_at' end;
+      detail = v_bad;
+  elsif v_bad is not null then
+    raise exception '% must be an instant in years 1 to 9999 (UTC)', v_bad
+      using errcode = 'invalid_parameter_value', detail = v_bad;
   end if;
 end
 $$;
 comment on function memory_internal.check_instants(timestamptz, timestamptz) is
-  'Refuse an infinite as_of (at) or known_at, naming which (22023): what the PL/pgSQL readers call after read_instants.';
+  'Refuse an as_of (at) or known_at outside years 1..9999 UTC (infinity included), naming which (22023): what the PL/pgSQL readers call after read_instants.';
 
 create or replace function memory.facts_at(
   p_project uuid,

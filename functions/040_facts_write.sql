@@ -362,6 +362,44 @@ create or replace function memory_internal.json_text(p_value jsonb) returns text
   $$;
 
 
+-- The keys a fact may have, and the JSON type of each: a fact with any
+-- other key (a typo such as valid_form would otherwise leave the fact
+-- valid from now) or a field of another type (subject 123 would otherwise
+-- be the entity "123") is refused, naming the key or field.  JSON null is
+-- an absent optional field.  NULL when the shape is right; the first
+-- unknown key (in key order) wins over a wrong type.  For assert_facts and
+-- for the extraction model's facts (apply_extraction).
+create or replace function memory_internal.fact_keys() returns text[]
+  language sql immutable parallel safe
+  as $$ select '{subject,predicate,object,content,object_type,subject_type,object_entity_type,source_episode_id,confidence,valid_from,valid_to}'::text[] $$;
+comment on function memory_internal.fact_keys() is
+  'The keys a fact of assert_facts may have, in the order their types are checked (fact_key_types).';
+create or replace function memory_internal.fact_key_types() returns text[]
+  language sql immutable parallel safe
+  as $$ select '{string,string,string,string,string,string,string,string,number,string,string}'::text[] $$;
+comment on function memory_internal.fact_key_types() is
+  'The JSON type of each key of memory_internal.fact_keys(), in its order.';
+
+create or replace function memory_internal.fact_shape_problem(p_fact jsonb) returns text[]
+  language sql immutable parallel safe
+  as $$
+    select case
+      when jsonb_typeof(p_fact) is distinct from 'object' then null
+      when p_fact - memory_internal.fact_keys() <> '{}' then
+        (select array[k, format('unknown key "%s" (a fact has %s)', k,
+                                array_to_string(memory_internal.fact_keys(), ', '))]
+           from jsonb_object_keys(p_fact - memory_internal.fact_keys()) k
+          order by k limit 1)
+      else
+        (select array[k, format('%s must be a %s, not %s', k, t, jsonb_typeof(p_fact -> k))]
+           from unnest(memory_internal.fact_keys(), memory_internal.fact_key_types()) with ordinality u(k, t, n)
+          where jsonb_typeof(p_fact -> k) not in (t, 'null')
+          order by n limit 1)
+    end
+  $$;
+comment on function memory_internal.fact_shape_problem(jsonb) is
+  'A fact''s first unknown key or wrongly typed field as {field, message}; NULL when every key is documented and of its JSON type (null = absent).';
+
 -- Parse and validate a batch.  One row per element: the fact (resolved
 -- fields still empty) or the field that is wrong and why.  The first
 -- problem found is the one reported.
@@ -403,6 +441,7 @@ begin
              memory.normalize_text(f.subject) as subject_norm,
              pr.predicate_norm,
              memory.normalize_text(f.object) as object_norm,
+             memory_internal.fact_shape_problem(f.e) as shape,
              case when f.from_type = 'string'
                   then memory_internal.try_timestamptz(f.e ->> 'valid_from') end as vf,
              case when f.to_type = 'string'
@@ -424,6 +463,7 @@ begin
              coalesce(h.vf, h.episode_at, now()) as valid_from,
              case
                when not h.is_object then array['fact', 'each fact must be a JSON object']
+               when h.shape is not null then h.shape
                when coalesce(btrim(h.subject), '') = '' then
                  array['subject', 'subject is required and must be a non-empty string']
                when h.subject_norm = '' then array['subject', 'subject has no letters or digits']
@@ -816,4 +856,4 @@ begin
 end
 $$;
 comment on function memory.assert_facts(uuid, jsonb, text, uuid, boolean, text) is
-  'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?}. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (the same claim already holds), refused (a retracted claim; p_override_tombstones lifts it) or invalid (reported with its field). Zone-less timestamps are UTC. Returns counts, superseded_pairs and a per-fact result.';
+  'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Returns counts, superseded_pairs and a per-fact result.';

@@ -104,7 +104,10 @@ begin
   end if;
   if p_at is null or not isfinite(p_at) then
     raise exception 'the closing instant must be a finite timestamp' using errcode = 'invalid_parameter_value';
-
+  end if;
+  if not memory_internal.instant_in_range(p_at) then
+    raise exception 'the closing instant must be in years 1 to 9999 (UTC), not %', p_at
+      using errcode = 'invalid_parameter_value', detail = 'at';
   end if;
   f := memory_internal.lock_fact(v_org, p_project, p_fact);
   if f.invalid_at is not null then

@@ -57,6 +57,12 @@ begin
       select (t.ord - 1)::integer as idx,
              case
                when jsonb_typeof(t.e) <> 'object' then 'must be a JSON object'
+               -- A message has these keys and no other: a misspelt
+               -- occurred_at would otherwise leave the message at now().
+               when t.e - '{role,content,occurred_at,metadata}'::text[] <> '{}' then
+                 (select format('unknown key "%s" (a message has role, content, occurred_at, metadata)', k)
+                    from jsonb_object_keys(t.e - '{role,content,occurred_at,metadata}'::text[]) k
+                   order by k limit 1)
                when jsonb_typeof(t.e -> 'role') is distinct from 'string'
                     or t.e ->> 'role' not in ('user', 'assistant', 'system', 'tool')
                  then 'role must be one of user, assistant, system, tool'
@@ -67,8 +73,7 @@ begin
                  then format('content is longer than %s characters', c_max_content)
                when coalesce(jsonb_typeof(t.e -> 'occurred_at'), 'null') not in ('null', 'string')
                     or (jsonb_typeof(t.e -> 'occurred_at') = 'string'
-                        and (memory_internal.try_timestamptz(t.e ->> 'occurred_at') is null
-                             or not isfinite(memory_internal.try_timestamptz(t.e ->> 'occurred_at'))))
+                        and memory_internal.try_timestamptz(t.e ->> 'occurred_at') is null)
                  then 'occurred_at must be an ISO 8601 timestamp'
                when coalesce(jsonb_typeof(t.e -> 'metadata'), 'null') not in ('null', 'object')
                  then 'metadata must be a JSON object'

@@ -133,6 +133,9 @@ declare
   v_kept jsonb;
   v_dropped_low integer;
   v_dropped_dead integer;
+  v_malformed jsonb;
+  v_ignored jsonb;
+  v_skipped integer;
   v_result jsonb;
   v_closed integer := 0; v_unknown integer := 0;
   v_n integer;
@@ -157,17 +160,33 @@ begin
     end if;
   end loop;
 
-  -- Entities: names (with type and summary) and their aliases.
+  -- Entities: names (with type and summary) and their aliases.  An entry
+  -- whose name is not a string, or whose type, summary or aliases are of
+  -- another JSON type, is skipped and counted (a number would otherwise be
+  -- an entity named by its digits).
   begin
     v_n := 0;
+    v_skipped := 0;
     for x in select * from jsonb_array_elements(coalesce(p_payload -> 'entities', '[]')) loop
+      if jsonb_typeof(x) is distinct from 'object'
+         or jsonb_typeof(x -> 'name') is distinct from 'string'
+         or coalesce(jsonb_typeof(x -> 'type'), 'null') not in ('string', 'null')
+         or coalesce(jsonb_typeof(x -> 'summary'), 'null') not in ('string', 'null')
+         or coalesce(jsonb_typeof(x -> 'aliases'), 'null') not in ('array', 'null')
+         or exists (select from jsonb_array_elements(case when jsonb_typeof(x -> 'aliases') = 'array'
+                                                          then x -> 'aliases' else '[]' end) a
+                     where jsonb_typeof(a) <> 'string') then
+        v_skipped := v_skipped + 1;
+        continue;
+      end if;
       perform memory.upsert_entity(ep.project_id, x ->> 'name', x ->> 'type', x ->> 'summary');
       perform memory.add_alias(ep.project_id, x ->> 'name', a)
          from jsonb_array_elements_text(coalesce(x -> 'aliases', '[]')) a
         where memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(a)) is null;
       v_n := v_n + 1;
     end loop;
-    v_report := v_report || jsonb_build_object('entities', jsonb_build_object('upserted', v_n));
+    v_report := v_report || jsonb_build_object('entities',
+      jsonb_build_object('upserted', v_n, 'skipped_malformed', v_skipped));
   exception when others then
     v_failed := v_failed || 'entities'::text;
     v_report := v_report || jsonb_build_object('entities', jsonb_build_object('error', sqlerrm));
@@ -176,14 +195,32 @@ begin
   -- Facts: through assert_facts, so supersession, tombstones and world-time
   -- order apply; valid_from defaults to the episode's instant.  Facts below
   -- the confidence floor and windows that end before they start are
-  -- dropped here.
+  -- dropped here.  The model's answer is not a client's request: keys
+  -- outside a fact's documented set are left out (and listed in
+  -- ignored_keys), and a fact with a field of the wrong JSON type (subject
+  -- 123, confidence "high") is dropped and reported in malformed, so that
+  -- neither fails the job; any other invalid fact still fails the section.
   begin
-    v_facts := coalesce(p_payload -> 'facts', '[]');
+    select coalesce(jsonb_agg(case when jsonb_typeof(t.e) = 'object'
+                                   then (select coalesce(jsonb_object_agg(j.k, j.v), '{}')
+                                           from jsonb_each(t.e) j(k, v)
+                                          where j.k = any (memory_internal.fact_keys()))
+                                   else t.e end order by t.ord), '[]'),
+           coalesce((select jsonb_agg(distinct k order by k)
+                       from jsonb_array_elements(coalesce(p_payload -> 'facts', '[]')) a(e)
+                      cross join lateral jsonb_object_keys(case when jsonb_typeof(a.e) = 'object'
+                                                                then a.e else '{}' end) k
+                      where k <> all (memory_internal.fact_keys())), '[]')
+      into v_facts, v_ignored
+      from jsonb_array_elements(coalesce(p_payload -> 'facts', '[]')) with ordinality t(e, ord);
     select coalesce(jsonb_agg(f.e order by f.ord) filter (where k.keep), '[]'),
-           count(*) filter (where coalesce(f.low, false)),
-           count(*) filter (where coalesce(f.dead, false) and not coalesce(f.low, false))
-      into v_kept, v_dropped_low, v_dropped_dead
-      from (select t.e, t.ord,
+           count(*) filter (where coalesce(f.low, false) and f.shape is null),
+           count(*) filter (where coalesce(f.dead, false) and not coalesce(f.low, false) and f.shape is null),
+           coalesce(jsonb_agg(jsonb_build_object('index', f.ord - 1, 'error',
+                                                 jsonb_build_object('field', f.shape[1], 'message', f.shape[2]))
+                              order by f.ord) filter (where f.shape is not null), '[]')
+      into v_kept, v_dropped_low, v_dropped_dead, v_malformed
+      from (select t.e, t.ord, memory_internal.fact_shape_problem(t.e) as shape,
                    jsonb_typeof(t.e -> 'confidence') = 'number'
                      and (t.e ->> 'confidence')::numeric < p_min_confidence as low,
                    jsonb_typeof(t.e -> 'valid_to') = 'string'
@@ -191,11 +228,12 @@ begin
                          <= coalesce(memory_internal.try_timestamptz(t.e ->> 'valid_from'), ep.occurred_at)
                      as dead
               from jsonb_array_elements(v_facts) with ordinality t(e, ord)) f
-      cross join lateral (select not coalesce(f.low, false) and not coalesce(f.dead, false) as keep) k
+      cross join lateral (select f.shape is null and not coalesce(f.low, false)
+                                 and not coalesce(f.dead, false) as keep) k
       group by ();
     v_result := memory.assert_facts(ep.project_id, v_kept, 'extraction', p_episode, false, 'extraction');
-    -- A malformed fact fails the whole section (rolled back, reported), so
-    -- the job is retried rather than a fact silently lost.
+    -- Any other invalid fact fails the whole section (rolled back,
+    -- reported), so the job is retried rather than a fact silently lost.
     if (v_result ->> 'invalid')::integer > 0 then
       raise exception 'facts: % invalid: %', v_result ->> 'invalid',
         (select jsonb_agg(r) from jsonb_array_elements(v_result -> 'results') r
@@ -205,6 +243,8 @@ begin
     v_report := v_report || jsonb_build_object('facts',
       (v_result - 'results') || jsonb_build_object(
         'dropped_low_confidence', v_dropped_low, 'dropped_born_dead', v_dropped_dead,
+        'dropped_malformed', jsonb_array_length(v_malformed), 'malformed', v_malformed,
+        'ignored_keys', v_ignored,
         'errors', (select coalesce(jsonb_agg(r), '[]') from jsonb_array_elements(v_result -> 'results') r
                     where r ->> 'status' = 'invalid')));
   exception when others then

@@ -106,6 +106,7 @@ grant execute on function
   memory.queue_stats()
   to chronomem_app;
 grant execute on function memory_internal.try_timestamptz(text), memory_internal.is_uuid(text),
+  memory_internal.instant_in_range(timestamptz),
   memory_internal.extraction_fact_ids(uuid, integer)
   to chronomem_app;
 

@@ -249,14 +249,16 @@ def test_assert_reports_bad_facts_without_losing_the_batch(api: Client, project:
         [
             plan("pro", T_JAN),
             {"subject": "user 42", "predicate": "plan", "object": "x", "valid_from": "soon"},
-            {"subject": 42, "predicate": "", "object": "x"},
+            {"subject": "user 44", "predicate": "", "object": "x"},
+            {"subject": 42, "predicate": "plan", "object": "x"},
             plan("basic", T_JAN, subject="user 43"),
         ],
     )
-    assert (result.inserted, result.invalid) == (2, 2)
-    assert [r.status for r in result.results] == ["inserted", "invalid", "invalid", "inserted"]
-    assert result.results[1].error is not None and result.results[1].error.field == "valid_from"
-    assert result.results[2].error is not None and result.results[2].error.field == "predicate"
+    assert (result.inserted, result.invalid) == (2, 3)
+    statuses = ["inserted", "invalid", "invalid", "invalid", "inserted"]
+    assert [r.status for r in result.results] == statuses
+    fields = [r.error.field if r.error else None for r in result.results]
+    assert fields == [None, "valid_from", "predicate", "subject", None]
 
 
 def test_fact_pages_follow_the_cursor(api: Client, project: uuid.UUID) -> None:

@@ -282,3 +282,102 @@ def test_a_batch_of_only_bad_facts_writes_nothing(project: Project) -> None:
         k: v for k, v in before.items() if k != "counters"
     }
     assert after["counters"] == before["counters"] + 3
+
+
+def test_an_instant_is_iso_8601_in_years_1_to_9999_and_nothing_after_it(
+    project: Project,
+) -> None:
+    """Text that is not one ISO 8601 instant within years 1..9999 (UTC) is refused per
+    fact, naming the field; the controls beside them are stored."""
+    bad = [
+        "2024-01-01 BC",  # read as 2024 BC by the first ten characters
+        "9999-12-31T23:59:59-14:00",  # year 10000 in UTC
+        "0001-01-01T00:00:00+14:00",  # 1 BC in UTC
+        "2024-01-01 allballs",
+        "2024-01-01 5:00 pm",
+        "2024-01-01T00:00:00Z trailing",
+        " 2024-01-01T00:00:00Z",
+        "2024-01-01T00:00:00 America/New_York",
+        "-infinity",
+        "10000-01-01",
+        "2024-01-01+02",  # a zone needs a time (a bare date may end in Z only)
+        "2024-01-01T00:00:00.1234567891Z",  # more than nine fraction digits
+    ]
+    good = ["2024-01-01T00:00:00Z", "2024-01-01 12:00:00+02", "2024-01-01", "9999-12-31T23:59:59Z",
+            "2024-01-01Z", "2024-01-01T12:00+0530", "2024-01-01T12:00:00.123456789-03"]  # fmt: skip
+    facts: list[Fact] = []
+    expect: list[str | None] = []
+    for n, text in enumerate(bad):
+        facts.append(_ok(f"from {n}", valid_from=text))
+        expect.append("valid_from")
+        facts.append(_ok(f"to {n}", valid_from="2000-01-01T00:00:00Z", valid_to=text))
+        expect.append("valid_to")
+    for n, text in enumerate(good):
+        facts.append(_ok(f"good from {n}", valid_from=text))
+        expect.append(None)
+        facts.append(_ok(f"good to {n}", valid_from="0001-01-01T00:00:00Z", valid_to=text))
+        expect.append(None)
+    result = project.assert_facts(facts)
+    for fact, field, r in zip(facts, expect, result["results"], strict=True):
+        if field is None:
+            assert r["status"] == "inserted", (fact, r)
+        else:
+            assert r["status"] == "invalid", (fact, r)
+            assert r["error"]["field"] == field, (fact, r)
+            assert "ISO 8601" in r["error"]["message"], (fact, r)
+    assert result["inserted"] == 2 * len(good)
+    assert project.contents() == {f["content"] for f, e in zip(facts, expect, strict=True) if not e}
+
+
+def test_wrong_types_and_unknown_keys_are_refused_per_fact(project: Project) -> None:
+    """Each wrong JSON type and each key outside the documented set makes its fact invalid,
+    naming the field or key; the rest of the batch is stored."""
+    cases: list[tuple[Fact, str | None]] = [
+        (_ok("x", subject=123), "subject"),
+        (_ok("x", predicate=7), "predicate"),
+        (_ok("x", object=True), "object"),
+        (_ok("x", object=["a"]), "object"),
+        (_ok("x", confidence="high"), "confidence"),
+        (_ok("x", valid_form="2024-01-01T00:00:00Z"), "valid_form"),
+        (_ok("x", override_tombstones=True), "override_tombstones"),
+        (_ok("x", subject_type=5), "subject_type"),
+        (_ok("x", object_entity_type={"t": 1}), "object_entity_type"),
+        (_ok("x", object_type=1), "object_type"),
+        (_ok("with types", subject_type="person", object_entity_type="city"), None),
+        (_ok("with nulls", subject_type=None, confidence=None, valid_to=None), None),
+        (_ok("control"), None),
+    ]
+    result = project.assert_facts([f for f, _ in cases])
+    for (fact, field), r in zip(cases, result["results"], strict=True):
+        if field is None:
+            assert r["status"] == "inserted", (fact, r)
+        else:
+            assert r["status"] == "invalid", (fact, r)
+            assert r["error"]["field"] == field, (fact, r)
+            assert field in r["error"]["message"], (fact, r)
+    assert result["inserted"] == 3
+
+
+def test_reads_refuse_instants_outside_years_1_to_9999(
+    conn: psycopg.Connection[Any], project: Project
+) -> None:
+    project.assert_facts([_ok("held")])
+    for arg, at in (("as_of", "10000-01-01T00:00:00Z"), ("known_at", "0001-12-31T00:00:00 BC")):
+        with pytest.raises(errors.InvalidParameterValue) as raised, conn.transaction():
+            conn.execute("select memory.use_org(%s)", (project.org,))
+            params = {"as_of": (at, None), "known_at": (None, at)}[arg]
+            conn.execute(
+                "select * from memory.list_facts(%s, p_at => %s::timestamptz, "
+                "p_known_at => %s::timestamptz)",
+                (project.project, *params),
+            )
+        assert raised.value.diag.message_detail == arg
+        assert arg in str(raised.value)
+    # Positive control: the last instant of year 9999 reads.
+    with conn.transaction():
+        conn.execute("select memory.use_org(%s)", (project.org,))
+        rows = conn.execute(
+            "select * from memory.list_facts(%s, p_at => '9999-12-31T23:59:59Z')",
+            (project.project,),
+        ).fetchall()
+    assert rows

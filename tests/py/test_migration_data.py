@@ -156,3 +156,143 @@ def test_0026_fact_embeddings_move_to_their_own_table(server_admin: str) -> None
             conn.execute("select memory.use_org(%s)", (orgs["a"],))
             conn.execute("select memory.wipe(%s)", (projects["a"],))
             assert conn.execute("select count(*) from memory.fact_embeddings").fetchone() == (0,)
+
+
+def test_0035_keys_lose_default_ignorables_without_merging_and_instants_are_bounded(
+    server_admin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys stored by the normalisation before 0035 that hold default-ignorable code points
+    are re-keyed; where a new key would make two rows one, both keep their keys and a
+    NOTICE names them. Stored instants outside years 1..9999 do not fail the migration."""
+    owner, admin = at_revision(server_admin, "0034")
+    org, project = uuid.uuid4(), uuid.uuid4()
+    ent: dict[str, uuid.UUID] = {}
+    facts: dict[str, uuid.UUID] = {}
+    with psycopg.connect(admin) as conn:
+        conn.execute("set session_replication_role = replica")
+        conn.execute("insert into memory.orgs (org_id, name) values (%s, 'o')", (org,))
+        conn.execute(
+            "insert into memory.projects (org_id, project_id, name) values (%s, %s, 'p')",
+            (org, project),
+        )
+        # (label, name, key as the old normalize_text stored it)
+        for label, name, key in [
+            ("jose", "José Alvarez", "josé alvarez"),
+            ("jose_zwj", "José\u200d Alvarez", "josé\u200d alvarez"),  # clashes with jose
+            ("zoe", "Zoë\u200b", "zoë\u200b"),  # re-keyed to zoë
+            ("ana_shy", "Ana\u00adbel", "ana\u00adbel"),  # these two clash with each other
+            ("ana_zw", "Ana\u200bbel", "ana\u200bbel"),
+        ]:
+            ent[label] = conn.execute(
+                "insert into memory.entities (org_id, project_id, name, normalized_name) "
+                "values (%s, %s, %s, %s) returning entity_id",
+                (org, project, name, key),
+            ).fetchone()[0]  # type: ignore[index]
+        conn.execute(
+            "insert into memory.entity_aliases (org_id, project_id, normalized_alias, alias, "
+            "entity_id) values (%s, %s, 'mimi\u2060', 'Mimi\u2060', %s)",
+            (org, project, ent["zoe"]),
+        )
+        for label, subject, predicate, obj, since in [
+            ("zoe_lives", "zoe", "lives\u200b in", "lisbon\u00ad", "2020-01-01Z"),
+            ("tea", "jose", "likes", "tea", "2020-01-01Z"),
+            ("tea_zw", "jose", "likes", "tea\u200b", "2021-01-01Z"),  # would overlap tea
+        ]:
+            facts[label] = conn.execute(
+                "insert into memory.facts (org_id, project_id, subject_id, predicate, "
+                "predicate_label, object_literal, object_key, identity_object, content, "
+                "content_key, source, valid_from, valid_range) "
+                "values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'api', %s, tstzrange(%s, null)) "
+                "returning fact_id",
+                (org, project, ent[subject], predicate, predicate, obj, obj, obj,
+                 f"{subject} {predicate} {obj}", f"{subject} {predicate} {obj}", since, since),
+            ).fetchone()[0]  # type: ignore[index]  # fmt: skip
+        # An episode of year 10000 (what '9999-12-31T23:59:59-14:00' was stored as).
+        session = conn.execute(
+            "insert into memory.sessions (org_id, project_id, external_id) "
+            "values (%s, %s, 's') returning session_id",
+            (org, project),
+        ).fetchone()[0]  # type: ignore[index]
+        conn.execute(
+            "insert into memory.episodes (org_id, project_id, session_id, seq, role, content, "
+            "occurred_at) values (%s, %s, %s, 1, 'user', 'hi', '10000-01-01 09:59:59+00')",
+            (org, project, session),
+        )
+
+    notices: list[str] = []
+    connect = psycopg.connect
+
+    def connect_listening(*args: Any, **kwargs: Any) -> Any:
+        conn = connect(*args, **kwargs)
+        conn.add_notice_handler(lambda d: notices.append(f"{d.severity}: {d.message_primary}"))
+        return conn
+
+    monkeypatch.setattr(psycopg, "connect", connect_listening)
+    migrate(owner)
+    monkeypatch.undo()
+
+    with psycopg.connect(admin) as conn:
+        keys: dict[uuid.UUID, str] = dict(
+            conn.execute(
+                "select entity_id, normalized_name from memory.entities where project_id = %s",
+                (project,),
+            ).fetchall()
+        )
+        assert keys == {
+            ent["jose"]: "josé alvarez",
+            ent["jose_zwj"]: "josé\u200d alvarez",
+            ent["zoe"]: "zoë",
+            ent["ana_shy"]: "ana\u00adbel",
+            ent["ana_zw"]: "ana\u200bbel",
+        }
+        assert conn.execute("select normalized_alias from memory.entity_aliases").fetchall() == [
+            ("mimi",)
+        ]
+        stored = {
+            r[0]: r[1:]
+            for r in conn.execute(
+                "select fact_id, predicate, object_key, identity_object, content_key "
+                "from memory.facts"
+            )
+        }
+        assert stored[facts["zoe_lives"]] == (
+            "lives in", "lisbon", "lisbon", "zoe lives in lisbon"
+        )  # fmt: skip
+        assert stored[facts["tea"]][:3] == ("likes", "tea", "tea")
+        assert stored[facts["tea_zw"]][:3] == ("likes", "tea\u200b", "tea\u200b")
+        # The new functions resolve the re-keyed name, and the clashing rows stay apart.
+        conn.execute("set role chronomem_app")
+        with conn.transaction():
+            conn.execute("select memory.use_org(%s)", (org,))
+            found = conn.execute(
+                "select memory.upsert_entity(%s, %s), memory.upsert_entity(%s, %s)",
+                (project, "ZOË\u200d", project, "Mimi"),
+            ).fetchone()
+        assert found == (ent["zoe"], ent["zoe"])
+        conn.execute("reset role")
+        valid: dict[str, bool] = dict(
+            conn.execute(
+                "select conname, convalidated from pg_constraint "
+                "where conname like '%%_years_check'"
+            ).fetchall()
+        )
+        assert valid == {
+            "facts_valid_from_years_check": True,
+            "facts_asserted_until_years_check": True,
+            "facts_valid_range_years_check": True,
+            "episodes_occurred_at_years_check": False,
+        }
+        # Not validated, the constraint still refuses new rows outside years 1..9999.
+        with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+            conn.execute(
+                "insert into memory.episodes (org_id, project_id, session_id, seq, role, "
+                "content, occurred_at) values (%s, %s, %s, 2, 'user', 'x', '0001-12-31 BC')",
+                (org, project, session),
+            )
+    joined = "\n".join(notices)
+    assert f"entity {ent['jose_zwj']}" in joined
+    assert f"entity {ent['ana_shy']}" in joined and f"entity {ent['ana_zw']}" in joined
+    assert f"entity {ent['jose']}" not in joined and f"entity {ent['zoe']}" not in joined
+    assert 'predicate "likes"' in joined and "overlap" in joined
+    assert "WARNING" in joined and "episodes_occurred_at_years_check" in joined
+    assert f"project {project}: 1 rows" in joined

@@ -3,7 +3,7 @@
 -- Runs as chronomem_app, as the API does.  Fixture ids live in a temp table
 -- (this file is sent as one query string: no psql variables).
 BEGIN;
-select plan(36);
+select plan(41);
 
 
 set local role chronomem_app;
@@ -116,6 +116,31 @@ select isnt(memory.upsert_entity(pg_temp.id('p2'), 'Züri'), memory.upsert_entit
             'p1''s alias does not resolve in p2');
 select is((select count(distinct project_id)::int from memory.entities where normalized_name = 'zürich'), 2,
           'one Zürich per project');
+
+-- Default-ignorable code points (zero-width characters, direction marks,
+-- BOM, soft hyphen, word joiner, variation selectors) are dropped: 18
+-- spellings of José Alvarez that look identical are one entity.  A Cyrillic
+-- о (U+043E) is another letter, not an invisible one: that spelling stays
+-- a separate entity (a wrong merge is worse than a missed one).
+create temp table spellings (n integer, name text) on commit drop;
+insert into spellings values
+  (1, 'José Alvarez'), (2, U&'Jos\00E9\200D Alvarez'), (3, U&'Jos\00E9 \200CAlvarez'),
+  (4, U&'\200BJos\00E9 Alvarez'), (5, U&'Jos\00E9 Alvarez\200E'), (6, U&'\200FJos\00E9 Alvarez'),
+  (7, U&'\FEFFJos\00E9 Alvarez'), (8, U&'Jos\00E9 Al\00ADva\00ADrez'), (9, U&'Jos\2060\00E9 Alvarez'),
+  (10, U&'Jos\00E9\FE0F Alvarez'), (11, U&'J\200Bo\200Bs\00E9 Alvarez'), (12, U&'Jose\0301 Al\200Dvarez'),
+  (13, U&'Jos\00E9 Alva\200Crez'), (14, U&'JOS\00C9 ALVAREZ\FEFF'), (15, U&'Jos\00E9\00A0Alvarez\200F'),
+  (16, U&'Jos\00E9 \2060Alvarez\2060'), (17, U&'\200E\200FJos\00E9 Alvarez'), (18, U&'Jos\00E9 A\FE00lvarez');
+select is((select count(distinct memory.normalize_text(name))::int from spellings), 1,
+          'the 18 spellings of José Alvarez normalize to one key');
+select is((select memory.normalize_text(name) from spellings where n = 8), 'josé alvarez',
+          'a soft hyphen inside a word is dropped, not a separator');
+select is((select count(distinct memory.upsert_entity(pg_temp.id('p2'), name))::int from spellings), 1,
+          'the 18 spellings resolve to one entity');
+select isnt(memory.upsert_entity(pg_temp.id('p2'), U&'Jos\00E9 Alvar\043Ez'),
+            memory.upsert_entity(pg_temp.id('p2'), 'José Alvarez'),
+            'a Cyrillic о spelling stays a separate entity (confusables are not merged)');
+select is(memory.normalize_text(U&'caf\00E9\200B'), memory.normalize_text('café'),
+          'a zero-width space at the end of non-ASCII text goes too');
 
 select * from finish();
 ROLLBACK;

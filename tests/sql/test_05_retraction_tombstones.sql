@@ -7,7 +7,7 @@
 -- columns back one hour after each step, as superuser with triggers off:
 -- Acme is recorded at now() - 2h, Globex at now() - 1h, the retraction at now().
 BEGIN;
-select plan(39);
+select plan(41);
 
 create procedure pg_temp.put(p_k text, p_facts jsonb, p_override boolean default false)
   language sql as $$
@@ -152,6 +152,15 @@ select is((select string_agg(object_key || ' ' || valid_range::text, '; ' order 
              from memory_internal.fact_versions(pg_temp.id('p')) where content like 'Dan%' and invalid_at is null),
           'oslo ["2020-01-01 00:00:00+00","2021-01-01 00:00:00+00")',
           'a restored fact that had been closed (expired) keeps its own end');
+
+-- A close at an instant no client could write back is refused, naming it;
+-- the fact stays as it was (the control: Dan's Oslo window above).
+select throws_ok($$ select memory.close_fact(pg_temp.id('p'), (pg_temp.r('dan') #>> '{results,0,fact_id}')::uuid,
+                                             '10000-01-01Z') $$,
+                 '22023', null, 'a close in year 10000 is refused (22023)');
+select throws_ok($$ select memory.close_fact(pg_temp.id('p'), (pg_temp.r('dan') #>> '{results,0,fact_id}')::uuid,
+                                             '0001-01-01 00:00:00+00'::timestamptz - interval '1 second') $$,
+                 '22023', null, 'a close in 1 BC is refused (22023)');
 
 -- Audit and counters.
 select is((select counts from memory.audit_log where action = 'retract_fact' and resource = 'fact:' || pg_temp.id('globex')),

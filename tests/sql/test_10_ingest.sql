@@ -5,7 +5,7 @@
 -- chronomem_app.  memory_internal.ingest_requests is not readable by the
 -- app role: pg_temp.stored() counts it as superuser (security definer).
 BEGIN;
-select plan(49);
+select plan(52);
 
 create procedure pg_temp.ingest(p_k text, p_session text, p_messages jsonb, p_key text default null,
                                 p_project text default 'p', p_session_metadata jsonb default null)
@@ -197,6 +197,18 @@ select is(pg_temp.error_of($$ call pg_temp.ingest('x', 'bad', '[{"role": "user",
           || '22023 message 0: occurred_at must be an ISO 8601 timestamp [messages[0]] / '
           || '22023 message 0: occurred_at must be an ISO 8601 timestamp [messages[0]]',
           'a bad occurred_at (no such date, infinity, a number): 22023');
+select is((select string_agg(pg_temp.error_of(format($q$ call pg_temp.ingest('x', 'bad', %L) $q$,
+                   jsonb_build_array(jsonb_build_object('role', 'user', 'content', 'a', 'occurred_at', t))::text)),
+                   ' / ' order by n)
+             from unnest(array['2024-01-01 BC', '9999-12-31T23:59:59-14:00', '0001-01-01T00:00:00+14:00',
+                               '2024-01-01 allballs', '2024-01-01 5:00 pm']) with ordinality u(t, n)),
+          rtrim(repeat('22023 message 0: occurred_at must be an ISO 8601 timestamp [messages[0]] / ', 5), ' / '),
+          'occurred_at BC, past year 9999 or before year 1 in UTC, or with text after it: 22023');
+select is(pg_temp.error_of($$ call pg_temp.ingest('x', 'bad', '[{"role": "user", "content": "a"}, {"role": "user", "content": "b", "ocurred_at": "2024-01-01"}]') $$)
+          || ' / ' || pg_temp.error_of($$ call pg_temp.ingest('x', 'bad', '[{"role": "user", "content": "a", "metadata": null, "occurred_at": null}, {"role": "user", "content": 5}]') $$),
+          '22023 message 1: unknown key "ocurred_at" (a message has role, content, occurred_at, metadata) [messages[1]] / '
+          || '22023 message 1: content must be a non-empty string [messages[1]]',
+          'an unknown key names the key (JSON null for the optional fields is accepted)');
 select is(pg_temp.error_of($$ call pg_temp.ingest('x', 'bad', '[{"role": "user", "content": "a", "metadata": ["x"]}]') $$),
           '22023 message 0: metadata must be a JSON object [messages[0]]', 'metadata not an object: 22023');
 select is(pg_temp.error_of($$ call pg_temp.ingest('x', '', '[{"role": "user", "content": "a"}]') $$)
@@ -205,6 +217,11 @@ select is(pg_temp.error_of($$ call pg_temp.ingest('x', '', '[{"role": "user", "c
           || '22023 session must be a non-empty string of at most 200 characters',
           'session '''' or blank: 22023');
 select is(pg_temp.stored(), (select v from snap where k = 'bad'), 'none of the bad calls stored anything');
+call pg_temp.ingest('edges', 'edges', '[{"role": "user", "content": "first", "occurred_at": "0001-01-01T00:00:00Z"},
+                                       {"role": "user", "content": "last", "occurred_at": "9999-12-31T23:59:59Z"}]');
+select is((select array_agg(e.occurred_at order by e.seq) from pg_temp.eps('edges') e),
+          array['0001-01-01T00:00:00Z', '9999-12-31T23:59:59Z']::timestamptz[],
+          'positive control: the first instant of year 1 and the last of year 9999 are accepted');
 call pg_temp.ingest('hundred', 'bad', pg_temp.msgs(100));
 select is((select count(*)::int || ' ' || max(seq) from pg_temp.eps('bad')), '100 100',
           'positive control: exactly 100 good messages are accepted');

@@ -16,7 +16,7 @@
 -- Erin likes chess; Alice lives in Paris from 2025; Alice likes rain
 -- (retracted).  Project q and org B each have an Alice fact of their own.
 BEGIN;
-select plan(47);
+select plan(49);
 -- Windows and instants are compared as text: read them in UTC.
 set local timezone = 'UTC';
 
@@ -122,13 +122,16 @@ select throws_ok($$ select pg_temp.ctx('ep_b') $$, 'P0002', null, 'another org''
 -- B. apply_extraction.
 insert into res values ('payload', jsonb_build_object(
   'entities', '[{"name": "Alice", "type": "person", "summary": "Engineer at Acme", "aliases": ["Ali"]},
-                {"name": "Globex", "type": "company"}]'::jsonb,
-  'facts', '[{"subject": "Alice", "predicate": "plans to join", "object": "Globex", "confidence": 0.9},
+                {"name": "Globex", "type": "company"},
+                {"name": 456, "type": "number"}, {"name": "Initech", "aliases": "IT"}]'::jsonb,
+  'facts', '[{"subject": "Alice", "predicate": "plans to join", "object": "Globex", "confidence": 0.9, "reasoning": "she said so"},
              {"subject": "Alice", "predicate": "met", "object": "Bobby", "valid_from": "2024-02-01T00:00:00Z", "confidence": 0.8},
              {"subject": "Alice", "predicate": "likes", "object": "snow", "confidence": 0.5},
              {"subject": "Alice", "predicate": "likes", "object": "hail", "confidence": 0.2},
              {"subject": "Alice", "predicate": "visited", "object": "Rome", "valid_from": "2024-01-02T00:00:00Z", "valid_to": "2024-01-01T00:00:00Z"},
-             {"subject": "Alice", "predicate": "visited", "object": "Oslo", "valid_to": "2024-03-01T09:00:00Z"}]'::jsonb,
+             {"subject": "Alice", "predicate": "visited", "object": "Oslo", "valid_to": "2024-03-01T09:00:00Z"},
+             {"subject": 123, "predicate": "likes", "object": "numbers"},
+             {"subject": "Alice", "predicate": "likes", "object": "tea", "confidence": "high", "why": "guess"}]'::jsonb,
   'contradictions', jsonb_build_array(
     jsonb_build_object('fact_id', pg_temp.id('alice_acme'), 'reason', 'Alice is moving to Globex'),
     jsonb_build_object('fact_id', 'not-a-uuid'),
@@ -144,12 +147,24 @@ select is(pg_temp.r('a1') -> 'failed_sections', '[]'::jsonb, 'no section failed'
 select is((select string_agg(e.name || ' ' || e.entity_type || ' ' || coalesce(e.summary, '-'), ', ' order by e.name)
              from memory.entities e where e.project_id = pg_temp.id('p') and e.name in ('Alice', 'Globex')),
           'Alice person Engineer at Acme, Globex company -', 'entities upserted with type and summary');
+select is((pg_temp.r('a1') -> 'entities')::text
+          || ' ' || (select count(*) from memory.entities e
+                      where e.project_id = pg_temp.id('p') and e.normalized_name in ('456', 'initech')),
+          '{"upserted": 2, "skipped_malformed": 2} 0',
+          'entities of wrong JSON types (name 456, aliases a string) are skipped and counted, not stored');
 select is(memory_internal.find_entity(pg_temp.id('org'), pg_temp.id('p'), 'ali'),
           memory_internal.find_entity(pg_temp.id('org'), pg_temp.id('p'), 'alice'), 'the alias Ali resolves to Alice');
 select is((pg_temp.r('a1') -> 'facts') - 'superseded_pairs',
           '{"inserted": 3, "superseded": 0, "skipped": 0, "refused": 0, "invalid": 0,
-            "dropped_low_confidence": 1, "dropped_born_dead": 2, "errors": []}'::jsonb,
-          'facts: 3 inserted, 1 below the floor and 2 born dead dropped and counted');
+            "dropped_low_confidence": 1, "dropped_born_dead": 2, "dropped_malformed": 2,
+            "malformed": [{"index": 6, "error": {"field": "subject", "message": "subject must be a string, not number"}},
+                          {"index": 7, "error": {"field": "confidence", "message": "confidence must be a number, not string"}}],
+            "ignored_keys": ["reasoning", "why"], "errors": []}'::jsonb,
+          'facts: 3 inserted, 1 below the floor and 2 born dead dropped and counted, 2 of wrong types dropped and named, unknown keys left out and listed');
+select is((select count(*)::int from memory.entities e where e.project_id = pg_temp.id('p') and e.normalized_name = '123')
+          + (select count(*)::int from memory_internal.fact_versions(pg_temp.id('p'))
+              where source_episode_id = pg_temp.id('ep') and object_key in ('numbers', 'tea')), 0,
+          'the facts of wrong types store nothing (no entity "123")');
 select is((select string_agg(v.predicate || ' ' || coalesce(v.object_literal, 'entity') || ' ' || v.valid_from || ' ' || v.source
                              || ' ' || v.actor || ' ' || v.confidence, ', ' order by v.predicate)
              from memory_internal.fact_versions(pg_temp.id('p')) v where v.source_episode_id = pg_temp.id('ep')),
@@ -193,7 +208,8 @@ call pg_temp.apply('a2', 'ep', pg_temp.r('payload'));
 select is(pg_temp.state(), (select v from snap where k = 'before_reapply'),
           're-applying the same payload: same facts and windows, no new event, note, entity, alias or job');
 select is(jsonb_build_object('failed', pg_temp.r('a2') -> 'failed_sections',
-                             'facts', (pg_temp.r('a2') -> 'facts') - 'superseded_pairs' - 'errors' - 'dropped_low_confidence' - 'dropped_born_dead',
+                             'facts', (pg_temp.r('a2') -> 'facts') - 'superseded_pairs' - 'errors' - 'dropped_low_confidence' - 'dropped_born_dead'
+                                      - 'dropped_malformed' - 'malformed' - 'ignored_keys',
                              'contradictions', pg_temp.r('a2') -> 'contradictions', 'notes', pg_temp.r('a2') -> 'notes'),
           '{"failed": [], "facts": {"inserted": 0, "superseded": 0, "skipped": 3, "refused": 0, "invalid": 0},
             "contradictions": {"closed": 0, "unknown_ids": 7}, "notes": {"inserted": 0}}'::jsonb,
@@ -242,8 +258,9 @@ select throws_ok($$ call pg_temp.apply('x', 'ep', '{"entities": [{"name": "Vic"}
                  'extraction payload: contradictions must be an array', '... whichever section it is');
 call pg_temp.apply('empty', 'ep', '{}');
 select is(pg_temp.r('empty') - 'episode_id',
-          '{"entities": {"upserted": 0}, "facts": {"inserted": 0, "superseded": 0, "skipped": 0, "refused": 0, "invalid": 0,
-            "superseded_pairs": [], "dropped_low_confidence": 0, "dropped_born_dead": 0, "errors": []},
+          '{"entities": {"upserted": 0, "skipped_malformed": 0}, "facts": {"inserted": 0, "superseded": 0, "skipped": 0, "refused": 0, "invalid": 0,
+            "superseded_pairs": [], "dropped_low_confidence": 0, "dropped_born_dead": 0, "dropped_malformed": 0,
+            "malformed": [], "ignored_keys": [], "errors": []},
             "contradictions": {"closed": 0, "unknown_ids": 0}, "notes": {"inserted": 0}, "failed_sections": []}'::jsonb,
           'positive control: an empty object (sections absent) applies nothing and fails nothing');
 
