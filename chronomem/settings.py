@@ -109,7 +109,8 @@ class EmbeddingSettings:
 @dataclass(frozen=True)
 class WorkerSettings:
     concurrency: int = 2
-    """Jobs run at once per worker process (one thread and connection each)."""
+    """Jobs run at once per worker process (one thread and connection each). With two
+    lanes or more, lane 0 never takes webhook deliveries (workers/runner.py)."""
     lease: float = 300.0
     """Seconds a claimed job stays ours; a dead worker's job is reclaimed after it."""
     poll_interval: float = 5.0
@@ -127,6 +128,42 @@ class WorkerSettings:
         )
 
 
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return (_get(env, name) or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """Webhook delivery (workers/webhooks.py) and its share of the worker's lanes."""
+
+    timeout: float = 10.0
+    """Seconds one attempt may take in all: resolving, connecting, TLS, sending the body
+    and receiving the answer's headers. Past it the attempt fails (and is retried)."""
+    allow_private: bool = False
+    """Deliver to loopback, private, link-local and other non-public addresses too
+    (a local receiver, tests). Off by default: endpoint URLs come from tenants, and the
+    worker must not become their way into the operator's network."""
+    max_in_flight_per_org: int = 4
+    """Deliveries of one org in flight at once, across the workers (memory.claim_jobs
+    leaves the org's other deliveries queued until one ends)."""
+    max_in_flight_per_endpoint: int = 2
+    """Deliveries to one endpoint in flight at once."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
+        env = os.environ if env is None else env
+        return cls(
+            timeout=_number(env, "CHRONOMEM_WEBHOOK_TIMEOUT", cls.timeout, 0.1, 120),
+            allow_private=_flag(env, "CHRONOMEM_WEBHOOK_ALLOW_PRIVATE"),
+            max_in_flight_per_org=_int(env, "CHRONOMEM_WEBHOOK_MAX_IN_FLIGHT_PER_ORG", 1, 1000)
+            or cls.max_in_flight_per_org,
+            max_in_flight_per_endpoint=_int(
+                env, "CHRONOMEM_WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", 1, 1000
+            )
+            or cls.max_in_flight_per_endpoint,
+        )
+
+
 @dataclass(frozen=True)
 class ApiSettings:
     """The HTTP API (`chronomem serve`, and `chronomem up` with the worker)."""
@@ -136,11 +173,25 @@ class ApiSettings:
     pool_min: int = 1
     pool_max: int = 10
     """Database connections the API keeps (each request holds one for its transaction)."""
+    pool_timeout: float = 10.0
+    """Seconds a request waits for a connection (its org's share, then the pool) before
+    it is answered 429 (its org's share) or 503 (the pool) with Retry-After."""
+    pool_per_org: int | None = None
+    """Connections one org may hold at once; None: three quarters of pool_max (at least
+    1), so that one org's many slow requests leave connections for the others."""
+    max_body_bytes: int = 4 * 1024 * 1024
+    """Largest request body (HTTP and MCP); a larger one is a 413 before it is parsed."""
     statement_timeout: float = 30.0
     """Seconds a request's SQL may run before it is cancelled (a 503 timeout)."""
     query_embeddings: bool = True
     """Embed search queries with the configured embedder (CHRONOMEM_EMBEDDING_*, else the
     local model when installed); off: vector legs run only on a client's own vector."""
+
+    @property
+    def org_connections(self) -> int:
+        """Connections one org may hold at once (pool_per_org, at most pool_max)."""
+        share = self.pool_per_org or max(1, self.pool_max * 3 // 4)
+        return min(share, self.pool_max)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ApiSettings:
@@ -158,6 +209,10 @@ class ApiSettings:
             port=_int(env, "CHRONOMEM_API_PORT", 1, 65535) or cls.port,
             pool_min=min(cls.pool_min, pool_max) if pool_min is None else pool_min,
             pool_max=pool_max,
+            pool_timeout=_number(env, "CHRONOMEM_API_POOL_TIMEOUT", 10.0, 0.1, 3600),
+            pool_per_org=_int(env, "CHRONOMEM_API_POOL_PER_ORG", 1, 256),
+            max_body_bytes=_int(env, "CHRONOMEM_API_MAX_BODY_BYTES", 1024, 2**31)
+            or cls.max_body_bytes,
             statement_timeout=_number(env, "CHRONOMEM_API_STATEMENT_TIMEOUT", 30.0, 0.1, 86400),
             query_embeddings=embed == "auto",
         )
@@ -174,6 +229,7 @@ class Settings:
     llm: LLMSettings = field(default_factory=LLMSettings)
     embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
+    webhook: WebhookSettings = field(default_factory=WebhookSettings)
     api: ApiSettings = field(default_factory=ApiSettings)
 
     @property
@@ -192,5 +248,6 @@ class Settings:
             llm=LLMSettings.from_env(env),
             embedding=EmbeddingSettings.from_env(env),
             worker=WorkerSettings.from_env(env),
+            webhook=WebhookSettings.from_env(env),
             api=ApiSettings.from_env(env),
         )

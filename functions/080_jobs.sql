@@ -133,9 +133,92 @@ create or replace trigger "90_notify" after insert on memory.jobs
 create or replace trigger "50_schedule" after insert on memory.orgs
   for each row execute function memory_internal.tg_orgs__schedule();
 
+-- The caps on webhook deliveries in flight (running, lease not expired):
+-- per org and per endpoint, across every worker.  A worker passes its
+-- settings as its session's chronomem.webhook_max_in_flight_per_org and
+-- ..._per_endpoint (CHRONOMEM_WEBHOOK_MAX_IN_FLIGHT_*); unset, these
+-- defaults hold (an operator may also set them for the whole database).
+create or replace function memory_internal.webhook_in_flight_cap(p_scope text) returns integer
+  language plpgsql stable
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_name text := 'chronomem.webhook_max_in_flight_per_' || p_scope;
+  v text := nullif(btrim(current_setting(v_name, true)), '');
+begin
+  if p_scope not in ('org', 'endpoint') then
+    raise exception 'unknown in-flight cap scope %', quote_literal(p_scope)
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if v is null then
+    return case p_scope when 'org' then 4 else 2 end;
+  end if;
+  if v !~ '^[0-9]{1,4}$' or v::integer not between 1 and 1000 then
+    raise exception '% must be an integer between 1 and 1000, not %', v_name, quote_literal(v)
+      using errcode = 'invalid_parameter_value';
+  end if;
+  return v::integer;
+end
+$$;
+comment on function memory_internal.webhook_in_flight_cap(text) is
+  'The most webhook deliveries in flight at once per org (p_scope ''org'', default 4) or per endpoint (''endpoint'', default 2): the session''s chronomem.webhook_max_in_flight_per_<scope>, which the worker sets from CHRONOMEM_WEBHOOK_MAX_IN_FLIGHT_PER_*.';
+
+-- The advisory lock under which a claim counts an org's deliveries in
+-- flight and takes one more.
+create or replace function memory_internal.webhook_claim_lock_key(p_org uuid) returns bigint
+  language sql immutable parallel safe
+  as $$ select hashtextextended('chronomem deliver_webhook claim ' || p_org::text, 0) $$;
+
+-- Lease one deliver_webhook job (already locked FOR UPDATE by the caller's
+-- scan) unless its org or endpoint is at its cap.  The count and the claim
+-- happen under the org's advisory lock, held to the claim's commit, so two
+-- claimers cannot both take the last place (each statement of the caller,
+-- a READ COMMITTED plpgsql function, sees what committed before the lock
+-- was granted).  p_held: the orgs whose lock this claim holds; it waits for
+-- a lock only while it holds none (so no two claims can wait for each
+-- other), otherwise an org whose lock is taken is skipped like a locked row.
+create or replace function memory_internal.claim_delivery(
+  p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text,
+  p_org_cap integer, p_endpoint_cap integer, inout p_held uuid[], out claimed memory.jobs)
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_org_n integer;
+  v_endpoint_n integer;
+begin
+  if not p_org = any (p_held) then
+    if cardinality(p_held) = 0 then
+      perform pg_advisory_xact_lock(memory_internal.webhook_claim_lock_key(p_org));
+    elsif not pg_try_advisory_xact_lock(memory_internal.webhook_claim_lock_key(p_org)) then
+      return;
+    end if;
+    p_held := p_held || p_org;
+  end if;
+  select count(*), count(*) filter (where r.payload ->> 'endpoint_id' = p_endpoint)
+    into v_org_n, v_endpoint_n
+    from memory.jobs r
+   where r.org_id = p_org and r.kind = 'deliver_webhook' and r.status = 'running'
+     and r.locked_until >= clock_timestamp();
+  if v_org_n >= p_org_cap or v_endpoint_n >= p_endpoint_cap then
+    return;  -- it stays queued (or expired) for a later claim
+  end if;
+  update memory.jobs j
+     set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+         locked_until = clock_timestamp() + p_lease
+   where j.org_id = p_org and j.job_id = p_job
+  returning j.* into claimed;
+end
+$$;
+comment on function memory_internal.claim_delivery(text, interval, uuid, bigint, text, integer, integer, uuid[]) is
+  'For memory.claim_jobs: lease one deliver_webhook job unless its org or endpoint already has its cap of deliveries in flight, counted and claimed under the org''s advisory lock.';
+
 -- Claim up to p_limit ready jobs of the given kinds, across orgs, and
 -- lease them to p_worker.  Expired leases (a worker that died) are ready
--- again.
+-- again.  Webhook deliveries are claimed apart, within the caps of
+-- memory_internal.webhook_in_flight_cap: a delivery waits on a tenant's
+-- server, and one org's slow endpoints must not take every lane of every
+-- worker; what is over a cap stays queued, in order, for a later claim.
 create or replace function memory.claim_jobs(
   p_worker text, p_kinds text[], p_limit integer default 1,
   p_lease interval default interval '5 minutes')
@@ -147,7 +230,17 @@ create or replace function memory.claim_jobs(
   set plan_cache_mode = force_custom_plan
 as $$
 declare
-  v_claimed integer;
+  v_claimed integer := 0;
+  v_n integer;
+  v_kinds text[] := array(select k from unnest(p_kinds) k where k is distinct from 'deliver_webhook');
+  v_org_cap integer;
+  v_endpoint_cap integer;
+  v_full_orgs uuid[];
+  v_full_endpoints text[];
+  v_held uuid[] := '{}';
+  v_cand record;
+  v_try record;
+  v_job memory.jobs;
 begin
   if p_worker is null or p_worker = '' then
     raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
@@ -165,40 +258,104 @@ begin
             where c.status = 'running' and c.locked_until < clock_timestamp()
               and c.attempts >= c.max_attempts
               for update skip locked);
-  -- Expired leases first, then ready jobs: two statements, so each walks its
-  -- own partial index in order (one OR-ed condition made the planner sort
-  -- every ready row of a long queue).
-  return query
-  update memory.jobs j
-     set attempts = j.attempts + 1, locked_by = p_worker,
-         locked_until = clock_timestamp() + p_lease
-   where (j.org_id, j.job_id) in (
-           select c.org_id, c.job_id from memory.jobs c
-            where c.status = 'running' and c.locked_until < clock_timestamp()
-              and c.attempts < c.max_attempts and c.kind = any (p_kinds)
-            order by c.locked_until
-            limit p_limit
-              for update skip locked)
-  returning j.*;
-  get diagnostics v_claimed = row_count;
-  if v_claimed < p_limit then
+  -- Deliveries first: a lane that takes them (workers/runner.py keeps one
+  -- lane apart from them) runs them before other kinds, within the caps.
+  if 'deliver_webhook' = any (p_kinds) then
+    v_org_cap := memory_internal.webhook_in_flight_cap('org');
+    v_endpoint_cap := memory_internal.webhook_in_flight_cap('endpoint');
+    -- Orgs and endpoints at their cap now (read without a lock; each claim
+    -- counts again under the org's lock): their deliveries are not candidates.
+    -- The running rows are few (one per lane at most): jobs_lease_idx.
+    select coalesce(array_agg(distinct r.org_id) filter (where r.org_n >= v_org_cap), '{}'),
+           coalesce(array_agg(r.org_id::text || ' ' || r.endpoint_id)
+                      filter (where r.endpoint_n >= v_endpoint_cap), '{}')
+      into v_full_orgs, v_full_endpoints
+      from (select x.org_id, x.payload ->> 'endpoint_id' as endpoint_id,
+                   count(*) over (partition by x.org_id) as org_n,
+                   count(*) over (partition by x.org_id, x.payload ->> 'endpoint_id') as endpoint_n
+              from memory.jobs x
+             where x.status = 'running' and x.locked_until >= clock_timestamp()
+               and x.kind = 'deliver_webhook') r;
+    -- Expired leases first, then ready deliveries, each in its index's order.
+    for v_cand in
+      select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
+       where x.status = 'running' and x.locked_until < clock_timestamp()
+         and x.attempts < x.max_attempts and x.kind = 'deliver_webhook'
+         and not x.org_id = any (v_full_orgs)
+         and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
+       order by x.locked_until
+         for update skip locked
+    loop
+      v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
+                                              v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
+      v_held := v_try.p_held;
+      v_job := v_try.claimed;
+      if v_job.job_id is not null then
+        return next v_job;
+        v_claimed := v_claimed + 1;
+        exit when v_claimed >= p_limit;
+      end if;
+    end loop;
+    if v_claimed < p_limit then
+      for v_cand in
+        select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
+         where x.status = 'queued' and x.run_at <= clock_timestamp() and x.kind = 'deliver_webhook'
+           and not x.org_id = any (v_full_orgs)
+           and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
+         order by x.run_at, x.job_id
+           for update skip locked
+      loop
+        v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
+                                                v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
+        v_held := v_try.p_held;
+        v_job := v_try.claimed;
+        if v_job.job_id is not null then
+          return next v_job;
+          v_claimed := v_claimed + 1;
+          exit when v_claimed >= p_limit;
+        end if;
+      end loop;
+    end if;
+  end if;
+  if cardinality(v_kinds) > 0 and v_claimed < p_limit then
+    -- Expired leases first, then ready jobs: two statements, so each walks its
+    -- own partial index in order (one OR-ed condition made the planner sort
+    -- every ready row of a long queue).
     return query
     update memory.jobs j
-       set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+       set attempts = j.attempts + 1, locked_by = p_worker,
            locked_until = clock_timestamp() + p_lease
      where (j.org_id, j.job_id) in (
              select c.org_id, c.job_id from memory.jobs c
-              where c.status = 'queued' and c.run_at <= clock_timestamp()
-                and c.kind = any (p_kinds)
-              order by c.run_at, c.job_id
+              where c.status = 'running' and c.locked_until < clock_timestamp()
+                and c.attempts < c.max_attempts and c.kind = any (v_kinds)
+              order by c.locked_until
               limit p_limit - v_claimed
                 for update skip locked)
     returning j.*;
+    get diagnostics v_n = row_count;
+    v_claimed := v_claimed + v_n;
+    if v_claimed < p_limit then
+      return query
+      update memory.jobs j
+         set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+             locked_until = clock_timestamp() + p_lease
+       where (j.org_id, j.job_id) in (
+               select c.org_id, c.job_id from memory.jobs c
+                where c.status = 'queued' and c.run_at <= clock_timestamp()
+                  and c.kind = any (v_kinds)
+                order by c.run_at, c.job_id
+                limit p_limit - v_claimed
+                  for update skip locked)
+      returning j.*;
+      get diagnostics v_n = row_count;
+      v_claimed := v_claimed + v_n;
+    end if;
   end if;
 end
 $$;
 comment on function memory.claim_jobs(text, text[], integer, interval) is
-  'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again.';
+  'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued.';
 
 -- The worker completes, fails and parks jobs unscoped or under the job's org
 -- scope; a transaction scoped to another org (a tenant's request) must not

@@ -136,6 +136,30 @@ create or replace function memory_internal.webhook_view(e memory.webhook_endpoin
       'created_at', e.created_at, 'updated_at', e.updated_at)
   $$;
 
+-- Drop an endpoint's deliveries not sent yet (disabled or deleted): done,
+-- unsent, with the reason as the job's result, so re-enabling the endpoint
+-- does not send them.  A delivery in flight finishes its attempt.
+create or replace function memory_internal.drop_queued_deliveries(
+  p_org uuid, p_project uuid, p_endpoint uuid, p_reason text)
+  returns integer
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_n integer;
+begin
+  update memory.jobs j
+     set status = 'done', result = jsonb_build_object('skipped', p_reason),
+         finished_at = clock_timestamp()
+   where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
+     and j.status in ('queued', 'waiting') and j.payload ->> 'endpoint_id' = p_endpoint::text;
+  get diagnostics v_n = row_count;
+  return v_n;
+end
+$$;
+comment on function memory_internal.drop_queued_deliveries(uuid, uuid, uuid, text) is
+  'Mark an endpoint''s queued deliveries done and unsent, with p_reason as their result (the endpoint was disabled or deleted). Returns how many.';
+
 --------------------------------------------------------------------------
 -- Endpoints
 --------------------------------------------------------------------------
@@ -204,11 +228,15 @@ begin
          updated_at = now()
    where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id
   returning * into e;
+  if not e.enabled then
+    perform memory_internal.drop_queued_deliveries(e.org_id, e.project_id, e.endpoint_id,
+                                                   'endpoint disabled');
+  end if;
   return memory_internal.webhook_view(e);
 end
 $$;
 comment on function memory.update_webhook(uuid, uuid, text, text[], boolean) is
-  'Change an endpoint''s URL, event types (a non-empty list; {*}: every type, including types added later) or enabled flag; NULL keeps a value. Events are queued only for enabled endpoints, and a queued delivery to an endpoint disabled since is dropped, not sent.';
+  'Change an endpoint''s URL, event types (a non-empty list; {*}: every type, including types added later) or enabled flag; NULL keeps a value. Events are queued only for enabled endpoints; disabling one drops its queued deliveries (done, result {"skipped": "endpoint disabled"}), so enabling it again sends only later events.';
 
 create or replace function memory.delete_webhook(p_project uuid, p_endpoint uuid)
   returns jsonb
@@ -222,6 +250,8 @@ begin
   update memory.webhook_endpoints w
      set enabled = false, deleted_at = now(), updated_at = now()
    where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id;
+  perform memory_internal.drop_queued_deliveries(e.org_id, e.project_id, e.endpoint_id,
+                                                 'endpoint deleted');
   delete from memory_internal.webhook_secrets s
    where s.org_id = e.org_id and s.endpoint_id = e.endpoint_id;
   return jsonb_build_object('endpoint_id', e.endpoint_id, 'deleted', true);

@@ -17,6 +17,7 @@ from chronomem.settings import ApiSettings, Settings, SettingsError
 from thin_api import errors, mcp_server
 from thin_api.db import Database
 from thin_api.embedding import QueryEmbedder
+from thin_api.limits import BodyLimitMiddleware
 from thin_api.metrics import ApiMetrics, MetricsMiddleware
 from thin_api.routes import facts, memory, ops, projects, retrieval, webhooks
 
@@ -33,6 +34,9 @@ Timestamps are ISO 8601; a timestamp without a zone is read as UTC; answers are 
 
 def create_app(dsn: str | None = None, settings: Settings | None = None) -> FastAPI:
     metrics = ApiMetrics()
+    # The body limit is needed before the lifespan runs (the middleware stack is built
+    # on the first request); the rest of the settings are read at startup.
+    limit = (settings or Settings.from_env()).api.max_body_bytes
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -45,6 +49,8 @@ def create_app(dsn: str | None = None, settings: Settings | None = None) -> Fast
             url,
             min_size=api.pool_min,
             max_size=api.pool_max,
+            timeout=api.pool_timeout,
+            org_connections=api.org_connections,
             statement_timeout_ms=int(api.statement_timeout * 1000),
         )
         db.open()
@@ -68,6 +74,7 @@ def create_app(dsn: str | None = None, settings: Settings | None = None) -> Fast
         app.include_router(module.router)
     mcp_server.mount(app)  # MCP over streamable HTTP at /mcp
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=limit)  # outermost: before parsing
     logging.getLogger("chronomem.api").setLevel(logging.INFO)
     return app
 

@@ -8,7 +8,10 @@ clears session-level scope too, in case anything ever set it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, LiteralString
 from uuid import UUID
@@ -28,6 +31,68 @@ _CLEAR_SCOPE = (
 # A callable gets the call's connection (after authorization), e.g. to ask the
 # database what to embed.
 Params = Sequence[Any] | Callable[[psycopg.Connection[DictRow]], Sequence[Any]]
+
+
+class OrgBusy(Exception):
+    """The org already holds its share of the pool's connections (a 429 to that org)."""
+
+
+class OrgShare:
+    """At most `per_org` connections held at once by one org's requests, so that one
+    org's many slow or large requests leave the rest of the pool to the others. A request
+    over its org's share waits up to `timeout` for one of its org's connections to come
+    back, then is refused (OrgBusy); other orgs' requests do not wait on it.
+
+    The org of a key is learned on its first authorized call (the key id is in the token);
+    until then the key is its own bucket."""
+
+    _KNOWN_KEYS = 10_000
+
+    def __init__(self, per_org: int, timeout: float) -> None:
+        self.per_org = per_org
+        self.timeout = timeout
+        self._held: dict[str, int] = {}
+        self._orgs: dict[str, str] = {}
+        self._changed = threading.Condition()
+
+    @staticmethod
+    def key_of(token: str) -> str:
+        parts = token.split("_")
+        return parts[1] if len(parts) == 3 and parts[0] == "cmk" else "malformed"
+
+    def bucket(self, token: str) -> str:
+        key = self.key_of(token)
+        return self._orgs.get(key) or f"key:{key}"
+
+    def knows(self, token: str) -> bool:
+        return self.key_of(token) in self._orgs
+
+    def learn(self, token: str, org: str | None) -> None:
+        if not org:
+            return
+        if len(self._orgs) >= self._KNOWN_KEYS:
+            self._orgs.clear()
+        self._orgs[self.key_of(token)] = f"org:{org}"
+
+    @contextmanager
+    def hold(self, token: str) -> Iterator[None]:
+        bucket = self.bucket(token)
+        deadline = time.monotonic() + self.timeout
+        with self._changed:
+            while self._held.get(bucket, 0) >= self.per_org:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise OrgBusy(bucket)
+                self._changed.wait(left)
+            self._held[bucket] = self._held.get(bucket, 0) + 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._held[bucket] -= 1
+                if not self._held[bucket]:
+                    del self._held[bucket]
+                self._changed.notify_all()
 
 
 @dataclass(frozen=True)
@@ -52,8 +117,10 @@ class Database:
         max_size: int = 10,
         timeout: float = 10.0,
         statement_timeout_ms: int = 30_000,
+        org_connections: int | None = None,
     ) -> None:
         self.dsn = dsn
+        self.share = OrgShare(org_connections or max_size, timeout)
         self._statement_timeout_ms = statement_timeout_ms
         self.pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
             dsn,
@@ -104,7 +171,11 @@ class Database:
         (work such as embedding a query is then never done for a caller without access). Returns the
         first column of the first row (usually a jsonb answer), or with many=True every
         row as a dict."""
-        with self.pool.connection() as conn, conn.transaction():
+        with (
+            self.share.hold(access.token),
+            self.pool.connection() as conn,
+            conn.transaction(),
+        ):
             if access.permission is None:
                 conn.execute("select 1 from memory.authorize_key(%s::text)", (access.token,))
             elif access.own_project:
@@ -117,6 +188,11 @@ class Database:
                     "select 1 from memory.authorize(%s::text, %s::text, %s::uuid)",
                     (access.token, access.permission, access.project),
                 )
+            if not self.share.knows(access.token):
+                scope = conn.execute(
+                    "select current_setting('chronomem.org_id', true) as org"
+                ).fetchone()
+                self.share.learn(access.token, scope["org"] if scope else None)
             cur = conn.execute(query, params(conn) if callable(params) else params)
             if many:
                 return cur.fetchall()
@@ -126,7 +202,7 @@ class Database:
     def authenticate(self, token: str) -> bool:
         """Whether `token` is a valid, unrevoked API key (memory.authenticate; the
         transaction, and the org scope it sets, ends here)."""
-        with self.pool.connection() as conn, conn.transaction():
+        with self.share.hold(token), self.pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 "select key_id from memory.authenticate(%s::text)", (token,)
             ).fetchone()

@@ -38,11 +38,12 @@ from pydantic import Field
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from thin_api.db import Access, Database, Params
+from thin_api.db import Access, Database, OrgBusy, Params
 from thin_api.embedding import QueryEmbedder, query_vector
-from thin_api.errors import ApiError, from_db_error, unauthorized
-from thin_api.models import Cardinality, FactIn, Instant, MessageIn
+from thin_api.errors import ApiError, from_db_error, org_busy, unauthorized
+from thin_api.models import Cardinality, FactIn, Instant, MessageIn, StrictBool
 from thin_api.routes import CONFIG_WRITE, READ, WRITE
+from thin_api.routes.facts import FactBatch
 
 log = logging.getLogger("chronomem.mcp")
 
@@ -119,6 +120,8 @@ def build_server(backend: Backend) -> MCPServer:
             raise _tool_error(from_db_error(err)) from None
         except PoolTimeout:
             raise ToolError("unavailable: no database connection available") from None
+        except OrgBusy:
+            raise _tool_error(org_busy()) from None
 
     def embed(
         conn: psycopg.Connection[DictRow],
@@ -163,19 +166,21 @@ def build_server(backend: Backend) -> MCPServer:
         facts: Annotated[list[FactIn], Field(description="At most 1000 per batch.")],
         ctx: Context,
         override_tombstones: Annotated[
-            bool, Field(description="Assert retracted claims again (lifts their tombstones).")
+            StrictBool,
+            Field(description="Assert retracted claims again (lifts their tombstones)."),
         ] = False,
     ) -> dict[str, Any]:
         """Assert a batch of facts. Each is inserted (closing what it supersedes),
         skipped (already holds), refused (retracted claim) or invalid (with its field)."""
-        rows = [f.model_dump(mode="json", exclude_unset=True) for f in facts]
-        return call(
+        batch = FactBatch(facts)
+        answer: dict[str, Any] = call(
             ctx,
             WRITE,
             project_id,
             "select memory.api_assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
-            (project_id, Jsonb(rows), override_tombstones),
+            (project_id, Jsonb(batch.sent), override_tombstones),
         )
+        return batch.answer(answer)
 
     @server.tool()
     def search_memory(
@@ -473,6 +478,8 @@ class _BearerGate:
             error = from_db_error(err)
         except PoolTimeout:
             error = ApiError(503, "unavailable", "no database connection available")
+        except OrgBusy:
+            error = org_busy()
         if error is not None:
             await error.response()(scope, receive, send)
             return

@@ -8,36 +8,162 @@ SQL reads zone-less text the same way). Answers are in UTC.
 
 from __future__ import annotations
 
+import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ModelWrapValidatorHandler,
+    PlainValidator,
+    PrivateAttr,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
-_ISO_DATE = re.compile(r"^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# ISO 8601 as the SQL reads it (memory_internal.try_timestamptz): a date, then an
+# optional time (T or a space) with optional seconds and fraction, then an optional
+# zone (Z, +hh:mm, +hhmm, +hh); a bare date may end in Z; nothing before or after it.
+# No zone: UTC.
+_ISO_INSTANT = re.compile(
+    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})"
+    r"(?:[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]{1,9}))?)?"
+    r"(?P<z>Z|[+-][0-9]{2}(?::?[0-9]{2})?)?|Z)?"
+)
+INSTANT_PATTERN = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?"
+    r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?|Z)?$"
+)
+_EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 
 
-def _iso_text(value: Any) -> Any:
-    # ISO 8601 only, as in SQL (memory_internal.try_timestamptz): no epoch numbers.
-    if isinstance(value, datetime):
-        return value
-    if not isinstance(value, str) or not _ISO_DATE.match(value):
-        raise ValueError("must be an ISO 8601 timestamp")
-    return value
+def _zone(text: str | None) -> timezone:
+    if not text or text == "Z":
+        return UTC
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    hours, minutes = int(digits[:2]), int(digits[2:] or 0)
+    if hours > 15 or minutes > 59:
+        raise ValueError("must be an ISO 8601 timestamp (the zone is out of range)")
+    return timezone(sign * timedelta(hours=hours, minutes=minutes))
 
 
-def _utc_if_naive(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+def parse_instant(value: Any) -> datetime:
+    """An instant from client text, exactly as the SQL accepts one: ISO 8601 (see
+    _ISO_INSTANT), a real date and time, in years 1..9999 once converted to UTC."""
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO 8601 timestamp (a string)")
+    m = _ISO_INSTANT.fullmatch(value)
+    if m is None:
+        raise ValueError("must be an ISO 8601 timestamp (date, optional time and zone)")
+    g = m.groupdict()
+    fraction = (g["f"] or "").ljust(9, "0")
+    try:
+        local = datetime(
+            int(g["y"]),
+            int(g["mo"]),
+            int(g["d"]),
+            int(g["h"] or 0),
+            int(g["mi"] or 0),
+            int(g["s"] or 0),
+        )
+        zone = _zone(g["z"])
+        # Microseconds, rounded as PostgreSQL rounds them (rint: ties to even).
+        micros = round(int(fraction) / 1000)
+        instant = local.replace(tzinfo=zone) + timedelta(microseconds=micros)
+        utc = instant.astimezone(UTC)
+    except (ValueError, OverflowError) as err:
+        raise ValueError(f"must be an ISO 8601 timestamp in years 1 to 9999 UTC ({err})") from None
+    if utc < _EARLIEST:
+        raise ValueError("must be an ISO 8601 timestamp in years 1 to 9999 UTC")
+    return utc
+
+
+def _instant(value: Any) -> datetime:
+    if isinstance(value, datetime):  # a caller in Python (MCP tools, tests)
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return parse_instant(value)
 
 
 Instant = Annotated[
     datetime,
-    BeforeValidator(_iso_text),
-    AfterValidator(_utc_if_naive),
-    Field(description="ISO 8601 timestamp; without a zone it is read as UTC."),
+    PlainValidator(_instant, json_schema_input_type=str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "date-time",
+            "pattern": INSTANT_PATTERN,
+            "description": "ISO 8601 timestamp; without a zone it is read as UTC. Years "
+            "1 to 9999 in UTC.",
+        }
+    ),
 ]
 """A timestamp from a client: ISO 8601 text, UTC when it has no zone."""
+
+
+def unreachable(value: Any, path: str = "") -> tuple[str, str] | None:
+    """Where `value` (parsed JSON) holds something no database text or jsonb can hold: a
+    NUL character or a lone surrogate in a string or a key, or a number that is not
+    finite (1e309). Returns (the JSON path, what is wrong), else None."""
+    if isinstance(value, str):
+        return _bad_text(value, path)
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, "a number that is not finite")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{_shown(key)}" if path else _shown(key)
+            if (bad := _bad_text(key, where)) is not None:
+                return bad[0], f"the key {bad[1]}"
+            if (bad := unreachable(item, where)) is not None:
+                return bad
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if (bad := unreachable(item, f"{path}[{i}]")) is not None:
+                return bad
+    return None
+
+
+def _bad_text(text: str, path: str) -> tuple[str, str] | None:
+    if "\x00" in text:
+        return path, "holds a NUL character (\\u0000)"
+    if _SURROGATE.search(text):
+        return path, "holds a lone surrogate (not Unicode text)"
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _shown(key: str) -> str:
+    """A key as a field path can show it (NULs and lone surrogates escaped)."""
+    return key.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\u0000")
+
+
+def _reachable(value: Any) -> Any:
+    if (bad := unreachable(value)) is not None:
+        where, problem = bad
+        # `path` (within the field) is added to the field the error names.
+        raise PydanticCustomError(
+            "unreachable_value",
+            "{where}" + problem,
+            {"where": where + " " if where else "", "path": where},
+        )
+    return value
+
+
+Text = Annotated[str, AfterValidator(_reachable)]
+"""A string from a client that the database can store (no NUL, no lone surrogate)."""
+Metadata = Annotated[dict[str, JsonValue], AfterValidator(_reachable)]
+"""A JSON object from a client that jsonb can store (as Text; numbers finite)."""
+StrictBool = Annotated[bool, Field(strict=True)]
+"""true or false only (no "yes", no 1)."""
 
 Permission = Literal[
     "project:read",
@@ -53,9 +179,9 @@ Role = Literal["user", "assistant", "system", "tool"]
 SearchLeg = Literal[
     "episode_vector", "fact_vector", "episode_fulltext", "fact_fulltext", "entity", "graph"
 ]
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
-"""An integer the database can take (the database says what range makes sense)."""
+"""An integer the database can take (query parameters, sent as text)."""
 
 
 class Model(BaseModel):
@@ -66,7 +192,8 @@ class Model(BaseModel):
 class ErrorDetail(Model):
     code: str = Field(
         description="Stable code: unauthorized, forbidden, not_found, conflict, retry, "
-        "invalid_request, unavailable, timeout, internal, method_not_allowed."
+        "invalid_request, unavailable, timeout, internal, method_not_allowed, busy, "
+        "payload_too_large."
     )
     message: str
     field: str | None = Field(None, description="The request field at fault, when known.")
@@ -78,7 +205,7 @@ class ErrorResponse(Model):
 
 # -- projects and keys ----------------------------------------------------------------
 class ProjectCreate(Model):
-    name: str = Field(min_length=1, max_length=200)
+    name: Text = Field(min_length=1, max_length=200)
 
 
 class Project(Model):
@@ -101,7 +228,7 @@ class Org(Model):
 
 
 class ApiKeyCreate(Model):
-    name: str = Field(min_length=1, max_length=200)
+    name: Text = Field(min_length=1, max_length=200)
     permissions: list[Permission] = Field(min_length=1)
 
 
@@ -140,9 +267,9 @@ class ApiKeyRevoked(Model):
 # -- memory (episodes) ----------------------------------------------------------------
 class MessageIn(Model):
     role: Role
-    content: str
+    content: Text
     occurred_at: Instant | None = None
-    metadata: dict[str, JsonValue] | None = Field(
+    metadata: Metadata | None = Field(
         None,
         description="Any JSON object, stored with the episode. `speaker`, the name of the "
         "participant who wrote it, lets a search that names one participant prefer their "
@@ -151,9 +278,11 @@ class MessageIn(Model):
 
 
 class IngestRequest(Model):
-    session: str = Field(description="The client's id for the conversation (1-200 chars).")
-    messages: list[MessageIn] = Field(description="At most 100 per call.")
-    session_metadata: dict[str, JsonValue] | None = None
+    session: Text = Field(
+        min_length=1, max_length=200, description="The client's id for the conversation."
+    )
+    messages: list[MessageIn] = Field(min_length=1, max_length=100, description="1 to 100.")
+    session_metadata: Metadata | None = None
 
 
 class IngestResult(Model):
@@ -254,10 +383,30 @@ class FactIn(BaseModel):
     subject_type: JsonValue = Field(None, description="Entity type of the subject.")
     object_entity_type: JsonValue = Field(None, description="Entity type of the object.")
 
+    _unreachable: tuple[str, str] | None = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _hold_back(cls, data: Any, handler: ModelWrapValidatorHandler[FactIn]) -> FactIn:
+        """A fact holding a value no database can take (see `unreachable`) is kept as
+        an empty fact that remembers where; the route reports it `invalid`, and the rest
+        of the batch goes on (pydantic could not even hold some such keys)."""
+        bad = unreachable(data) if isinstance(data, dict) else None
+        if bad is None:
+            return handler(data)
+        fact = handler({})
+        fact._unreachable = bad
+        return fact
+
+    @property
+    def unreachable(self) -> tuple[str, str] | None:
+        """(field, problem) when the fact holds a value no database can take."""
+        return self._unreachable or unreachable(self.model_dump(exclude_unset=True))
+
 
 class FactsRequest(Model):
-    facts: list[FactIn] = Field(description="At most 1000 per batch.")
-    override_tombstones: bool = Field(
+    facts: list[FactIn] = Field(max_length=1000, description="At most 1000 per batch.")
+    override_tombstones: StrictBool = Field(
         False, description="Assert retracted claims again (lifts their tombstones)."
     )
 
@@ -316,7 +465,7 @@ class FactPage(Model):
 
 
 class RetractRequest(Model):
-    reason: str | None = Field(None, max_length=2000)
+    reason: Text | None = Field(None, max_length=2000)
 
 
 class RetractResult(Model):
@@ -402,7 +551,7 @@ class PredicateList(Model):
 
 # -- retrieval ------------------------------------------------------------------------
 class SearchRequest(Model):
-    query: str = Field(max_length=10_000)
+    query: Text = Field(max_length=10_000)
     query_embedding: list[FiniteFloat] | None = Field(
         None,
         min_length=1,
@@ -413,7 +562,7 @@ class SearchRequest(Model):
     )
     as_of: Instant | None = None
     known_at: Instant | None = None
-    k: Int32 = Field(10, description="Results, 1-200.")
+    k: int = Field(10, strict=True, ge=1, le=200, description="Results.")
     legs: list[SearchLeg] | None = None
     fusion: Literal["scores", "rrf"] = Field(
         "scores",
@@ -425,12 +574,14 @@ class SearchRequest(Model):
 
 
 class ContextRequest(Model):
-    query: str = Field(max_length=10_000)
+    query: Text = Field(max_length=10_000)
     query_embedding: list[FiniteFloat] | None = Field(None, min_length=1, max_length=16000)
     as_of: Instant | None = None
     known_at: Instant | None = None
-    max_tokens: Int32 = Field(1500, description="Budget for the text block, at least 50.")
-    k: Int32 = Field(20, description="Search results considered, 1-200.")
+    max_tokens: int = Field(
+        1500, strict=True, ge=50, le=2**31 - 1, description="Budget for the text block."
+    )
+    k: int = Field(20, strict=True, ge=1, le=200, description="Search results considered.")
 
 
 class SearchHit(Model):
@@ -538,25 +689,28 @@ class Entity(Model):
 
 
 class EntityUpsert(Model):
-    name: str = Field(
+    name: Text = Field(
         description="The entity's name; an existing entity of that name or alias is updated."
     )
-    entity_type: str | None = Field(None, description="Kept when omitted.")
-    summary: str | None = Field(None, description="Kept when omitted.")
-    aliases: list[str] = Field(
+    entity_type: Text | None = Field(None, description="Kept when omitted.")
+    summary: Text | None = Field(None, description="Kept when omitted.")
+    aliases: list[Text] = Field(
         default_factory=list,
+        max_length=100,
         description="Other names for it (at most 100). Facts stored with any of its names as "
         "a plain-name object (object_type auto) become the entity's.",
     )
 
 
 class EntityMerge(Model):
-    keep: str = Field(description="The entity that stays (its name or an alias).")
-    absorb: str = Field(
+    keep: Text = Field(description="The entity that stays (its name or an alias).")
+    absorb: Text = Field(
         description="The entity merged into it (its name or an alias): its facts, edges, "
         "aliases and notes become the kept entity's and its name an alias of it."
     )
-    dry_run: bool = Field(False, description="Answer what the merge would do, and change nothing.")
+    dry_run: StrictBool = Field(
+        False, description="Answer what the merge would do, and change nothing."
+    )
 
 
 class EntityMerged(Model):
@@ -573,8 +727,10 @@ class EntityMerged(Model):
 
 
 class EntitySplit(Model):
-    name: str = Field(description="An alias of an entity, to become an entity of its own.")
-    dry_run: bool = Field(False, description="Answer what the split would do, and change nothing.")
+    name: Text = Field(description="An alias of an entity, to become an entity of its own.")
+    dry_run: StrictBool = Field(
+        False, description="Answer what the split would do, and change nothing."
+    )
 
 
 class EntitySplitOff(Model):
@@ -646,7 +802,7 @@ WebhookEventType = Literal[
 # types added later.
 WebhookSubscription = Literal[WebhookEventType, "*"]
 WebhookUrl = Annotated[
-    str,
+    Text,
     Field(
         min_length=1,
         max_length=2048,
@@ -672,7 +828,7 @@ class WebhookUpdate(Model):
         min_length=1,
         description='A new non-empty list (["*"]: every type); null or absent: unchanged.',
     )
-    enabled: bool | None = Field(None, description="null or absent: unchanged.")
+    enabled: StrictBool | None = Field(None, description="null or absent: unchanged.")
 
 
 class Webhook(Model):

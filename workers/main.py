@@ -68,11 +68,12 @@ def build_worker(dsn: str, settings: Settings, name: str | None = None) -> Worke
     ws = settings.worker
     return Worker(
         dsn,
-        build_handlers(extractor, embedder, ws.min_confidence),
+        build_handlers(extractor, embedder, ws.min_confidence, webhooks=settings.webhook),
         name=name,
         concurrency=ws.concurrency,
         lease=ws.lease,
         poll_interval=ws.poll_interval,
+        webhook_settings=settings.webhook,
     )
 
 

@@ -4,7 +4,12 @@ Threads, each with its own connection:
 - N lanes: claim one job (memory.claim_jobs, under a lease), run its handler in one
   transaction that starts with memory.use_org(job's org) and ends with
   memory.complete_job, so the work and "done" commit together (a crash rolls both
-  back; the lease then expires and another lane reclaims the job);
+  back; the lease then expires and another lane reclaims the job). With two lanes or
+  more, lane 0 claims every kind but deliver_webhook: a delivery waits on a tenant's
+  server for up to its deadline, and however many of them are slow, one lane is left
+  for extraction, embeddings and the periodic jobs. How many deliveries of one org (and
+  to one endpoint) run at once, across lanes and workers, memory.claim_jobs decides,
+  from the caps each lane's session carries (chronomem.webhook_max_in_flight_*);
 - one control thread: LISTEN chronomem_jobs to wake the lanes (polling is only the
   fallback), and memory.enqueue_due_jobs() for the periodic jobs;
 - one heartbeat thread: renews the lease of every job a lane holds
@@ -31,12 +36,14 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from chronomem.settings import WebhookSettings
 from workers.errors import JobError, ParkJob, PartialFailure
 from workers.jobs import Handler, Job
 
 log = logging.getLogger("chronomem.worker")
 
 CHANNEL = "chronomem_jobs"
+DELIVERY = "deliver_webhook"
 SCHEDULE_INTERVAL = 30.0  # seconds between memory.enqueue_due_jobs() calls
 
 
@@ -66,7 +73,10 @@ class Worker:
         lease: float = 300.0,
         poll_interval: float = 5.0,
         schedule_interval: float = SCHEDULE_INTERVAL,
+        webhook_settings: WebhookSettings | None = None,
     ) -> None:
+        """webhook_settings: the in-flight caps the lanes' claims apply; None leaves
+        memory.claim_jobs' defaults (or the database's chronomem.webhook_* settings)."""
         self.dsn = dsn
         self.handlers = dict(handlers)
         self.kinds = sorted(self.handlers)
@@ -75,6 +85,7 @@ class Worker:
         self.lease = timedelta(seconds=lease)
         self.poll_interval = poll_interval
         self.schedule_interval = schedule_interval
+        self.webhook_settings = webhook_settings
         self._stop = threading.Event()
         self._wakes = [threading.Event() for _ in range(concurrency)]
         self._threads: list[threading.Thread] = []
@@ -145,8 +156,9 @@ class Worker:
                     if conn is not None:
                         conn.close()
                     conn = connect(self.dsn, worker)
+                    self._claim_settings(conn)
                 wake.clear()  # before claiming: a NOTIFY from now on is not lost
-                job = self._claim(conn, worker)
+                job = self._claim(conn, worker, self.lane_kinds(idx))
                 if job is None:
                     if until_idle:
                         break
@@ -172,10 +184,28 @@ class Worker:
         if conn is not None:
             conn.close()
 
-    def _claim(self, conn: psycopg.Connection[Any], worker: str) -> Job | None:
+    def lane_kinds(self, idx: int) -> list[str]:
+        """The kinds lane idx claims: lane 0 of two or more takes no deliveries (unless
+        this worker runs nothing else)."""
+        others = [k for k in self.kinds if k != DELIVERY]
+        if idx == 0 and self.concurrency >= 2 and others:
+            return others
+        return self.kinds
+
+    def _claim_settings(self, conn: psycopg.Connection[Any]) -> None:
+        ws = self.webhook_settings
+        if ws is None:
+            return
+        conn.execute(
+            "select set_config('chronomem.webhook_max_in_flight_per_org', %s, false), "
+            "set_config('chronomem.webhook_max_in_flight_per_endpoint', %s, false)",
+            (str(ws.max_in_flight_per_org), str(ws.max_in_flight_per_endpoint)),
+        )
+
+    def _claim(self, conn: psycopg.Connection[Any], worker: str, kinds: list[str]) -> Job | None:
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
-                "select * from memory.claim_jobs(%s, %s, 1, %s)", (worker, self.kinds, self.lease)
+                "select * from memory.claim_jobs(%s, %s, 1, %s)", (worker, kinds, self.lease)
             )
             row = cur.fetchone()
         return None if row is None else Job.from_row(row)

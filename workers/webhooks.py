@@ -5,24 +5,40 @@ The event (id, type, body) was fixed in SQL when the writing transaction queued 
 
 - the endpoint's URL and current secret come from memory.webhook_target (a rotated
   secret signs every attempt from then on; a disabled or deleted endpoint gets nothing);
+- the host is resolved once (getaddrinfo); every address it gives must be public
+  (unless CHRONOMEM_WEBHOOK_ALLOW_PRIVATE), and the connection goes to those checked
+  addresses, in the resolver's order (the next one when a connection cannot be made),
+  with the URL's Host header and, over https, the host name as TLS SNI and as the name
+  the certificate must carry. Nothing resolves the name a
+  second time (DNS rebinding), and no proxy from the environment is used. A name that
+  does not resolve is not delivered to: the attempt fails and is retried;
+- one deadline (CHRONOMEM_WEBHOOK_TIMEOUT) bounds the whole attempt: resolving,
+  connecting, TLS, sending the body and receiving the answer's headers. The answer's
+  body is never read (only the status counts), so its size does not matter either;
 - headers: ``webhook-id`` (the event id, the same on every attempt), ``webhook-timestamp``
   (a fresh unix time per attempt) and ``webhook-signature: v1,<base64 HMAC-SHA256 of
   "{id}.{timestamp}.{body}">``, keyed with the base64-decoded part of ``whsec_...``,
   computed by the ``svix`` library's own signer;
 - the body is the stored text, byte for byte;
 - every attempt is logged through memory.log_webhook_attempt in the attempt's
-  transaction: a 2xx completes the job; a 5xx, 408, 429, timeout or connection error
-  is retried with the queue's backoff; any other status (4xx, a redirect) and a
-  destination that is not a public address are not retried.
+  transaction: a 2xx completes the job; a 5xx, 408, 429, the deadline, a connection
+  error or a name that does not resolve is retried with the queue's backoff; any other
+  status (4xx, a redirect) and a destination that is not a public address are not.
+
+How many deliveries run at once (per org, per endpoint) is decided by memory.claim_jobs
+(functions/080_jobs.sql), which reads the caps of WebhookSettings from the claiming
+session (workers/runner.py sets them).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
-import os
 import socket
+import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -31,31 +47,86 @@ import httpx
 import psycopg
 from svix.webhooks import Webhook
 
+from chronomem.settings import WebhookSettings
 from workers.errors import PartialFailure, PermanentError
 from workers.jobs import Handler, Job
+
+__all__ = ["WebhookSettings", "make_deliver_handler", "refused_destination", "retryable_status"]
 
 USER_AGENT = "chronomem-webhooks/0.1"
 # 4xx that say "later", not "never".
 RETRYABLE_4XX = frozenset({408, 429})
 
+Resolver = Callable[..., Sequence[tuple[Any, ...]]]
+"""socket.getaddrinfo's shape: (host, port, family, type, proto, flags) -> address infos."""
+
+# getaddrinfo blocks and cannot be interrupted: it runs here, so the attempt's deadline
+# still ends the attempt (a late answer is then thrown away).
+_RESOLVERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="webhook-dns")
+
+
+class Undeliverable(Exception):
+    """The destination cannot be contacted (the reason says why)."""
+
+    def __init__(self, reason: str, *, retryable: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+
 
 @dataclass(frozen=True)
-class WebhookSettings:
-    timeout: float = 10.0
-    """Seconds for one attempt (connect, send, wait for the answer)."""
-    allow_private: bool = False
-    """Deliver to loopback, private, link-local and other non-public addresses too
-    (a local receiver, tests). Off by default: endpoint URLs come from tenants, and the
-    worker must not become their way into the operator's network."""
+class Destination:
+    url: httpx.URL
+    host: str
+    """The host name as sent (IDNA): for SNI and the certificate check."""
+    host_header: str
+    addresses: tuple[str, ...]
+    """Every address the name resolved to, each checked."""
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
-        env = os.environ if env is None else env
-        timeout = float(env.get("CHRONOMEM_WEBHOOK_TIMEOUT") or cls.timeout)
-        if not 0.1 <= timeout <= 120:
-            raise ValueError("CHRONOMEM_WEBHOOK_TIMEOUT must be between 0.1 and 120 seconds")
-        allow = (env.get("CHRONOMEM_WEBHOOK_ALLOW_PRIVATE") or "").strip().lower()
-        return cls(timeout=timeout, allow_private=allow in ("1", "true", "yes", "on"))
+    def url_at(self, address: str) -> httpx.URL:
+        """The endpoint's URL with the address in place of its host."""
+        return self.url.copy_with(host=address)
+
+
+def resolve_destination(url: str, allow_private: bool, resolve: Resolver) -> Destination:
+    """Resolve the URL's host once and check every address; the addresses to connect
+    to. Raises Undeliverable."""
+    try:
+        parsed = httpx.URL(url)
+        host = parsed.raw_host.decode("ascii")
+    except (httpx.InvalidURL, UnicodeError) as err:
+        raise Undeliverable(f"invalid URL: {err}", retryable=False) from None
+    if parsed.scheme not in ("http", "https") or not host:
+        raise Undeliverable(f"invalid URL: {url[:200]}", retryable=False)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        addresses = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        try:
+            infos = resolve(host, port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        except (OSError, UnicodeError) as err:
+            raise Undeliverable(f"{host} does not resolve ({err})", retryable=True) from None
+        addresses = []
+        for info in infos:
+            address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+            if address not in addresses:
+                addresses.append(address)
+    if not addresses:
+        raise Undeliverable(f"{host} does not resolve (no address)", retryable=True)
+    if not allow_private:
+        for address in addresses:
+            if not address.is_global:
+                raise Undeliverable(
+                    f"destination {parsed.host} ({address}) is not a public address; "
+                    "set CHRONOMEM_WEBHOOK_ALLOW_PRIVATE=1 to deliver to it",
+                    retryable=False,
+                )
+    return Destination(
+        url=parsed,
+        host=host,
+        host_header=parsed.netloc.decode("ascii"),
+        addresses=tuple(str(a) for a in addresses),
+    )
 
 
 class DeliveryFailed(PartialFailure):
@@ -82,28 +153,14 @@ def retryable_status(status: int) -> bool:
     return status >= 500 or status in RETRYABLE_4XX
 
 
-def refused_destination(url: str) -> str | None:
-    """Why the URL's host must not be contacted (it resolves to a non-public
-    address), or None. A name that does not resolve now is left to the request (and
-    retried): DNS may be down for a moment."""
+def refused_destination(url: str, resolve: Resolver = socket.getaddrinfo) -> str | None:
+    """Why the URL's host must not be contacted (an address it resolves to is not
+    public, or the URL is invalid), or None. A name that does not resolve now is not
+    refused for good: DNS may be down for a moment."""
     try:
-        host = httpx.URL(url).host
-    except httpx.InvalidURL as err:
-        return f"invalid URL: {err}"
-    try:
-        addresses = {ipaddress.ip_address(host)}
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-        except OSError:
-            return None
-        addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
-    for address in sorted(addresses, key=str):
-        if not address.is_global:
-            return (
-                f"destination {host} ({address}) is not a public address; "
-                "set CHRONOMEM_WEBHOOK_ALLOW_PRIVATE=1 to deliver to it"
-            )
+        resolve_destination(url, False, resolve)
+    except Undeliverable as err:
+        return None if err.retryable else err.reason
     return None
 
 
@@ -113,11 +170,69 @@ def _field(job: Job, key: str) -> Any:
     return job.payload[key]
 
 
-def make_deliver_handler(settings: WebhookSettings | None = None) -> Handler:
+async def _post(
+    url: str,
+    settings: WebhookSettings,
+    resolve: Resolver,
+    tls: ssl.SSLContext,
+    content: bytes,
+    headers: dict[str, str],
+) -> int:
+    """Resolve, check, connect to a checked address and POST; the answer's status.
+    The caller bounds it with the attempt's deadline."""
+    loop = asyncio.get_running_loop()
+    dest = await asyncio.wrap_future(
+        _RESOLVERS.submit(resolve_destination, url, settings.allow_private, resolve), loop=loop
+    )
+    async with httpx.AsyncClient(
+        verify=tls, follow_redirects=False, trust_env=False, timeout=settings.timeout
+    ) as client:
+        for i, address in enumerate(dest.addresses):
+            request = client.build_request(
+                "POST",
+                dest.url_at(address),
+                content=content,
+                headers={**headers, "host": dest.host_header},
+                extensions={"sni_hostname": dest.host},
+            )
+            try:
+                # Streamed, and closed unread: only the status matters, and a receiver
+                # must not make the worker download (or wait for) a body.
+                response = await client.send(request, stream=True)
+            except httpx.ConnectError:
+                if i + 1 == len(dest.addresses):
+                    raise
+                continue  # nothing was sent: the name's next checked address
+            await response.aclose()
+            return response.status_code
+    raise AssertionError("a destination has at least one address")
+
+
+def post_within_deadline(
+    url: str,
+    settings: WebhookSettings,
+    resolve: Resolver,
+    tls: ssl.SSLContext,
+    content: bytes,
+    headers: dict[str, str],
+) -> int:
+    """_post, cancelled when settings.timeout has passed (raises TimeoutError)."""
+
+    async def attempt() -> int:
+        async with asyncio.timeout(settings.timeout):
+            return await _post(url, settings, resolve, tls, content, headers)
+
+    return asyncio.run(attempt())
+
+
+def make_deliver_handler(
+    settings: WebhookSettings | None = None, *, resolve: Resolver = socket.getaddrinfo
+) -> Handler:
+    """resolve: the name lookup (socket.getaddrinfo; tests inject their own)."""
     settings = settings or WebhookSettings.from_env()
-    # Shared by the lanes (httpx clients are thread-safe); redirects are not followed:
-    # the endpoint's URL is where the event goes, or it fails.
-    client = httpx.Client(timeout=settings.timeout, follow_redirects=False)
+    # Shared by the lanes: the CA bundle is loaded once. Each attempt has its own client
+    # (and event loop), so nothing of one attempt outlives its deadline.
+    tls = httpx.create_ssl_context()
 
     def deliver(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
         endpoint = str(_field(job, "endpoint_id"))
@@ -138,30 +253,30 @@ def make_deliver_handler(settings: WebhookSettings | None = None) -> Handler:
         error: str | None = None
         retryable = True
         started = time.monotonic()
-        refused = None if settings.allow_private else refused_destination(url)
-        if refused:
-            error, retryable = refused, False
-        else:
-            timestamp = int(time.time())  # fresh per attempt
-            try:
-                # Streamed, and closed unread: only the status matters, and a receiver
-                # must not make the worker download (or wait for) a body.
-                with client.stream(
-                    "POST",
-                    url,
-                    content=body.encode(),
-                    headers=signed_headers(secret, event_id, body, timestamp),
-                ) as response:
-                    status = response.status_code
-                if not 200 <= status <= 299:
-                    error = f"HTTP {status}"
-                    retryable = retryable_status(status)
-            except httpx.InvalidURL as err:  # not an httpx.HTTPError
-                error, retryable = f"invalid URL: {err}", False
-            except httpx.TimeoutException as err:
-                error = f"timeout after {settings.timeout:g} s ({type(err).__name__})"
-            except httpx.HTTPError as err:
-                error = f"{type(err).__name__}: {err}"
+        timestamp = int(time.time())  # fresh per attempt
+        try:
+            status = post_within_deadline(
+                url,
+                settings,
+                resolve,
+                tls,
+                body.encode(),
+                signed_headers(secret, event_id, body, timestamp),
+            )
+            if not 200 <= status <= 299:
+                error = f"HTTP {status}"
+                retryable = retryable_status(status)
+        except Undeliverable as err:
+            error, retryable = err.reason, err.retryable
+        except httpx.InvalidURL as err:  # not an httpx.HTTPError
+            error, retryable = f"invalid URL: {err}", False
+        except (TimeoutError, httpx.TimeoutException) as err:
+            error = (
+                f"timeout: the attempt's deadline of {settings.timeout:g} s passed "
+                f"(resolve, connect, TLS, send, answer; {type(err).__name__})"
+            )
+        except httpx.HTTPError as err:
+            error = f"{type(err).__name__}: {err}"
         duration_ms = round((time.monotonic() - started) * 1000)
 
         row = conn.execute(

@@ -34,6 +34,10 @@ ALL_PERMISSIONS = [
 ]
 
 
+# The process id of each running server, by base URL (to read its memory use).
+SERVER_PIDS: dict[str, int] = {}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -43,7 +47,8 @@ def free_port() -> int:
 
 @contextmanager
 def api_server(app_dsn: str, **env: str) -> Iterator[str]:
-    """Start `chronomem serve` on a free loopback port; yield its base URL."""
+    """Start `chronomem serve` on a free loopback port; yield its base URL. `env` sets
+    the server's settings (e.g. CHRONOMEM_API_MAX_BODY_BYTES="1048576")."""
     port = free_port()
     log = Path(tempfile.mkstemp(prefix="chronomem-api-", suffix=".log")[1])
     with log.open("wb") as out:
@@ -80,8 +85,10 @@ def api_server(app_dsn: str, **env: str) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"API did not start:\n{log.read_text()}")
             time.sleep(0.1)
+        SERVER_PIDS[base] = proc.pid
         yield base
     finally:
+        SERVER_PIDS.pop(base, None)
         proc.terminate()
         try:
             proc.wait(15)

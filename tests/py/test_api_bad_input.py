@@ -159,7 +159,7 @@ CASES: list[tuple[str, str, dict[str, Any], int, str, str | None]] = [
         {"json": {"session": "a\u0000b", "messages": [MSG]}},
         422,
         "invalid_request",
-        None,
+        "session",
     ),
     (
         "POST",
@@ -167,8 +167,50 @@ CASES: list[tuple[str, str, dict[str, Any], int, str, str | None]] = [
         {"json": {"session": "s", "messages": [{"role": "user", "content": "a\u0000"}]}},
         422,
         "invalid_request",
-        None,
+        "messages[0].content",
     ),
+    (
+        "POST",
+        P + "/memory",
+        {"json": {"session": "s", "messages": [{**MSG, "metadata": {"k": ["a\u0000"]}}]}},
+        422,
+        "invalid_request",
+        "messages[0].metadata.k[0]",
+    ),
+    (
+        "POST",
+        P + "/memory",
+        {
+            "content": b'{"session": "s", "messages": [{"role": "user", "content": "x", '
+            b'"metadata": {"\\ud800": 1}}]}',
+            "headers": {"Content-Type": "application/json"},
+        },
+        422,
+        "invalid_request",
+        "messages[0].metadata.\\ud800",
+    ),
+    (
+        "POST",
+        P + "/memory",
+        {
+            "content": b'{"session": "s", "messages": [{"role": "user", "content": "x"}], '
+            b'"session_metadata": {"n": 1e309}}',
+            "headers": {"Content-Type": "application/json"},
+        },
+        422,
+        "invalid_request",
+        "session_metadata.n",
+    ),
+    (
+        "POST",
+        P + "/memory",
+        {"json": {"session": "s", "messages": [MSG], "extra_key": 1}},
+        422,
+        "invalid_request",
+        "extra_key",
+    ),
+    ("GET", P + "/facts", {"params": {"subject": "a\u0000"}}, 422, "invalid_request", "subject"),
+    ("POST", P + "/search", {"json": {"query": "a\u0000"}}, 422, "invalid_request", "query"),
     (
         "DELETE",
         P + "/memory",
@@ -203,6 +245,48 @@ CASES: list[tuple[str, str, dict[str, Any], int, str, str | None]] = [
         422,
         "invalid_request",
         "override_tombstones",
+    ),
+    (
+        "POST",
+        P + "/facts",
+        {"json": {"facts": [], "override_tombstones": "yes"}},
+        422,
+        "invalid_request",
+        "override_tombstones",
+    ),
+    (
+        "POST",
+        P + "/facts",
+        {"json": {"facts": [], "override_tombstones": "true"}},
+        422,
+        "invalid_request",
+        "override_tombstones",
+    ),
+    (
+        "POST",
+        P + "/facts",
+        {"json": {"facts": [], "override_tombstones": 1}},
+        422,
+        "invalid_request",
+        "override_tombstones",
+    ),
+    ("POST", P + "/search", {"json": {"query": "x", "k": "10"}}, 422, "invalid_request", "k"),
+    ("POST", P + "/search", {"json": {"query": "x", "k": 10.0}}, 422, "invalid_request", "k"),
+    (
+        "POST",
+        P + "/search",
+        {"json": {"query": "x", "query_embedding": ["0.5"] * DIM}},
+        422,
+        "invalid_request",
+        "query_embedding[0]",
+    ),
+    (
+        "POST",
+        P + "/entities/merge",
+        {"json": {"keep": "a", "absorb": "b", "dry_run": "yes"}},
+        422,
+        "invalid_request",
+        "dry_run",
     ),
     ("GET", P + "/facts", {"params": {"as_of": "yesterday"}}, 422, "invalid_request", "as_of"),
     ("GET", P + "/facts", {"params": {"as_of": "1700000000"}}, 422, "invalid_request", "as_of"),
@@ -457,3 +541,103 @@ def test_junk_never_gets_a_server_error(http: httpx.Client, tenant: Tenant) -> N
             assert response.status_code < 500, (method, path, junk, response.text)
             sent += 1
     assert sent > 300
+
+
+BAD_INSTANTS = [
+    "9999-12-31T23:59:59-14:00",
+    "0001-01-01T00:00:00+14:00",
+    "2024-01-01 BC",
+    "2024-01-01 allballs",
+    "2024-01-01 5:00 pm",
+    " 2024-01-01",
+    "2024-01-01T00:00:00Zjunk",
+    "10000-01-01",
+    "2024-01-01T24:00:00",
+    "2024-02-30",
+    "epoch",
+]
+GOOD_INSTANTS = [
+    "2024-01-01",
+    "2024-01-01T00:00:00Z",
+    "2024-01-01 12:00:00+02",
+    "2024-01-01T12:00:00.123456+0530",
+    "2024-01-01T12:00:00.5-03:30",
+    "9999-12-31T23:59:59Z",
+    "0001-01-01T00:00:00Z",
+    "9999-12-31T23:59:59+14:00",
+]
+
+
+@pytest.mark.parametrize("value", BAD_INSTANTS)
+def test_an_instant_sql_would_refuse_is_a_422_naming_it(
+    http: httpx.Client, tenant: Tenant, value: str
+) -> None:
+    p = tenant.project
+    r = http.get(f"/v1/projects/{p}/facts", params={"as_of": value})
+    assert r.status_code == 422 and error_of(r)["field"] == "as_of", r.text
+    r = http.post(f"/v1/projects/{p}/search", json={"query": "x", "known_at": value})
+    assert r.status_code == 422 and error_of(r)["field"] == "known_at", r.text
+    message = {**MSG, "occurred_at": value}
+    r = http.post(f"/v1/projects/{p}/memory", json={"session": "instants", "messages": [message]})
+    assert r.status_code == 422 and error_of(r)["field"] == "messages[0].occurred_at", r.text
+
+
+@pytest.mark.parametrize("value", GOOD_INSTANTS)
+def test_an_iso_instant_is_accepted(http: httpx.Client, tenant: Tenant, value: str) -> None:
+    p = tenant.project
+    r = http.get(f"/v1/projects/{p}/facts", params={"as_of": value})
+    assert r.status_code == 200, r.text
+    message = {**MSG, "occurred_at": value}
+    r = http.post(f"/v1/projects/{p}/memory", json={"session": "instants", "messages": [message]})
+    assert r.status_code == 200, r.text
+
+
+def test_a_value_that_cannot_reach_the_database_costs_only_its_fact(
+    http: httpx.Client, tenant: Tenant
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    # Raw bytes: a JSON client would not send a lone surrogate or 1e309.
+    body = (
+        '{"facts": ['
+        f'{{"subject": "u1-{tag}", "predicate": "p", "object": "o1"}},'
+        f'{{"subject": "u2-{tag}", "predicate": "p", "object": "o2", "content": "a\\u0000b"}},'
+        f'{{"subject": "u3-{tag}", "predicate": "p", "object": "o3"}},'
+        f'{{"subject": "u4-{tag}\\ud800", "predicate": "p", "object": "o4"}},'
+        f'{{"subject": "u5-{tag}", "predicate": "p", "object": "o5", "confidence": 1e309}},'
+        f'{{"subject": "u6-{tag}", "predicate": "p", "object": "o6", "x\\udc00": 1}},'
+        f'{{"subject": "u7-{tag}", "predicate": "p", "object": {{"deep": ["\\u0000"]}}}},'
+        f'{{"subject": "u8-{tag}", "predicate": "p", "object": "o8"}}'
+        "]}"
+    ).encode()
+    r = http.post(
+        f"/v1/projects/{tenant.project}/facts",
+        content=body,
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    results = answer["results"]
+    assert [x["index"] for x in results] == list(range(8))
+    statuses = [x["status"] for x in results]
+    assert statuses == [
+        "inserted",
+        "invalid",
+        "inserted",
+        "invalid",
+        "invalid",
+        "invalid",
+        "invalid",
+        "inserted",
+    ], results
+    fields = [x["error"]["field"] for x in results if x["status"] == "invalid"]
+    assert fields == ["content", "subject", "confidence", "x\\udc00", "object.deep[0]"], fields
+    assert (answer["inserted"], answer["invalid"]) == (3, 5), answer
+    # The good facts are stored (positive control), the bad ones are not.
+    stored = {
+        f["subject"]
+        for f in http.get(f"/v1/projects/{tenant.project}/facts", params={"limit": 1000}).json()[
+            "facts"
+        ]
+        if f["subject"].endswith(tag)
+    }
+    assert stored == {f"u1-{tag}", f"u3-{tag}", f"u8-{tag}"}, stored

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 from api_server import Tenant, api_server, make_tenant
@@ -86,3 +87,37 @@ def test_live_operation_conforms(
             derandomize=True,
         )(given(case=operation.as_strategy(generation_mode=mode))(check))
         run()
+
+
+def _paths() -> dict[str, set[str]]:
+    document: dict[str, Any] = create_app("postgresql://unused").openapi()
+    return {
+        path: {m.upper() for m in item if m in HTTP_METHODS}
+        for path, item in sorted(document["paths"].items())
+    }
+
+
+@pytest.mark.parametrize(("path", "declared"), sorted(_paths().items()))
+def test_undeclared_methods_are_405_with_allow(
+    path: str, declared: set[str], live: tuple[Tenant, schemathesis.BaseSchema]
+) -> None:
+    """Every method the document does not declare for a path is a 405 whose Allow lists
+    exactly the declared ones (and HEAD with GET), as RFC 9110 asks."""
+    tenant, schema = live
+    base = str(schema.get_base_url()).rstrip("/")
+    url = base + path.format_map(_PathValues(tenant))
+    headers = {"Authorization": f"Bearer {tenant.token}"}
+    expected = declared | ({"HEAD"} if "GET" in declared else set())
+    for method in sorted({m.upper() for m in HTTP_METHODS} - declared):
+        r = httpx.request(method, url, headers=headers, timeout=30)
+        assert r.status_code == 405, (method, path, r.text)
+        allowed = {m.strip() for m in r.headers.get("Allow", "").split(",") if m.strip()}
+        assert allowed == expected, (method, path, r.headers)
+
+
+class _PathValues(dict[str, str]):
+    def __init__(self, tenant: Tenant) -> None:
+        super().__init__(project_id=str(tenant.project))
+
+    def __missing__(self, key: str) -> str:
+        return "x"

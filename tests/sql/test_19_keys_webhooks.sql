@@ -381,6 +381,8 @@ select is((select string_agg(x.n || ' ' || (select count(*) from memory.jobs j
                                                 and (j.payload ->> 'endpoint_id')::uuid = pg_temp.eid(x.n)), ', ' order by x.n)
              from unnest(array['dr', 'ds']) x(n)),
           'dr 0, ds 4', 'four supersessions: four deliver_webhook jobs for the subscribed endpoint, none for the other');
+-- All four in flight at once: past the default cap per endpoint (2).
+set local chronomem.webhook_max_in_flight_per_endpoint = 4;
 insert into jid select 'd' || row_number() over (order by c.job_id), c.job_id
   from memory.claim_jobs('w19', array['deliver_webhook'], 1000) c where c.project_id = pg_temp.id('d');
 call pg_temp.set_job(pg_temp.j('d4'), 'max_attempts = 1');

@@ -23,6 +23,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: _error("The key does not grant this permission here (own org only)."),
     404: _error("Not found, or not in the key's org."),
     409: _error("Conflict (e.g. an idempotency key reused with another body)."),
+    413: _error("The request body exceeds the configured limit (named in the message)."),
     422: _error("Invalid input; `field` names the field at fault."),
-    503: _error("The database is unavailable or the query timed out."),
+    429: _error("The key's org already uses its share of the database connections (Retry-After)."),
+    503: _error("The database is unavailable or the query timed out (Retry-After)."),
 }

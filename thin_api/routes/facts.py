@@ -14,10 +14,10 @@ from thin_api.models import (
     AssertResult,
     FactChanges,
     FactHistory,
+    FactIn,
     FactPage,
     FactsRequest,
     Instant,
-    Int32,
     Predicate,
     PredicateDeclare,
     PredicateList,
@@ -43,12 +43,61 @@ def assert_facts(project_id: UUID, body: FactsRequest, token: Token, db: DB) -> 
     """Assert a batch. Each fact is inserted (closing what it follows in world time),
     skipped (already holds), refused (retracted claim) or invalid (with its field);
     one bad fact never costs the rest of the batch."""
-    facts = [f.model_dump(mode="json", exclude_unset=True) for f in body.facts]
-    return db.call(
+    batch = FactBatch(body.facts)
+    answer: dict[str, Any] = db.call(
         Access(token, WRITE, project_id),
         "select memory.api_assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
-        (project_id, Jsonb(facts), body.override_tombstones),
+        (project_id, Jsonb(batch.sent), body.override_tombstones),
     )
+    return batch.answer(answer)
+
+
+class FactBatch:
+    """A batch as the database can take it: the facts holding a value no database text
+    or jsonb can hold (a NUL, a lone surrogate, a number that is not finite) are kept
+    back, each `invalid` with its field, and the rest are sent."""
+
+    def __init__(self, facts: list[FactIn]) -> None:
+        self.total = len(facts)
+        self.sent: list[dict[str, Any]] = []
+        self.positions: list[int] = []  # the request's index of each fact sent
+        self.refused: dict[int, dict[str, Any]] = {}
+        for index, fact in enumerate(facts):
+            bad = fact.unreachable
+            if bad is None:
+                self.positions.append(index)
+                self.sent.append(fact.model_dump(mode="json", exclude_unset=True))
+                continue
+            where, problem = bad
+            self.refused[index] = {
+                "index": index,
+                "status": "invalid",
+                "error": {"field": where or None, "message": f"{where} {problem}".strip()},
+            }
+
+    def answer(self, answer: dict[str, Any]) -> dict[str, Any]:
+        if not self.refused:
+            return answer
+        return merge_refused(answer, self.positions, self.refused, self.total)
+
+
+def merge_refused(
+    answer: dict[str, Any],
+    positions: list[int],
+    refused: dict[int, dict[str, Any]],
+    total: int,
+) -> dict[str, Any]:
+    """The database's answer for the facts sent, with the facts that could not be sent
+    (values no database can hold) as `invalid` in their places: results in the request's
+    order, each with its index in the request, and the counts of the whole batch."""
+    by_index = dict(refused)
+    for outcome in answer.get("results", []):
+        by_index[positions[outcome["index"]]] = {**outcome, "index": positions[outcome["index"]]}
+    return {
+        **answer,
+        "invalid": answer.get("invalid", 0) + len(refused),
+        "results": [by_index[i] for i in range(total) if i in by_index],
+    }
 
 
 @router.get("/projects/{project_id}/facts", response_model=FactPage)
@@ -61,7 +110,7 @@ def list_facts(
     subject: Annotated[str | None, Query()] = None,
     predicate: Annotated[str | None, Query()] = None,
     cursor: Annotated[UUID | None, Query(description="next_cursor of the previous page.")] = None,
-    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000, description="1-1000.")] = 100,
 ) -> Any:
     """The facts that hold at `as_of` as the store believed at `known_at`."""
     return db.call(
@@ -111,7 +160,7 @@ def fact_changes(
         Instant | None, Query(description="Record time (inclusive); default now.")
     ] = None,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
-    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000, description="1-1000.")] = 100,
 ) -> Any:
     """What the store came to believe between `since` and `until` (record time): every
     fact event (asserted, superseded, contradicted, expired, retracted, restored), oldest

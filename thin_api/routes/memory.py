@@ -87,7 +87,7 @@ def list_sessions(
     token: Token,
     db: DB,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
-    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000, description="1-1000.")] = 100,
 ) -> Any:
     """The project's sessions by their id, each with its last message's number and time."""
     return db.call(
@@ -104,7 +104,7 @@ def session_messages(
     token: Token,
     db: DB,
     after: Annotated[Int32, Query(description="Sequence number to continue after.")] = 0,
-    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000, description="1-1000.")] = 100,
 ) -> Any:
     return db.call(
         Access(token, READ, project_id),

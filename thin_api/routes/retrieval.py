@@ -25,7 +25,6 @@ from thin_api.models import (
     EntitySplitOff,
     EntityUpsert,
     Instant,
-    Int32,
     Neighbors,
     SearchRequest,
     SearchResult,
@@ -119,10 +118,10 @@ def neighbors(
     token: Token,
     db: DB,
     entity: Annotated[str, Query(min_length=1, description="Entity name or alias.")],
-    depth: Annotated[Int32, Query(description="1-3.")] = 1,
+    depth: Annotated[int, Query(ge=1, le=3, description="1-3.")] = 1,
     as_of: Annotated[Instant | None, Query(description="Default now.")] = None,
     known_at: Annotated[Instant | None, Query(description="Default now.")] = None,
-    limit: Annotated[Int32, Query(description="At most this many nodes, 1-1000.")] = 200,
+    limit: Annotated[int, Query(ge=1, le=1000, description="At most this many nodes.")] = 200,
 ) -> Any:
     """The entities within `depth` edges of an entity, over the edges effective at
     `as_of`, and those edges."""
@@ -140,7 +139,7 @@ def entities(
     token: Token,
     db: DB,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
-    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000, description="1-1000.")] = 100,
 ) -> Any:
     return db.call(
         Access(token, READ, project_id),
@@ -192,9 +191,9 @@ def communities(
     token: Token,
     db: DB,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
-    limit: Annotated[Int32, Query(description="Communities per page, 1-1000.")] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Communities per page.")] = 100,
     members: Annotated[
-        Int32, Query(description="Members listed per community (by name), 0-10000.")
+        int, Query(ge=0, le=10000, description="Members listed per community (by name).")
     ] = 100,
 ) -> Any:
     """Communities from the last computation (label propagation over current edges; the

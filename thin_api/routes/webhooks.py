@@ -12,7 +12,6 @@ from pydantic import Field
 from thin_api.db import Access
 from thin_api.deps import DB, Token
 from thin_api.models import (
-    Int32,
     WebhookCreate,
     WebhookCreated,
     WebhookDeleted,
@@ -101,7 +100,7 @@ def webhook_deliveries(
     endpoint_id: UUID,
     token: Token,
     db: DB,
-    limit: Annotated[Int32, Query(description="1-1000.")] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000, description="1-1000.")] = 100,
     before: Annotated[Int64 | None, Query(description="next_cursor of the previous page.")] = None,
 ) -> Any:
     """The endpoint's delivery log, one row per attempt, newest first (a deleted
