@@ -867,6 +867,9 @@ declare
   v_kept jsonb;
   v_dropped_low integer;
   v_dropped_dead integer;
+  v_malformed jsonb;
+  v_ignored jsonb;
+  v_skipped integer;
   v_result jsonb;
   v_closed integer := 0; v_unknown integer := 0;
   v_n integer;
@@ -891,17 +894,33 @@ begin
     end if;
   end loop;
 
-  -- Entities: names (with type and summary) and their aliases.
+  -- Entities: names (with type and summary) and their aliases.  An entry
+  -- whose name is not a string, or whose type, summary or aliases are of
+  -- another JSON type, is skipped and counted (a number would otherwise be
+  -- an entity named by its digits).
   begin
     v_n := 0;
+    v_skipped := 0;
     for x in select * from jsonb_array_elements(coalesce(p_payload -> 'entities', '[]')) loop
+      if jsonb_typeof(x) is distinct from 'object'
+         or jsonb_typeof(x -> 'name') is distinct from 'string'
+         or coalesce(jsonb_typeof(x -> 'type'), 'null') not in ('string', 'null')
+         or coalesce(jsonb_typeof(x -> 'summary'), 'null') not in ('string', 'null')
+         or coalesce(jsonb_typeof(x -> 'aliases'), 'null') not in ('array', 'null')
+         or exists (select from jsonb_array_elements(case when jsonb_typeof(x -> 'aliases') = 'array'
+                                                          then x -> 'aliases' else '[]' end) a
+                     where jsonb_typeof(a) <> 'string') then
+        v_skipped := v_skipped + 1;
+        continue;
+      end if;
       perform memory.upsert_entity(ep.project_id, x ->> 'name', x ->> 'type', x ->> 'summary');
       perform memory.add_alias(ep.project_id, x ->> 'name', a)
          from jsonb_array_elements_text(coalesce(x -> 'aliases', '[]')) a
         where memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(a)) is null;
       v_n := v_n + 1;
     end loop;
-    v_report := v_report || jsonb_build_object('entities', jsonb_build_object('upserted', v_n));
+    v_report := v_report || jsonb_build_object('entities',
+      jsonb_build_object('upserted', v_n, 'skipped_malformed', v_skipped));
   exception when others then
     v_failed := v_failed || 'entities'::text;
     v_report := v_report || jsonb_build_object('entities', jsonb_build_object('error', sqlerrm));
@@ -910,14 +929,32 @@ begin
   -- Facts: through assert_facts, so supersession, tombstones and world-time
   -- order apply; valid_from defaults to the episode's instant.  Facts below
   -- the confidence floor and windows that end before they start are
-  -- dropped here.
+  -- dropped here.  The model's answer is not a client's request: keys
+  -- outside a fact's documented set are left out (and listed in
+  -- ignored_keys), and a fact with a field of the wrong JSON type (subject
+  -- 123, confidence "high") is dropped and reported in malformed, so that
+  -- neither fails the job; any other invalid fact still fails the section.
   begin
-    v_facts := coalesce(p_payload -> 'facts', '[]');
+    select coalesce(jsonb_agg(case when jsonb_typeof(t.e) = 'object'
+                                   then (select coalesce(jsonb_object_agg(j.k, j.v), '{}')
+                                           from jsonb_each(t.e) j(k, v)
+                                          where j.k = any (memory_internal.fact_keys()))
+                                   else t.e end order by t.ord), '[]'),
+           coalesce((select jsonb_agg(distinct k order by k)
+                       from jsonb_array_elements(coalesce(p_payload -> 'facts', '[]')) a(e)
+                      cross join lateral jsonb_object_keys(case when jsonb_typeof(a.e) = 'object'
+                                                                then a.e else '{}' end) k
+                      where k <> all (memory_internal.fact_keys())), '[]')
+      into v_facts, v_ignored
+      from jsonb_array_elements(coalesce(p_payload -> 'facts', '[]')) with ordinality t(e, ord);
     select coalesce(jsonb_agg(f.e order by f.ord) filter (where k.keep), '[]'),
-           count(*) filter (where coalesce(f.low, false)),
-           count(*) filter (where coalesce(f.dead, false) and not coalesce(f.low, false))
-      into v_kept, v_dropped_low, v_dropped_dead
-      from (select t.e, t.ord,
+           count(*) filter (where coalesce(f.low, false) and f.shape is null),
+           count(*) filter (where coalesce(f.dead, false) and not coalesce(f.low, false) and f.shape is null),
+           coalesce(jsonb_agg(jsonb_build_object('index', f.ord - 1, 'error',
+                                                 jsonb_build_object('field', f.shape[1], 'message', f.shape[2]))
+                              order by f.ord) filter (where f.shape is not null), '[]')
+      into v_kept, v_dropped_low, v_dropped_dead, v_malformed
+      from (select t.e, t.ord, memory_internal.fact_shape_problem(t.e) as shape,
                    jsonb_typeof(t.e -> 'confidence') = 'number'
                      and (t.e ->> 'confidence')::numeric < p_min_confidence as low,
                    jsonb_typeof(t.e -> 'valid_to') = 'string'
@@ -925,11 +962,12 @@ begin
                          <= coalesce(memory_internal.try_timestamptz(t.e ->> 'valid_from'), ep.occurred_at)
                      as dead
               from jsonb_array_elements(v_facts) with ordinality t(e, ord)) f
-      cross join lateral (select not coalesce(f.low, false) and not coalesce(f.dead, false) as keep) k
+      cross join lateral (select f.shape is null and not coalesce(f.low, false)
+                                 and not coalesce(f.dead, false) as keep) k
       group by ();
     v_result := memory.assert_facts(ep.project_id, v_kept, 'extraction', p_episode, false, 'extraction');
-    -- A malformed fact fails the whole section (rolled back, reported), so
-    -- the job is retried rather than a fact silently lost.
+    -- Any other invalid fact fails the whole section (rolled back,
+    -- reported), so the job is retried rather than a fact silently lost.
     if (v_result ->> 'invalid')::integer > 0 then
       raise exception 'facts: % invalid: %', v_result ->> 'invalid',
         (select jsonb_agg(r) from jsonb_array_elements(v_result -> 'results') r
@@ -939,6 +977,8 @@ begin
     v_report := v_report || jsonb_build_object('facts',
       (v_result - 'results') || jsonb_build_object(
         'dropped_low_confidence', v_dropped_low, 'dropped_born_dead', v_dropped_dead,
+        'dropped_malformed', jsonb_array_length(v_malformed), 'malformed', v_malformed,
+        'ignored_keys', v_ignored,
         'errors', (select coalesce(jsonb_agg(r), '[]') from jsonb_array_elements(v_result -> 'results') r
                     where r ->> 'status' = 'invalid')));
   exception when others then
@@ -1342,7 +1382,7 @@ $$;
 -- Name: FUNCTION assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text) IS 'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?}. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (the same claim already holds), refused (a retracted claim; p_override_tombstones lifts it) or invalid (reported with its field). Zone-less timestamps are UTC. Returns counts, superseded_pairs and a per-fact result.';
+COMMENT ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text) IS 'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Returns counts, superseded_pairs and a per-fact result.';
 
 
 --
@@ -1634,7 +1674,17 @@ CREATE FUNCTION memory.claim_jobs(p_worker text, p_kinds text[], p_limit integer
     SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
-  v_claimed integer;
+  v_claimed integer := 0;
+  v_n integer;
+  v_kinds text[] := array(select k from unnest(p_kinds) k where k is distinct from 'deliver_webhook');
+  v_org_cap integer;
+  v_endpoint_cap integer;
+  v_full_orgs uuid[];
+  v_full_endpoints text[];
+  v_held uuid[] := '{}';
+  v_cand record;
+  v_try record;
+  v_job memory.jobs;
 begin
   if p_worker is null or p_worker = '' then
     raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
@@ -1652,35 +1702,99 @@ begin
             where c.status = 'running' and c.locked_until < clock_timestamp()
               and c.attempts >= c.max_attempts
               for update skip locked);
-  -- Expired leases first, then ready jobs: two statements, so each walks its
-  -- own partial index in order (one OR-ed condition made the planner sort
-  -- every ready row of a long queue).
-  return query
-  update memory.jobs j
-     set attempts = j.attempts + 1, locked_by = p_worker,
-         locked_until = clock_timestamp() + p_lease
-   where (j.org_id, j.job_id) in (
-           select c.org_id, c.job_id from memory.jobs c
-            where c.status = 'running' and c.locked_until < clock_timestamp()
-              and c.attempts < c.max_attempts and c.kind = any (p_kinds)
-            order by c.locked_until
-            limit p_limit
-              for update skip locked)
-  returning j.*;
-  get diagnostics v_claimed = row_count;
-  if v_claimed < p_limit then
+  -- Deliveries first: a lane that takes them (workers/runner.py keeps one
+  -- lane apart from them) runs them before other kinds, within the caps.
+  if 'deliver_webhook' = any (p_kinds) then
+    v_org_cap := memory_internal.webhook_in_flight_cap('org');
+    v_endpoint_cap := memory_internal.webhook_in_flight_cap('endpoint');
+    -- Orgs and endpoints at their cap now (read without a lock; each claim
+    -- counts again under the org's lock): their deliveries are not candidates.
+    -- The running rows are few (one per lane at most): jobs_lease_idx.
+    select coalesce(array_agg(distinct r.org_id) filter (where r.org_n >= v_org_cap), '{}'),
+           coalesce(array_agg(r.org_id::text || ' ' || r.endpoint_id)
+                      filter (where r.endpoint_n >= v_endpoint_cap), '{}')
+      into v_full_orgs, v_full_endpoints
+      from (select x.org_id, x.payload ->> 'endpoint_id' as endpoint_id,
+                   count(*) over (partition by x.org_id) as org_n,
+                   count(*) over (partition by x.org_id, x.payload ->> 'endpoint_id') as endpoint_n
+              from memory.jobs x
+             where x.status = 'running' and x.locked_until >= clock_timestamp()
+               and x.kind = 'deliver_webhook') r;
+    -- Expired leases first, then ready deliveries, each in its index's order.
+    for v_cand in
+      select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
+       where x.status = 'running' and x.locked_until < clock_timestamp()
+         and x.attempts < x.max_attempts and x.kind = 'deliver_webhook'
+         and not x.org_id = any (v_full_orgs)
+         and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
+       order by x.locked_until
+         for update skip locked
+    loop
+      v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
+                                              v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
+      v_held := v_try.p_held;
+      v_job := v_try.claimed;
+      if v_job.job_id is not null then
+        return next v_job;
+        v_claimed := v_claimed + 1;
+        exit when v_claimed >= p_limit;
+      end if;
+    end loop;
+    if v_claimed < p_limit then
+      for v_cand in
+        select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
+         where x.status = 'queued' and x.run_at <= clock_timestamp() and x.kind = 'deliver_webhook'
+           and not x.org_id = any (v_full_orgs)
+           and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
+         order by x.run_at, x.job_id
+           for update skip locked
+      loop
+        v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
+                                                v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
+        v_held := v_try.p_held;
+        v_job := v_try.claimed;
+        if v_job.job_id is not null then
+          return next v_job;
+          v_claimed := v_claimed + 1;
+          exit when v_claimed >= p_limit;
+        end if;
+      end loop;
+    end if;
+  end if;
+  if cardinality(v_kinds) > 0 and v_claimed < p_limit then
+    -- Expired leases first, then ready jobs: two statements, so each walks its
+    -- own partial index in order (one OR-ed condition made the planner sort
+    -- every ready row of a long queue).
     return query
     update memory.jobs j
-       set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+       set attempts = j.attempts + 1, locked_by = p_worker,
            locked_until = clock_timestamp() + p_lease
      where (j.org_id, j.job_id) in (
              select c.org_id, c.job_id from memory.jobs c
-              where c.status = 'queued' and c.run_at <= clock_timestamp()
-                and c.kind = any (p_kinds)
-              order by c.run_at, c.job_id
+              where c.status = 'running' and c.locked_until < clock_timestamp()
+                and c.attempts < c.max_attempts and c.kind = any (v_kinds)
+              order by c.locked_until
               limit p_limit - v_claimed
                 for update skip locked)
     returning j.*;
+    get diagnostics v_n = row_count;
+    v_claimed := v_claimed + v_n;
+    if v_claimed < p_limit then
+      return query
+      update memory.jobs j
+         set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+             locked_until = clock_timestamp() + p_lease
+       where (j.org_id, j.job_id) in (
+               select c.org_id, c.job_id from memory.jobs c
+                where c.status = 'queued' and c.run_at <= clock_timestamp()
+                  and c.kind = any (v_kinds)
+                order by c.run_at, c.job_id
+                limit p_limit - v_claimed
+                  for update skip locked)
+      returning j.*;
+      get diagnostics v_n = row_count;
+      v_claimed := v_claimed + v_n;
+    end if;
   end if;
 end
 $$;
@@ -1690,7 +1804,7 @@ $$;
 -- Name: FUNCTION claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again.';
+COMMENT ON FUNCTION memory.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued.';
 
 
 --
@@ -1706,8 +1820,8 @@ declare
   v_actor text := coalesce(p_actor, session_user);
   f memory.facts;
   v_until timestamptz;
-  v_logged boolean := false;
-  r record;
+  v_new tstzrange;
+  v_next uuid;
 begin
   if p_kind is null or p_kind not in ('expired', 'contradicted') then
     raise exception 'kind must be expired or contradicted, not %', coalesce(p_kind, 'NULL')
@@ -1715,6 +1829,10 @@ begin
   end if;
   if p_at is null or not isfinite(p_at) then
     raise exception 'the closing instant must be a finite timestamp' using errcode = 'invalid_parameter_value';
+  end if;
+  if not memory_internal.instant_in_range(p_at) then
+    raise exception 'the closing instant must be in years 1 to 9999 (UTC), not %', p_at
+      using errcode = 'invalid_parameter_value', detail = 'at';
   end if;
   f := memory_internal.lock_fact(v_org, p_project, p_fact);
   if f.invalid_at is not null then
@@ -1733,28 +1851,42 @@ begin
   -- would not see it, and that writer, if it began before this transaction
   -- committed, would be stamped earlier than this change it builds on.
   -- (Read at an earlier known_at, such a version takes its window from the
-  -- event log, which holds it unchanged.)
-  update memory.facts set asserted_until = v_until, range_changed_at = memory_internal.txn_instant()
-   where org_id = v_org and fact_id = p_fact;
-  for r in select * from memory_internal.restitch(
-             v_org, p_project, array[f.subject_id], array[f.predicate], array[f.identity_object],
-             p_kind, v_actor, p_reason) loop
-    v_logged := v_logged or r.fact_id = p_fact;
-  end loop;
-  if not v_logged then
-    -- Its window already ended earlier (a successor), but its claimed end
-    -- moved: log it, it matters if the successor is retracted.
-    insert into memory.fact_events
-      (org_id, project_id, fact_id, event_type, old_fact_id, old_range, new_range, actor, reason)
-    values (v_org, p_project, p_fact, p_kind, p_fact, f.valid_range, f.valid_range, v_actor, p_reason);
+  -- event log, which holds it unchanged.)  Only this version's window can
+  -- change: it ends at the new claimed end or where it ended already (the
+  -- next version's start), whichever comes first; emptied (closed at its
+  -- start), it names the next version of its identity, as restitch does.
+  -- The event keeps the claimed end it replaced (old_asserted_until): a
+  -- subject wipe that takes the next version away lays the window out
+  -- again at every earlier instant, and needs the end claimed then.
+  v_new := case when isempty(f.valid_range) then f.valid_range
+                else tstzrange(f.valid_from, least(v_until, coalesce(upper(f.valid_range), 'infinity')))
+           end;
+  if isempty(v_new) and not isempty(f.valid_range) then
+    select x.fact_id into v_next
+      from (select y.fact_id, y.valid_from, y.fact_seq, y.invalid_at
+              from memory_internal.fact_versions(p_project) y
+             where y.org_id = v_org and y.subject_id = f.subject_id and y.predicate = f.predicate
+               and y.identity_object = f.identity_object
+               and (y.valid_from, y.fact_seq) > (f.valid_from, f.fact_seq)
+             order by y.valid_from, y.fact_seq
+            offset 0) x
+     where x.invalid_at is null
+     order by x.valid_from, x.fact_seq
+     limit 1;
   end if;
+  update memory.facts set asserted_until = v_until, valid_range = v_new,
+                          range_changed_at = memory_internal.txn_instant()
+   where org_id = v_org and fact_id = p_fact;
+  insert into memory.fact_events
+    (org_id, project_id, fact_id, event_type, old_fact_id, new_fact_id, old_range, new_range,
+     actor, reason, old_asserted_until)
+  values (v_org, p_project, p_fact, p_kind, p_fact, v_next, f.valid_range, v_new, v_actor, p_reason,
+          coalesce(f.asserted_until, 'infinity'));
   perform memory_internal.sync_edges(
     v_org, p_project, array[f.subject_id], array[f.object_entity_id], array[f.predicate]);
   perform memory_internal.bump_counter(v_org, p_project, 'facts_' || p_kind, 1);
 
-  select v.valid_range into f.valid_range from memory_internal.fact_versions(p_project) v
-   where v.org_id = v_org and v.fact_id = p_fact;
-  return jsonb_build_object('fact_id', p_fact, 'status', p_kind, 'valid_range', f.valid_range);
+  return jsonb_build_object('fact_id', p_fact, 'status', p_kind, 'valid_range', v_new);
 end
 $$;
 
@@ -2250,6 +2382,8 @@ begin
   update memory.webhook_endpoints w
      set enabled = false, deleted_at = now(), updated_at = now()
    where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id;
+  perform memory_internal.drop_queued_deliveries(e.org_id, e.project_id, e.endpoint_id,
+                                                 'endpoint deleted');
   delete from memory_internal.webhook_secrets s
    where s.org_id = e.org_id and s.endpoint_id = e.endpoint_id;
   return jsonb_build_object('endpoint_id', e.endpoint_id, 'deleted', true);
@@ -2714,6 +2848,7 @@ CREATE TABLE memory.facts (
     object_auto boolean DEFAULT false NOT NULL,
     subject_written text,
     object_written text,
+    CONSTRAINT facts_asserted_until_years_check CHECK (((asserted_until = 'infinity'::timestamp with time zone) OR (asserted_until < '10000-01-01 00:00:00+00'::timestamp with time zone))),
     CONSTRAINT facts_check CHECK ((asserted_until >= valid_from)),
     CONSTRAINT facts_check1 CHECK (((object_entity_id IS NOT NULL) OR (object_literal IS NOT NULL))),
     CONSTRAINT facts_check2 CHECK (((identity_object = ''::text) OR (identity_object = object_key))),
@@ -2726,7 +2861,9 @@ CREATE TABLE memory.facts (
     CONSTRAINT facts_predicate_check CHECK ((predicate <> ''::text)),
     CONSTRAINT facts_source_check CHECK ((source = ANY (ARRAY['api'::text, 'extraction'::text, 'import'::text]))),
     CONSTRAINT facts_support_count_check CHECK ((support_count >= 1)),
-    CONSTRAINT facts_valid_from_check CHECK (isfinite(valid_from))
+    CONSTRAINT facts_valid_from_check CHECK (isfinite(valid_from)),
+    CONSTRAINT facts_valid_from_years_check CHECK (((valid_from >= '0001-01-01 00:00:00+00'::timestamp with time zone) AND (valid_from < '10000-01-01 00:00:00+00'::timestamp with time zone))),
+    CONSTRAINT facts_valid_range_years_check CHECK ((isempty(valid_range) OR upper_inf(valid_range) OR (upper(valid_range) = 'infinity'::timestamp with time zone) OR (upper(valid_range) < '10000-01-01 00:00:00+00'::timestamp with time zone)))
 )
 WITH (fillfactor='90');
 
@@ -3014,6 +3151,12 @@ begin
       select (t.ord - 1)::integer as idx,
              case
                when jsonb_typeof(t.e) <> 'object' then 'must be a JSON object'
+               -- A message has these keys and no other: a misspelt
+               -- occurred_at would otherwise leave the message at now().
+               when t.e - '{role,content,occurred_at,metadata}'::text[] <> '{}' then
+                 (select format('unknown key "%s" (a message has role, content, occurred_at, metadata)', k)
+                    from jsonb_object_keys(t.e - '{role,content,occurred_at,metadata}'::text[]) k
+                   order by k limit 1)
                when jsonb_typeof(t.e -> 'role') is distinct from 'string'
                     or t.e ->> 'role' not in ('user', 'assistant', 'system', 'tool')
                  then 'role must be one of user, assistant, system, tool'
@@ -3024,8 +3167,7 @@ begin
                  then format('content is longer than %s characters', c_max_content)
                when coalesce(jsonb_typeof(t.e -> 'occurred_at'), 'null') not in ('null', 'string')
                     or (jsonb_typeof(t.e -> 'occurred_at') = 'string'
-                        and (memory_internal.try_timestamptz(t.e ->> 'occurred_at') is null
-                             or not isfinite(memory_internal.try_timestamptz(t.e ->> 'occurred_at'))))
+                        and memory_internal.try_timestamptz(t.e ->> 'occurred_at') is null)
                  then 'occurred_at must be an ISO 8601 timestamp'
                when coalesce(jsonb_typeof(t.e -> 'metadata'), 'null') not in ('null', 'object')
                  then 'metadata must be a JSON object'
@@ -3653,8 +3795,8 @@ COMMENT ON FUNCTION memory.metric_totals() IS 'Totals of every counter (facts_in
 CREATE FUNCTION memory.normalize_text(p_text text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$
-        select case when casefold((case when octet_length(p_text) = length(p_text) then p_text else normalize(p_text, NFKC) end) collate pg_unicode_fast) ~ '^[a-z0-9]+( [a-z0-9]+)*$' then casefold((case when octet_length(p_text) = length(p_text) then p_text else normalize(p_text, NFKC) end) collate pg_unicode_fast)
-                    else btrim(regexp_replace(casefold((case when octet_length(p_text) = length(p_text) then p_text else normalize(p_text, NFKC) end) collate pg_unicode_fast), '[[:punct:][:space:]]+', ' ', 'g')) end
+        select case when casefold((case when octet_length(p_text) = length(p_text) then p_text else normalize(regexp_replace(p_text, E'[\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u206F\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0\\uFFF0-\\uFFF8\\U0001BCA0-\\U0001BCA3\\U0001D173-\\U0001D17A\\U000E0000-\\U000E0FFF]', '', 'g'), NFKC) end) collate pg_unicode_fast) ~ '^[a-z0-9]+( [a-z0-9]+)*$' then casefold((case when octet_length(p_text) = length(p_text) then p_text else normalize(regexp_replace(p_text, E'[\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u206F\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0\\uFFF0-\\uFFF8\\U0001BCA0-\\U0001BCA3\\U0001D173-\\U0001D17A\\U000E0000-\\U000E0FFF]', '', 'g'), NFKC) end) collate pg_unicode_fast)
+                    else btrim(regexp_replace(casefold((case when octet_length(p_text) = length(p_text) then p_text else normalize(regexp_replace(p_text, E'[\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u206F\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0\\uFFF0-\\uFFF8\\U0001BCA0-\\U0001BCA3\\U0001D173-\\U0001D17A\\U000E0000-\\U000E0FFF]', '', 'g'), NFKC) end) collate pg_unicode_fast), '[[:punct:][:space:]]+', ' ', 'g')) end
       $_$;
 
 
@@ -3662,7 +3804,7 @@ CREATE FUNCTION memory.normalize_text(p_text text) RETURNS text
 -- Name: FUNCTION normalize_text(p_text text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.normalize_text(p_text text) IS 'The one normalization: NFKC, Unicode case fold, punctuation stripped, whitespace collapsed. Used for entity names, predicates, objects and content.';
+COMMENT ON FUNCTION memory.normalize_text(p_text text) IS 'The one normalization: default-ignorable code points dropped, NFKC, Unicode case fold, punctuation stripped, whitespace collapsed. Confusable letters of other scripts (a Cyrillic о for a Latin o) stay distinct: a wrong merge is worse than a missed one. Used for entity names, predicates, objects and content.';
 
 
 --
@@ -4220,7 +4362,7 @@ $$;
 -- Name: FUNCTION retract_fact(p_project uuid, p_fact uuid, p_reason text, p_actor text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.retract_fact(p_project uuid, p_fact uuid, p_reason text, p_actor text) IS 'Retract a fact: its record time ends, the claim is tombstoned (assert_facts refuses it again unless overridden), its edge expires unless another fact asserts it, and any window it had closed is given back.';
+COMMENT ON FUNCTION memory.retract_fact(p_project uuid, p_fact uuid, p_reason text, p_actor text) IS 'Retract a fact: its record time ends, the claim (subject, predicate, object) is tombstoned, not its identity (assert_facts refuses that claim again unless overridden; another object of a cardinality-one identity is not refused), its edge expires unless another fact asserts it, and any window it had closed is given back.';
 
 
 --
@@ -5060,6 +5202,10 @@ begin
          updated_at = now()
    where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id
   returning * into e;
+  if not e.enabled then
+    perform memory_internal.drop_queued_deliveries(e.org_id, e.project_id, e.endpoint_id,
+                                                   'endpoint disabled');
+  end if;
   return memory_internal.webhook_view(e);
 end
 $$;
@@ -5069,7 +5215,7 @@ $$;
 -- Name: FUNCTION update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean) IS 'Change an endpoint''s URL, event types (a non-empty list; {*}: every type, including types added later) or enabled flag; NULL keeps a value. Events are queued only for enabled endpoints, and a queued delivery to an endpoint disabled since is dropped, not sent.';
+COMMENT ON FUNCTION memory.update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean) IS 'Change an endpoint''s URL, event types (a non-empty list; {*}: every type, including types added later) or enabled flag; NULL keeps a value. Events are queued only for enabled endpoints; disabling one drops its queued deliveries (done, result {"skipped": "endpoint disabled"}), so enabling it again sends only later events.';
 
 
 --
@@ -5283,6 +5429,9 @@ declare
   v_entity uuid;
   v_facts uuid[];
   v_deleted uuid[];  -- NULL: the whole project
+  v_key_subjects uuid[]; v_key_predicates text[]; v_key_objects text[]; v_key_entities uuid[];
+  v_past_ids uuid[]; v_past_ranges tstzrange[]; v_past_changed_at timestamptz[];
+  v_past_sources uuid[]; v_past_targets uuid[]; v_past_relations text[];
   v_counts jsonb;
   v_n_facts integer := 0; v_n_events integer := 0; v_n_edges integer := 0;
   v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
@@ -5355,48 +5504,71 @@ begin
 
     -- The identities and edge keys the wiped facts shared with facts that
     -- stay: those are laid out again as if the wiped facts never existed.
-    create temp table if not exists pg_temp.chronomem_wiped_keys (
-      subject_id uuid, predicate text, identity_object text, object_entity_id uuid) on commit drop;
-    truncate pg_temp.chronomem_wiped_keys;
-    insert into pg_temp.chronomem_wiped_keys
-    select distinct v.subject_id, v.predicate, v.identity_object, v.object_entity_id
-      from memory_internal.fact_versions(p_project) v
-     where v.org_id = v_org and v.fact_id = any (v_facts);
+    -- Kept as arrays in step (entry i of each is one key), not in a temp
+    -- table, which the caller's session could have created with a trigger.
+    select array_agg(k.subject_id), array_agg(k.predicate), array_agg(k.identity_object),
+           array_agg(k.object_entity_id)
+      into v_key_subjects, v_key_predicates, v_key_objects, v_key_entities
+      from (select distinct v.subject_id, v.predicate, v.identity_object, v.object_entity_id
+              from memory_internal.fact_versions(p_project) v
+             where v.org_id = v_org and v.fact_id = any (v_facts)) k;
+
+    -- The past of the versions that stay in the identities the wiped facts
+    -- are in, as if those had never been asserted: their logged windows at
+    -- every instant now; their rows and edges once the wiped rows are gone.
+    select array_agg(r.fact_id) filter (where r.row_changed),
+           array_agg(r.valid_range) filter (where r.row_changed),
+           array_agg(r.range_changed_at) filter (where r.row_changed),
+           array_agg(r.subject_id) filter (where r.object_entity_id is not null),
+           array_agg(r.object_entity_id) filter (where r.object_entity_id is not null),
+           array_agg(r.predicate) filter (where r.object_entity_id is not null)
+      into v_past_ids, v_past_ranges, v_past_changed_at, v_past_sources, v_past_targets,
+           v_past_relations
+      from memory_internal.replay_wiped_past(v_org, p_project, v_facts) r;
 
     -- Events of facts that stay but name a wiped one (the closing it
     -- caused) go too: the wiped facts are as if never asserted.
     delete from memory.fact_events where org_id = v_org
        and (fact_id = any (v_facts) or old_fact_id = any (v_facts) or new_fact_id = any (v_facts));
     get diagnostics v_n_events = row_count;
-    -- A window a wiped fact cut without being named: a version asserted
-    -- after a later-starting one of its identity was laid out ending where
-    -- that one began, and its event names only itself.  Every logged range
-    -- of a staying version that ends where a wiped version of its identity
-    -- began, while that one was believed, ends instead where it would have
-    -- then: at the next start among the staying versions believed then, or
-    -- at the version's own claimed end (asserted_until, which only ever
-    -- comes down: an end a later close gave it shows earlier than it was
-    -- known, which reveals nothing wiped).
-    perform memory_internal.unbound_wiped_ranges(v_org, p_project, v_facts);
     delete from memory.tombstones where org_id = v_org and fact_id = any (v_facts);
     get diagnostics v_n_tombstones = row_count;
-    delete from memory.edges e using pg_temp.chronomem_wiped_keys k
+    delete from memory.edges e
+     using unnest(v_key_subjects, v_key_predicates, v_key_entities) k(subject_id, predicate, object_entity_id)
      where e.org_id = v_org and e.project_id = p_project and e.source_id = k.subject_id
        and e.relation = k.predicate and e.target_id = k.object_entity_id;
     get diagnostics v_n_edges = row_count;
     delete from memory.facts where org_id = v_org and fact_id = any (v_facts);
     get diagnostics v_n_facts = row_count;
+    -- The staying versions' rows as the replayed log ends (retracted ones
+    -- too), windows that shrink before those that grow (the exclusion
+    -- constraint holds after each statement); then their edges' history.
+    if cardinality(v_past_ids) > 0 then
+      update memory.facts f set valid_range = r.valid_range, range_changed_at = r.changed_at
+        from unnest(v_past_ids, v_past_ranges, v_past_changed_at) r(fact_id, valid_range, changed_at)
+       where f.org_id = v_org and f.fact_id = any (v_past_ids) and f.fact_id = r.fact_id
+         and (f.invalid_at is not null or r.valid_range <@ f.valid_range);
+      update memory.facts f set valid_range = r.valid_range, range_changed_at = r.changed_at
+        from unnest(v_past_ids, v_past_ranges, v_past_changed_at) r(fact_id, valid_range, changed_at)
+       where f.org_id = v_org and f.fact_id = any (v_past_ids) and f.fact_id = r.fact_id
+         and f.invalid_at is null and not r.valid_range <@ f.valid_range;
+    end if;
+    if cardinality(v_past_sources) > 0 then
+      perform memory_internal.rebuild_edge_history(
+        v_org, p_project, v_past_sources, v_past_targets, v_past_relations);
+    end if;
 
     perform memory_internal.lock_identities(
       p_project, array_agg(k.subject_id), array_agg(k.predicate), array_agg(k.identity_object))
-      from pg_temp.chronomem_wiped_keys k;
+      from unnest(v_key_subjects, v_key_predicates, v_key_objects) k(subject_id, predicate, identity_object);
     -- restitch reports the facts that stay whose windows it changed (the
     -- ones the wiped facts had closed): their edge keys are synced too.
-    insert into pg_temp.chronomem_wiped_keys (subject_id, predicate, identity_object, object_entity_id)
-    select x.subject_id, x.predicate, '', x.object_entity_id
+    select v_key_subjects || array_agg(x.subject_id), v_key_predicates || array_agg(x.predicate),
+           v_key_objects || array_agg(''::text), v_key_entities || array_agg(x.object_entity_id)
+      into v_key_subjects, v_key_predicates, v_key_objects, v_key_entities
       from (select array_agg(k.subject_id) as s, array_agg(k.predicate) as p,
                    array_agg(k.identity_object) as o
-              from pg_temp.chronomem_wiped_keys k
+              from unnest(v_key_subjects, v_key_predicates, v_key_objects) k(subject_id, predicate, identity_object)
              where v_entity is null or k.subject_id <> v_entity) a
      cross join lateral memory_internal.restitch(
        v_org, p_project, a.s, a.p, a.o, 'superseded', v_actor, 'wipe',
@@ -5404,7 +5576,7 @@ begin
      where x.object_entity_id is not null;
     perform memory_internal.sync_edges(
       v_org, p_project, array_agg(k.subject_id), array_agg(k.object_entity_id), array_agg(k.predicate))
-      from pg_temp.chronomem_wiped_keys k
+      from unnest(v_key_subjects, v_key_predicates, v_key_entities) k(subject_id, predicate, object_entity_id)
      where v_entity is null or (k.subject_id <> v_entity and k.object_entity_id <> v_entity);
 
     if v_scope = 'session' then
@@ -5848,35 +6020,34 @@ COMMENT ON FUNCTION memory_internal.bytes_equal(p_a bytea, p_b bytea) IS 'Consta
 CREATE FUNCTION memory_internal.cancel_wiped_jobs(p_org uuid, p_project uuid, p_deleted uuid[]) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
   c_skipped constant jsonb := '{"skipped": "wiped before it ran"}';
+  v_ids uuid[];
   v_enrich integer;
   v_embed integer;
 begin
   if p_deleted is not null and cardinality(p_deleted) = 0 then
     return 0;
   end if;
-  create temp table if not exists pg_temp.chronomem_wiped_ids (id uuid primary key) on commit drop;
-  truncate pg_temp.chronomem_wiped_ids;
-  insert into pg_temp.chronomem_wiped_ids select distinct d from unnest(p_deleted) d;
-  analyze pg_temp.chronomem_wiped_ids;
+  v_ids := array(select distinct d from unnest(p_deleted) d where d is not null);
 
   update memory.jobs j
      set status = 'done', result = c_skipped, finished_at = clock_timestamp(), last_error = null
    where j.org_id = p_org and j.project_id = p_project and j.kind = 'enrich'
      and j.status in ('queued', 'waiting')
      and (p_deleted is null
-          or (j.payload ->> 'episode_id')::uuid in (select w.id from pg_temp.chronomem_wiped_ids w));
+          or (j.payload ->> 'episode_id')::uuid = any (v_ids));
   get diagnostics v_enrich = row_count;
 
   with kept as (
     select x.job_id, count(*) as n,
            coalesce(jsonb_agg(to_jsonb(i.id) order by i.ord)
-                      filter (where p_deleted is not null and w.id is null), '[]') as ids
+                      filter (where p_deleted is not null and not (i.id::uuid = any (v_ids))),
+                    '[]') as ids
       from memory.jobs x
      cross join lateral jsonb_array_elements_text(x.payload -> 'ids') with ordinality i(id, ord)
-      left join pg_temp.chronomem_wiped_ids w on w.id = i.id::uuid
      where x.org_id = p_org and x.project_id = p_project and x.kind = 'embed'
        and x.status in ('queued', 'waiting')
      group by x.job_id
@@ -5945,10 +6116,18 @@ COMMENT ON FUNCTION memory_internal.check_entity_name_length(p_field text, p_nam
 CREATE FUNCTION memory_internal.check_instants(p_at timestamp with time zone, p_known_at timestamp with time zone) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     AS $$
+declare
+  v_bad text := case
+    when not (p_at >= '0001-01-01 00:00:00+00' and p_at < '10000-01-01 00:00:00+00') then 'as_of'
+    when not (p_known_at >= '0001-01-01 00:00:00+00' and p_known_at < '10000-01-01 00:00:00+00')
+      then 'known_at' end;
 begin
   if not isfinite(p_at) or not isfinite(p_known_at) then
     raise exception 'as_of and known_at must be finite' using errcode = 'invalid_parameter_value',
-      detail = case when not isfinite(p_at) then 'as_of' else 'known_at' end;
+      detail = v_bad;
+  elsif v_bad is not null then
+    raise exception '% must be an instant in years 1 to 9999 (UTC)', v_bad
+      using errcode = 'invalid_parameter_value', detail = v_bad;
   end if;
 end
 $$;
@@ -5958,7 +6137,7 @@ $$;
 -- Name: FUNCTION check_instants(p_at timestamp with time zone, p_known_at timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.check_instants(p_at timestamp with time zone, p_known_at timestamp with time zone) IS 'Refuse an infinite as_of (at) or known_at, naming which (22023): what the PL/pgSQL readers call after read_instants.';
+COMMENT ON FUNCTION memory_internal.check_instants(p_at timestamp with time zone, p_known_at timestamp with time zone) IS 'Refuse an as_of (at) or known_at outside years 1..9999 UTC (infinity included), naming which (22023): what the PL/pgSQL readers call after read_instants.';
 
 
 --
@@ -6001,6 +6180,70 @@ COMMENT ON FUNCTION memory_internal.check_max_rounds(p_max_rounds integer) IS 'R
 
 
 --
+-- Name: claim_delivery(text, interval, uuid, bigint, text, integer, integer, uuid[]); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org_n integer;
+  v_endpoint_n integer;
+begin
+  if not p_org = any (p_held) then
+    if cardinality(p_held) = 0 then
+      perform pg_advisory_xact_lock(memory_internal.webhook_claim_lock_key(p_org));
+    elsif not pg_try_advisory_xact_lock(memory_internal.webhook_claim_lock_key(p_org)) then
+      return;
+    end if;
+    p_held := p_held || p_org;
+  end if;
+  select count(*), count(*) filter (where r.payload ->> 'endpoint_id' = p_endpoint)
+    into v_org_n, v_endpoint_n
+    from memory.jobs r
+   where r.org_id = p_org and r.kind = 'deliver_webhook' and r.status = 'running'
+     and r.locked_until >= clock_timestamp();
+  if v_org_n >= p_org_cap or v_endpoint_n >= p_endpoint_cap then
+    return;  -- it stays queued (or expired) for a later claim
+  end if;
+  update memory.jobs j
+     set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+         locked_until = clock_timestamp() + p_lease
+   where j.org_id = p_org and j.job_id = p_job
+  returning j.* into claimed;
+end
+$$;
+
+
+--
+-- Name: FUNCTION claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs) IS 'For memory.claim_jobs: lease one deliver_webhook job unless its org or endpoint already has its cap of deliveries in flight, counted and claimed under the org''s advisory lock.';
+
+
+--
+-- Name: clear_community_work(uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.clear_community_work(p_org uuid, p_project uuid) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+  delete from memory_internal.community_labels where org_id = p_org and project_id = p_project;
+  delete from memory_internal.community_links where org_id = p_org and project_id = p_project;
+$$;
+
+
+--
+-- Name: FUNCTION clear_community_work(p_org uuid, p_project uuid); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.clear_community_work(p_org uuid, p_project uuid) IS 'Delete a project''s rows of memory_internal.community_labels and community_links (the working set of memory.compute_communities), as each computation does first and last.';
+
+
+--
 -- Name: communities_lock_key(uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -6023,6 +6266,7 @@ COMMENT ON FUNCTION memory_internal.communities_lock_key(p_project uuid) IS 'Adv
 CREATE FUNCTION memory_internal.compute_communities_locked(p_org uuid, p_project uuid, p_max_rounds integer, p_edges integer, p_digest bigint) RETURNS jsonb
     LANGUAGE plpgsql
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET enable_nestloop TO 'off'
     AS $$
 declare
   v_round integer := 0;
@@ -6033,23 +6277,17 @@ declare
   v_communities integer;
 begin
   perform memory_internal.check_max_rounds(p_max_rounds);
-  create temp table if not exists pg_temp.chronomem_labels (
-    entity_id uuid primary key, label uuid not null, color integer) on commit drop;
-  create temp table if not exists pg_temp.chronomem_links (
-    a uuid not null, b uuid not null) on commit drop;
-  truncate pg_temp.chronomem_labels, pg_temp.chronomem_links;
+  perform memory_internal.clear_community_work(p_org, p_project);
 
   -- Undirected, deduplicated links between entities with a current edge.
-  insert into pg_temp.chronomem_links
-  select distinct x.a, x.b
+  insert into memory_internal.community_links (org_id, project_id, a, b)
+  select distinct p_org, p_project, x.a, x.b
     from memory.edges_at(p_project) e
    cross join lateral (values (e.source_id, e.target_id), (e.target_id, e.source_id)) x(a, b)
    where e.source_id <> e.target_id;
-  insert into pg_temp.chronomem_labels (entity_id, label)
-  select distinct l.a, l.a from pg_temp.chronomem_links l;
-  -- Temp tables are never analyzed by autovacuum: the joins below are
-  -- planned on these counts.
-  analyze pg_temp.chronomem_links, pg_temp.chronomem_labels;
+  insert into memory_internal.community_labels (org_id, project_id, entity_id, label)
+  select distinct p_org, p_project, l.a, l.a from memory_internal.community_links l
+   where l.org_id = p_org and l.project_id = p_project;
 
   -- Label propagation: each entity takes the label most of its neighbours
   -- hold, its own label voting too (ties: the smallest), until nothing
@@ -6065,7 +6303,7 @@ begin
   -- vote included), so the rounds end.
   loop
     v_round := v_round + 1;
-    v_moved := memory_internal.propagate_labels(null);
+    v_moved := memory_internal.propagate_labels(p_org, p_project, null);
     exit when v_moved = 0 or v_round >= least(10, p_max_rounds);
   end loop;
   if v_moved > 0 and v_round < p_max_rounds then
@@ -6074,42 +6312,45 @@ begin
     -- smallest colour none of their neighbours has; they are never linked
     -- to each other, so they choose at once.
     loop
-      with blocked as (
+      with labels as (
+        select t.entity_id, t.color from memory_internal.community_labels t
+         where t.org_id = p_org and t.project_id = p_project
+      ), links as (
+        select l.a, l.b from memory_internal.community_links l
+         where l.org_id = p_org and l.project_id = p_project
+      ), blocked as (
         select distinct l.a
-          from pg_temp.chronomem_links l
-          join pg_temp.chronomem_labels ta on ta.entity_id = l.a
-          join pg_temp.chronomem_labels tb on tb.entity_id = l.b
+          from links l
+          join labels ta on ta.entity_id = l.a
+          join labels tb on tb.entity_id = l.b
          where ta.color is null and tb.color is null and l.b > l.a
       ), pick as (
-        select t.entity_id from pg_temp.chronomem_labels t
+        select t.entity_id from labels t
          where t.color is null and not exists (select from blocked b where b.a = t.entity_id)
       ), used as (
         select p.entity_id, array_agg(distinct u.color) filter (where u.color is not null) as colors
           from pick p
-          left join pg_temp.chronomem_links l on l.a = p.entity_id
-          left join pg_temp.chronomem_labels u on u.entity_id = l.b
+          left join links l on l.a = p.entity_id
+          left join labels u on u.entity_id = l.b
          group by p.entity_id
       ), colored as (
-        update pg_temp.chronomem_labels t
+        update memory_internal.community_labels t
            set color = (select min(g) from generate_series(0, coalesce(cardinality(u.colors), 0)) g
                          where not g = any (coalesce(u.colors, '{}')))
           from used u
-         where t.entity_id = u.entity_id
+         where t.org_id = p_org and t.project_id = p_project and t.entity_id = u.entity_id
         returning 1)
       select count(*) into v_changed from colored;
       exit when v_changed = 0;
     end loop;
-    select max(t.color) + 1 into v_colors from pg_temp.chronomem_labels t;
-    -- The colours' counts, for the rounds' plans (as analyzed before,
-    -- every colour looked empty: nested loops over the links, 161 s
-    -- instead of 1-2 on the graph above).
-    analyze pg_temp.chronomem_labels;
+    select max(t.color) + 1 into v_colors from memory_internal.community_labels t
+     where t.org_id = p_org and t.project_id = p_project;
     loop
       exit when v_moved = 0 or v_round >= p_max_rounds;
       v_round := v_round + 1;
       v_moved := 0;
       for v_color in 0 .. v_colors - 1 loop
-        v_moved := v_moved + memory_internal.propagate_labels(v_color);
+        v_moved := v_moved + memory_internal.propagate_labels(p_org, p_project, v_color);
       end loop;
     end loop;
   end if;
@@ -6117,15 +6358,21 @@ begin
   delete from memory.communities where org_id = p_org and project_id = p_project;
   -- A community's label is the name of its member with the most links
   -- (ties: the first name).  Each member's links are counted once, for
-  -- all: counted per member from the links (a temp table without an
-  -- index), naming cost entities x links (3.2 s of the job at 3,000
-  -- entities and 6,000 edges; 0.6 s now).
+  -- all (counted per member, naming cost entities x links: 3.2 s of the
+  -- job at 3,000 entities and 6,000 edges; 0.6 s counted once), and its
+  -- name read by key (with nested loops off, a join would hash the
+  -- org's entities of every project).
   with members as (
     select t.label, t.entity_id, d.links, en.name
-      from pg_temp.chronomem_labels t
-      join (select l.a, count(*) as links from pg_temp.chronomem_links l group by l.a) d
+      from memory_internal.community_labels t
+      join (select l.a, count(*) as links from memory_internal.community_links l
+             where l.org_id = p_org and l.project_id = p_project group by l.a) d
         on d.a = t.entity_id
-      join memory.entities en on en.org_id = p_org and en.entity_id = t.entity_id
+     cross join lateral (
+       select en.name from memory.entities en
+        where en.org_id = p_org and en.entity_id = t.entity_id
+       offset 0) en
+     where t.org_id = p_org and t.project_id = p_project
   ), groups as (
     select m.label, count(*)::integer as size, array_agg(m.entity_id) as members,
            gen_random_uuid() as community_id
@@ -6143,6 +6390,7 @@ begin
     from groups g
    cross join lateral unnest(g.members) u(entity_id);
   get diagnostics v_count = row_count;
+  perform memory_internal.clear_community_work(p_org, p_project);
   select count(*)::integer into v_communities from memory.communities c
    where c.org_id = p_org and c.project_id = p_project;
   insert into memory.community_runs as r
@@ -6323,6 +6571,35 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.drop_name_tokens(p_org uuid[], p_project uuid[], p_entity uuid[], p_name text[]) IS 'For the name-token triggers: deletes the entity_name_tokens of the given (org, project, entity, normalized name) rows, except words the entity still has in its current name or an alias.';
+
+
+--
+-- Name: drop_queued_deliveries(uuid, uuid, uuid, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.drop_queued_deliveries(p_org uuid, p_project uuid, p_endpoint uuid, p_reason text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_n integer;
+begin
+  update memory.jobs j
+     set status = 'done', result = jsonb_build_object('skipped', p_reason),
+         finished_at = clock_timestamp()
+   where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
+     and j.status in ('queued', 'waiting') and j.payload ->> 'endpoint_id' = p_endpoint::text;
+  get diagnostics v_n = row_count;
+  return v_n;
+end
+$$;
+
+
+--
+-- Name: FUNCTION drop_queued_deliveries(p_org uuid, p_project uuid, p_endpoint uuid, p_reason text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.drop_queued_deliveries(p_org uuid, p_project uuid, p_endpoint uuid, p_reason text) IS 'Mark an endpoint''s queued deliveries done and unsent, with p_reason as their result (the endpoint was disabled or deleted). Returns how many.';
 
 
 --
@@ -6810,6 +7087,68 @@ COMMENT ON FUNCTION memory_internal.fact_event_json(p_event_id bigint, p_occurre
 
 
 --
+-- Name: fact_key_types(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.fact_key_types() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select '{string,string,string,string,string,string,string,string,number,string,string}'::text[] $$;
+
+
+--
+-- Name: FUNCTION fact_key_types(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.fact_key_types() IS 'The JSON type of each key of memory_internal.fact_keys(), in its order.';
+
+
+--
+-- Name: fact_keys(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.fact_keys() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select '{subject,predicate,object,content,object_type,subject_type,object_entity_type,source_episode_id,confidence,valid_from,valid_to}'::text[] $$;
+
+
+--
+-- Name: FUNCTION fact_keys(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.fact_keys() IS 'The keys a fact of assert_facts may have, in the order their types are checked (fact_key_types).';
+
+
+--
+-- Name: fact_shape_problem(jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.fact_shape_problem(p_fact jsonb) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select case
+      when jsonb_typeof(p_fact) is distinct from 'object' then null
+      when p_fact - memory_internal.fact_keys() <> '{}' then
+        (select array[k, format('unknown key "%s" (a fact has %s)', k,
+                                array_to_string(memory_internal.fact_keys(), ', '))]
+           from jsonb_object_keys(p_fact - memory_internal.fact_keys()) k
+          order by k limit 1)
+      else
+        (select array[k, format('%s must be a %s, not %s', k, t, jsonb_typeof(p_fact -> k))]
+           from unnest(memory_internal.fact_keys(), memory_internal.fact_key_types()) with ordinality u(k, t, n)
+          where jsonb_typeof(p_fact -> k) not in (t, 'null')
+          order by n limit 1)
+    end
+  $$;
+
+
+--
+-- Name: FUNCTION fact_shape_problem(p_fact jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.fact_shape_problem(p_fact jsonb) IS 'A fact''s first unknown key or wrongly typed field as {field, message}; NULL when every key is documented and of its JSON type (null = absent).';
+
+
+--
 -- Name: fact_term_postings(tsvector); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7058,6 +7397,22 @@ COMMENT ON FUNCTION memory_internal.in_scope(p_org uuid) IS 'True when the trans
 
 
 --
+-- Name: instant_in_range(timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.instant_in_range(p_at timestamp with time zone) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select p_at >= '0001-01-01 00:00:00+00' and p_at < '10000-01-01 00:00:00+00' $$;
+
+
+--
+-- Name: FUNCTION instant_in_range(p_at timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.instant_in_range(p_at timestamp with time zone) IS 'Whether an instant lies in years 1..9999 UTC: the instants a client may give and every read can write back as ISO 8601.';
+
+
+--
 -- Name: is_uuid(text); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7271,6 +7626,7 @@ begin
              memory.normalize_text(f.subject) as subject_norm,
              pr.predicate_norm,
              memory.normalize_text(f.object) as object_norm,
+             memory_internal.fact_shape_problem(f.e) as shape,
              case when f.from_type = 'string'
                   then memory_internal.try_timestamptz(f.e ->> 'valid_from') end as vf,
              case when f.to_type = 'string'
@@ -7292,6 +7648,7 @@ begin
              coalesce(h.vf, h.episode_at, now()) as valid_from,
              case
                when not h.is_object then array['fact', 'each fact must be a JSON object']
+               when h.shape is not null then h.shape
                when coalesce(btrim(h.subject), '') = '' then
                  array['subject', 'subject is required and must be a non-empty string']
                when h.subject_norm = '' then array['subject', 'subject has no letters or digits']
@@ -7406,33 +7763,40 @@ COMMENT ON FUNCTION memory_internal.project_sizes(p_org uuid, p_project uuid) IS
 
 
 --
--- Name: propagate_labels(integer); Type: FUNCTION; Schema: memory_internal; Owner: -
+-- Name: propagate_labels(uuid, uuid, integer); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
-CREATE FUNCTION memory_internal.propagate_labels(p_color integer) RETURNS integer
+CREATE FUNCTION memory_internal.propagate_labels(p_org uuid, p_project uuid, p_color integer) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET enable_nestloop TO 'off'
     AS $$
 declare
   v_moved integer;
 begin
-  with votes as (
+  with labels as (
+    select t.entity_id, t.label, t.color from memory_internal.community_labels t
+     where t.org_id = p_org and t.project_id = p_project
+  ), votes as (
     select v.entity_id, v.label, count(*) as votes
       from (select l.a as entity_id, n.label
-              from pg_temp.chronomem_links l
-              join pg_temp.chronomem_labels t on t.entity_id = l.a
-              join pg_temp.chronomem_labels n on n.entity_id = l.b
-             where p_color is null or t.color = p_color
+              from memory_internal.community_links l
+              join labels t on t.entity_id = l.a
+              join labels n on n.entity_id = l.b
+             where l.org_id = p_org and l.project_id = p_project
+               and (p_color is null or t.color = p_color)
             union all
-            select t.entity_id, t.label from pg_temp.chronomem_labels t
+            select t.entity_id, t.label from labels t
              where p_color is null or t.color = p_color) v
      group by 1, 2
   ), best as (
     select distinct on (v.entity_id) v.entity_id, v.label
       from votes v order by v.entity_id, v.votes desc, v.label
   ), moved as (
-    update pg_temp.chronomem_labels t set label = b.label
-      from best b where t.entity_id = b.entity_id and t.label <> b.label
+    update memory_internal.community_labels t set label = b.label
+      from best b
+     where t.org_id = p_org and t.project_id = p_project and t.entity_id = b.entity_id
+       and t.label <> b.label
     returning 1)
   select count(*) into v_moved from moved;
   return v_moved;
@@ -7441,10 +7805,10 @@ $$;
 
 
 --
--- Name: FUNCTION propagate_labels(p_color integer); Type: COMMENT; Schema: memory_internal; Owner: -
+-- Name: FUNCTION propagate_labels(p_org uuid, p_project uuid, p_color integer); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.propagate_labels(p_color integer) IS 'One move of memory.compute_communities'' label propagation over its temp tables: every entity (p_color NULL) or one colour''s take the label most of their neighbours hold, their own voting too (ties: the smallest). Returns how many moved.';
+COMMENT ON FUNCTION memory_internal.propagate_labels(p_org uuid, p_project uuid, p_color integer) IS 'One move of memory.compute_communities'' label propagation over the project''s rows of memory_internal.community_labels / community_links: every entity (p_color NULL) or one colour''s take the label most of their neighbours hold, their own voting too (ties: the smallest). Returns how many moved.';
 
 
 --
@@ -7618,6 +7982,80 @@ COMMENT ON FUNCTION memory_internal.read_instants(p_at timestamp with time zone,
 
 
 --
+-- Name: rebuild_edge_history(uuid, uuid, uuid[], uuid[], text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.rebuild_edge_history(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_n integer;
+begin
+  delete from memory.edges e
+   using (select distinct k.s, k.t, k.r from unnest(p_sources, p_targets, p_relations) k(s, t, r)) k
+   where e.org_id = p_org and e.project_id = p_project and e.source_id = k.s and e.target_id = k.t
+     and e.relation = k.r;
+  with k as (
+    select distinct k.s, k.t, k.r from unnest(p_sources, p_targets, p_relations) k(s, t, r)
+     where k.s is not null and k.t is not null and k.r is not null
+  ), v as materialized (
+    select k.s, k.t as tg, k.r, x.fact_id, x.recorded_at, x.invalid_at, x.range_changed_at, x.valid_range
+      from k
+     cross join lateral (
+       select y.* from memory_internal.fact_versions(p_project) y
+        where y.org_id = p_org and y.subject_id = k.s and y.predicate = k.r
+          and y.object_entity_id = k.t
+       offset 0) x
+  ), i as materialized (
+    select distinct v.s, v.tg, v.r, u.at
+      from v
+     cross join lateral (
+       select v.recorded_at
+       union all select v.invalid_at
+       union all select e.occurred_at from memory.fact_events e
+                  where e.org_id = p_org and e.fact_id = v.fact_id and e.new_range is not null) u(at)
+     where u.at is not null
+  ), m as materialized (
+    select i.s, i.tg, i.r, i.at, dense_rank() over (partition by i.s, i.tg, i.r order by i.at) as n,
+           (select range_agg(b.win)
+              from (select case when v.range_changed_at <= i.at then v.valid_range
+                                else memory_internal.range_believed(p_org, v.fact_id, i.at) end as win
+                      from v
+                     where v.s = i.s and v.tg = i.tg and v.r = i.r and v.recorded_at <= i.at
+                       and (v.invalid_at is null or v.invalid_at > i.at)) b
+             where b.win is not null and not isempty(b.win)) as mr
+      from i
+  ), c as (
+    select m.s, m.tg, m.r, m.n, m.at, x.c,
+           m.n - row_number() over (partition by m.s, m.tg, m.r, x.c order by m.n) as grp
+      from m cross join lateral unnest(m.mr) x(c)
+  ), runs as (
+    select c.s, c.tg, c.r, c.c, min(c.at) as recorded_at, max(c.n) as last_n
+      from c group by c.s, c.tg, c.r, c.c, c.grp
+  ), ins as (
+    insert into memory.edges (org_id, project_id, source_id, target_id, relation, valid_range,
+                              recorded_at, expired_at)
+    select p_org, p_project, x.s, x.tg, x.r, x.c, x.recorded_at,
+           (select m.at from m where m.s = x.s and m.tg = x.tg and m.r = x.r and m.n = x.last_n + 1)
+      from runs x
+     order by x.s, x.tg, x.r, x.recorded_at
+    returning 1
+  )
+  select count(*) into v_n from ins;
+  return v_n;
+end
+$$;
+
+
+--
+-- Name: FUNCTION rebuild_edge_history(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.rebuild_edge_history(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]) IS 'Inside memory.wipe: the edge rows of these keys rebuilt from their facts'' windows as believed at every instant one changed (one row per maximal window, recorded where it appears, expired where it stops being one). Returns the rows inserted.';
+
+
+--
 -- Name: rekey_tombstones(uuid, uuid, uuid[], uuid[], text[], uuid[]); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7649,6 +8087,206 @@ CREATE FUNCTION memory_internal.rekey_tombstones(p_org uuid, p_project uuid, p_f
 --
 
 COMMENT ON FUNCTION memory_internal.rekey_tombstones(p_org uuid, p_project uuid, p_fact_ids uuid[], p_subjects uuid[], p_keys text[], p_scope uuid[]) IS 'Tombstones follow re-keyed versions (new subject and object key per fact id, NULL unchanged); of two live tombstones that come to name one claim, the older stays.';
+
+
+--
+-- Name: replay_wiped_past(uuid, uuid, uuid[]); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.replay_wiped_past(p_org uuid, p_project uuid, p_wiped uuid[]) RETURNS TABLE(fact_id uuid, subject_id uuid, predicate text, object_entity_id uuid, valid_range tstzrange, range_changed_at timestamp with time zone, row_changed boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+begin
+  return query
+  with w as materialized (
+    select v.fact_id, v.subject_id, v.predicate, v.identity_object, v.valid_from, v.fact_seq,
+           v.recorded_at, v.invalid_at
+      from memory_internal.fact_versions(p_project) v
+     where v.org_id = p_org and v.fact_id = any (p_wiped)
+  ), ids as materialized (
+    select distinct w.subject_id, w.predicate, w.identity_object from w
+  ), s as materialized (
+    -- Every staying version of those identities, retracted ones included.
+    select v.fact_id, v.subject_id, v.predicate, v.identity_object, v.object_entity_id,
+           v.valid_from, v.fact_seq, v.recorded_at, v.invalid_at, v.asserted_until,
+           v.valid_range, v.range_changed_at
+      from ids
+     cross join lateral (
+       select x.* from memory_internal.fact_versions(p_project) x
+        where x.org_id = p_org and x.subject_id = ids.subject_id and x.predicate = ids.predicate
+          and x.identity_object = ids.identity_object
+        order by x.valid_from, x.fact_seq
+       offset 0) v
+     where not v.fact_id = any (p_wiped)
+  ), ev as materialized (
+    select e.event_id, e.fact_id, e.event_type, e.old_range, e.new_range, e.occurred_at,
+           e.actor, e.old_asserted_until,
+           coalesce(e.old_fact_id = any (p_wiped), false)
+             or coalesce(e.new_fact_id = any (p_wiped), false) as names_wiped
+      from s
+      join memory.fact_events e on e.org_id = p_org and e.fact_id = s.fact_id
+  ), inst as materialized (
+    -- The instants at which a staying version's window may differ once
+    -- the wiped versions are gone, while it was believed.
+    select distinct s.fact_id, u.t
+      from s
+     cross join lateral (
+       select e.occurred_at from ev e where e.fact_id = s.fact_id
+       union all
+       select o.recorded_at from s o
+        where o.subject_id = s.subject_id and o.predicate = s.predicate
+          and o.identity_object = s.identity_object and o.fact_id <> s.fact_id
+       union all
+       select o.invalid_at from s o
+        where o.subject_id = s.subject_id and o.predicate = s.predicate
+          and o.identity_object = s.identity_object and o.fact_id <> s.fact_id
+          and o.invalid_at is not null) u(t)
+     where u.t >= s.recorded_at and (s.invalid_at is null or u.t < s.invalid_at)
+  ), f0 as materialized (
+    -- At each: the window logged (na), the claimed end then (au), the
+    -- next staying version believed then, and whether a wiped version
+    -- bounded the logged window.
+    select i.fact_id, i.t, s.recorded_at, s.valid_from, na.r as na,
+           exists (select from w
+                    where w.subject_id = s.subject_id and w.predicate = s.predicate
+                      and w.identity_object = s.identity_object
+                      and w.recorded_at <= i.t and (w.invalid_at is null or w.invalid_at > i.t)
+                      and (w.valid_from, w.fact_seq) > (s.valid_from, s.fact_seq)
+                      and w.valid_from = case when isempty(na.r) then s.valid_from
+                                              else coalesce(upper(na.r), 'infinity') end) as bounded,
+           tstzrange(s.valid_from, nullif(least(au.au, coalesce(nb.next_from, 'infinity')), 'infinity'))
+             as wb,
+           nb.next_from, nb.next_id
+      from inst i
+      join s on s.fact_id = i.fact_id
+     cross join lateral (
+       select e.new_range as r from ev e
+        where e.fact_id = i.fact_id and e.new_range is not null and e.occurred_at <= i.t
+        order by e.occurred_at desc, e.event_id desc
+        limit 1) na
+     cross join lateral (
+       select coalesce((select e.old_asserted_until from ev e
+                         where e.fact_id = i.fact_id and e.event_type in ('expired', 'contradicted')
+                           and e.old_asserted_until is not null and e.occurred_at > i.t
+                         order by e.occurred_at, e.event_id
+                         limit 1),
+                       s.asserted_until, 'infinity') as au) au
+      left join lateral (
+       select o.valid_from as next_from, o.fact_id as next_id from s o
+        where o.subject_id = s.subject_id and o.predicate = s.predicate
+          and o.identity_object = s.identity_object and o.fact_id <> s.fact_id
+          and o.recorded_at <= i.t and (o.invalid_at is null or o.invalid_at > i.t)
+          and (o.valid_from, o.fact_seq) > (s.valid_from, s.fact_seq)
+        order by o.valid_from, o.fact_seq
+        limit 1) nb on true
+  ), f as materialized (
+    -- fr: the window at each instant without the wiped versions.
+    select g.*, lag(g.fr) over (partition by g.fact_id order by g.t) as prev
+      from (select f0.*, case when f0.bounded then f0.wb else f0.na end as fr from f0) g
+  ), kept as materialized (
+    select e.*, g.t is not null as in_span, g.fr, g.wb,
+           e.event_type in ('superseded', 'restored') and g.t is not null
+             and g.prev is not null and g.prev = g.fr as spurious
+      from ev e
+      left join f g on g.fact_id = e.fact_id and g.t = e.occurred_at
+     where not e.names_wiped
+  ), patched as (
+    select k.event_id, k.fact_id, k.occurred_at, k.event_type, k.old_range, null::uuid as new_fact_id,
+           null::text as actor, null::text as reason,
+           case when k.new_range is null or not k.in_span then k.new_range
+                -- The last range of its instant: that instant's window.
+                when not exists (select from kept k2
+                                  where k2.fact_id = k.fact_id and k2.occurred_at = k.occurred_at
+                                    and not k2.spurious and k2.new_range is not null
+                                    and k2.event_id > k.event_id) then k.fr
+                -- An earlier one, bounded by a wiped version believed then.
+                when exists (select from w join s on s.fact_id = k.fact_id
+                              where w.subject_id = s.subject_id and w.predicate = s.predicate
+                                and w.identity_object = s.identity_object
+                                and w.recorded_at <= k.occurred_at
+                                and (w.invalid_at is null or w.invalid_at > k.occurred_at)
+                                and (w.valid_from, w.fact_seq) > (s.valid_from, s.fact_seq)
+                                and w.valid_from = case when isempty(k.new_range) then s.valid_from
+                                                        else coalesce(upper(k.new_range), 'infinity') end)
+                  then k.wb
+                else k.new_range end as new_range
+      from kept k
+     where not k.spurious
+  ), added as (
+    -- A window that changed at an instant with no event of the version.
+    select null::bigint as event_id, g.fact_id, g.t as occurred_at,
+           case when (case when isempty(g.fr) then g.valid_from else coalesce(upper(g.fr), 'infinity') end)
+                     < (case when isempty(g.prev) then g.valid_from else coalesce(upper(g.prev), 'infinity') end)
+                then 'superseded' else 'restored' end as event_type,
+           g.prev as old_range,
+           case when isempty(g.fr) or upper(g.fr) = g.next_from then g.next_id end as new_fact_id,
+           (select e.actor from ev e join s o on o.fact_id = e.fact_id join s on s.fact_id = g.fact_id
+             where o.subject_id = s.subject_id and o.predicate = s.predicate
+               and o.identity_object = s.identity_object and e.occurred_at = g.t
+             order by e.event_id limit 1) as actor,
+           (select format('retraction of %s', o.fact_id) from s o join s on s.fact_id = g.fact_id
+             where o.subject_id = s.subject_id and o.predicate = s.predicate
+               and o.identity_object = s.identity_object and o.invalid_at = g.t
+             limit 1) as reason,
+           g.fr as new_range
+      from f g
+     where g.prev is not null and g.prev <> g.fr
+       and not exists (select from patched p
+                        where p.fact_id = g.fact_id and p.occurred_at = g.t and p.new_range is not null)
+  ), seq as materialized (
+    select q.*,
+           case when q.event_id is not null and q.old_range is null then null
+                else lag(q.new_range) over (partition by q.fact_id order by q.occurred_at,
+                                                 q.event_id nulls last) end as old_patched
+      from (select * from patched union all select * from added) q
+  ), gone as (
+    delete from memory.fact_events e
+     using kept k
+     where e.org_id = p_org and e.event_id = k.event_id and k.spurious
+  ), fixed as (
+    update memory.fact_events e
+       set old_range = q.old_patched, new_range = q.new_range
+      from seq q
+     where e.org_id = p_org and e.event_id = q.event_id
+       and (e.old_range is distinct from q.old_patched or e.new_range is distinct from q.new_range)
+  ), logged as (
+    insert into memory.fact_events
+      (org_id, project_id, fact_id, event_type, old_fact_id, new_fact_id, old_range, new_range,
+       occurred_at, actor, reason)
+    select p_org, p_project, q.fact_id, q.event_type, q.fact_id,
+           case when q.event_type = 'superseded' then q.new_fact_id end,
+           q.old_patched, q.new_range, q.occurred_at, q.actor,
+           case when q.event_type = 'restored' then q.reason end
+      from seq q
+     where q.event_id is null
+     order by q.occurred_at, q.fact_id
+  ), last as (
+    select g.fact_id,
+           (array_agg(g.fr order by g.t desc))[1] as fr,
+           greatest(max(g.t) filter (where g.prev is null or g.prev <> g.fr),
+                    (select max(k.occurred_at) from kept k
+                      where k.fact_id = g.fact_id and k.in_span
+                        and k.event_type in ('expired', 'contradicted'))) as changed_at
+      from f g
+     group by g.fact_id
+  )
+  select s.fact_id, s.subject_id, s.predicate, s.object_entity_id,
+         coalesce(l.fr, s.valid_range), coalesce(l.changed_at, s.range_changed_at),
+         l.fact_id is not null
+           and (l.fr is distinct from s.valid_range or l.changed_at is distinct from s.range_changed_at)
+    from s
+    left join last l on l.fact_id = s.fact_id;
+end
+$$;
+
+
+--
+-- Name: FUNCTION replay_wiped_past(p_org uuid, p_project uuid, p_wiped uuid[]); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.replay_wiped_past(p_org uuid, p_project uuid, p_wiped uuid[]) IS 'Inside memory.wipe, before the wiped versions go: the logged windows of the staying versions of their identities, at every instant, as if the wiped versions had never been asserted (events rewritten, deleted or added at their instants); returns each staying version with the window and range_changed_at its row must have, and its edge key.';
 
 
 --
@@ -9217,85 +9855,24 @@ $$;
 CREATE FUNCTION memory_internal.try_timestamptz(p_text text) RETURNS timestamp with time zone
     LANGUAGE plpgsql STABLE
     SET "TimeZone" TO 'UTC'
-    AS $$
+    AS $_$
+      declare
+        v timestamptz;
       begin
-        if p_text !~ '^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}'
-           or not pg_input_is_valid(p_text, 'timestamptz') then
+        if p_text !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,9})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?|Z)?$' or not pg_input_is_valid(p_text, 'timestamptz') then
           return null;
         end if;
-        return p_text::timestamptz;
+        v := p_text::timestamptz;
+        return case when memory_internal.instant_in_range(v) then v end;
       end
-      $$;
+      $_$;
 
 
 --
 -- Name: FUNCTION try_timestamptz(p_text text); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.try_timestamptz(p_text text) IS 'Parse client text as an ISO 8601 timestamptz (zone-less = UTC); NULL when it is not one.';
-
-
---
--- Name: unbound_wiped_ranges(uuid, uuid, uuid[]); Type: FUNCTION; Schema: memory_internal; Owner: -
---
-
-CREATE FUNCTION memory_internal.unbound_wiped_ranges(p_org uuid, p_project uuid, p_wiped uuid[]) RETURNS integer
-    LANGUAGE plpgsql
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_n integer;
-begin
-  with w as materialized (
-    select v.subject_id, v.predicate, v.identity_object, v.valid_from, v.recorded_at, v.invalid_at
-      from memory_internal.fact_versions(p_project) v
-     where v.org_id = p_org and v.fact_id = any (p_wiped)
-  ), ev as materialized (
-    -- Events of staying versions of the wiped identities, each with the
-    -- starts of the wiped versions believed at it (the ends they could
-    -- have cut) and the end its window would have had then without them.
-    select e.event_id, e.old_range, e.new_range, ws.starts,
-           least(coalesce(s.asserted_until, 'infinity'),
-                 coalesce((select min(o.valid_from)
-                             from memory_internal.fact_versions(p_project) o
-                            where o.org_id = p_org and o.subject_id = s.subject_id
-                              and o.predicate = s.predicate and o.identity_object = s.identity_object
-                              and o.fact_id <> s.fact_id and not o.fact_id = any (p_wiped)
-                              and o.valid_from > s.valid_from and o.recorded_at <= e.occurred_at
-                              and (o.invalid_at is null or o.invalid_at > e.occurred_at)),
-                          'infinity')) as bound
-      from memory_internal.fact_versions(p_project) s
-      join memory.fact_events e on e.org_id = p_org and e.fact_id = s.fact_id
-     cross join lateral (
-       select array_agg(w.valid_from) as starts
-         from w
-        where w.subject_id = s.subject_id and w.predicate = s.predicate
-          and w.identity_object = s.identity_object
-          and w.recorded_at <= e.occurred_at
-          and (w.invalid_at is null or w.invalid_at > e.occurred_at)) ws
-     where s.org_id = p_org and not s.fact_id = any (p_wiped) and ws.starts is not null
-  )
-  update memory.fact_events e
-     set old_range = case when upper(c.old_range) = any (c.starts)
-                          then tstzrange(lower(e.old_range), nullif(c.bound, 'infinity'))
-                          else e.old_range end,
-         new_range = case when upper(c.new_range) = any (c.starts)
-                          then tstzrange(lower(e.new_range), nullif(c.bound, 'infinity'))
-                          else e.new_range end
-    from ev c
-   where e.org_id = p_org and e.event_id = c.event_id
-     and (upper(c.old_range) = any (c.starts) or upper(c.new_range) = any (c.starts));
-  get diagnostics v_n = row_count;
-  return v_n;
-end
-$$;
-
-
---
--- Name: FUNCTION unbound_wiped_ranges(p_org uuid, p_project uuid, p_wiped uuid[]); Type: COMMENT; Schema: memory_internal; Owner: -
---
-
-COMMENT ON FUNCTION memory_internal.unbound_wiped_ranges(p_org uuid, p_project uuid, p_wiped uuid[]) IS 'Inside memory.wipe: logged windows of staying versions that end where a wiped version of their identity began (while it was believed) end instead where they would have without the wiped versions; returns the events changed.';
+COMMENT ON FUNCTION memory_internal.try_timestamptz(p_text text) IS 'The one definition of an instant given as text: the whole string ISO 8601 (date, optional time (T or space) with seconds and up to 9 fraction digits, zone Z/±hh:mm/±hhmm/±hh after a time, Z after a bare date, none = UTC), in years 1..9999 after conversion to UTC. NULL when it is not one.';
 
 
 --
@@ -9352,6 +9929,15 @@ CREATE FUNCTION memory_internal.vector_exact_budget(p_n integer, p_index_rows re
 --
 
 COMMENT ON FUNCTION memory_internal.vector_exact_budget(p_n integer, p_index_rows real) IS 'The most rows a vector leg ranks exactly (reading them by btree) rather than through the HNSW index with a filter, for p_n hits from an index of p_index_rows rows: sqrt(5 * p_n * p_index_rows), at least 2000.';
+
+
+--
+-- Name: webhook_claim_lock_key(uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.webhook_claim_lock_key(p_org uuid) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select hashtextextended('chronomem deliver_webhook claim ' || p_org::text, 0) $$;
 
 
 --
@@ -9465,6 +10051,41 @@ begin
   return array(select distinct u from unnest(p_types) u order by 1);
 end
 $$;
+
+
+--
+-- Name: webhook_in_flight_cap(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.webhook_in_flight_cap(p_scope text) RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $_$
+declare
+  v_name text := 'chronomem.webhook_max_in_flight_per_' || p_scope;
+  v text := nullif(btrim(current_setting(v_name, true)), '');
+begin
+  if p_scope not in ('org', 'endpoint') then
+    raise exception 'unknown in-flight cap scope %', quote_literal(p_scope)
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if v is null then
+    return case p_scope when 'org' then 4 else 2 end;
+  end if;
+  if v !~ '^[0-9]{1,4}$' or v::integer not between 1 and 1000 then
+    raise exception '% must be an integer between 1 and 1000, not %', v_name, quote_literal(v)
+      using errcode = 'invalid_parameter_value';
+  end if;
+  return v::integer;
+end
+$_$;
+
+
+--
+-- Name: FUNCTION webhook_in_flight_cap(p_scope text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.webhook_in_flight_cap(p_scope text) IS 'The most webhook deliveries in flight at once per org (p_scope ''org'', default 4) or per endpoint (''endpoint'', default 2): the session''s chronomem.webhook_max_in_flight_per_<scope>, which the worker sets from CHRONOMEM_WEBHOOK_MAX_IN_FLIGHT_PER_*.';
 
 
 --
@@ -9710,6 +10331,7 @@ CREATE TABLE memory.episodes (
     token_count integer DEFAULT 0 NOT NULL,
     content_tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
     CONSTRAINT episodes_content_check CHECK ((content <> ''::text)),
+    CONSTRAINT episodes_occurred_at_years_check CHECK (((occurred_at >= '0001-01-01 00:00:00+00'::timestamp with time zone) AND (occurred_at < '10000-01-01 00:00:00+00'::timestamp with time zone))),
     CONSTRAINT episodes_role_check CHECK ((role = ANY (ARRAY['user'::text, 'assistant'::text, 'system'::text, 'tool'::text]))),
     CONSTRAINT episodes_seq_check CHECK ((seq >= 1)),
     CONSTRAINT episodes_token_count_check CHECK ((token_count >= 0))
@@ -9798,6 +10420,7 @@ CREATE TABLE memory.fact_events (
     occurred_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
     actor text,
     reason text,
+    old_asserted_until timestamp with time zone,
     CONSTRAINT fact_events_event_type_check CHECK ((event_type = ANY (ARRAY['asserted'::text, 'superseded'::text, 'contradicted'::text, 'expired'::text, 'retracted'::text, 'restored'::text])))
 );
 
@@ -9809,6 +10432,13 @@ ALTER TABLE ONLY memory.fact_events FORCE ROW LEVEL SECURITY;
 --
 
 COMMENT ON TABLE memory.fact_events IS 'Append-only log of every change to a fact: asserted, superseded, contradicted, expired, retracted, restored (a retraction gave back a closed window). new_range is the valid window believed from occurred_at on.';
+
+
+--
+-- Name: COLUMN fact_events.old_asserted_until; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.fact_events.old_asserted_until IS 'On a close (expired, contradicted) of the version itself: its claimed end (asserted_until) before the close, ''infinity'' when it was open. NULL on other events and on closes logged before 0034.';
 
 
 --
@@ -10110,6 +10740,50 @@ ALTER TABLE ONLY memory_internal.api_keys FORCE ROW LEVEL SECURITY;
 --
 
 COMMENT ON TABLE memory_internal.api_keys IS 'API keys of the HTTP API: one project each, permissions from a fixed vocabulary, the secret stored as a sha256 hash only. Read through memory.list_api_keys; checked by memory.authenticate / memory.authorize.';
+
+
+--
+-- Name: community_labels; Type: TABLE; Schema: memory_internal; Owner: -
+--
+
+CREATE UNLOGGED TABLE memory_internal.community_labels (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    entity_id uuid NOT NULL,
+    label uuid NOT NULL,
+    color integer
+)
+WITH (fillfactor='50');
+
+ALTER TABLE ONLY memory_internal.community_labels FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE community_labels; Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON TABLE memory_internal.community_labels IS 'memory.compute_communities'' working set: each entity with a current edge, its label and its colour, while one computation of its project runs. Empty between computations.';
+
+
+--
+-- Name: community_links; Type: TABLE; Schema: memory_internal; Owner: -
+--
+
+CREATE UNLOGGED TABLE memory_internal.community_links (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    a uuid NOT NULL,
+    b uuid NOT NULL
+);
+
+ALTER TABLE ONLY memory_internal.community_links FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE community_links; Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON TABLE memory_internal.community_links IS 'memory.compute_communities'' working set: the undirected, deduplicated links (both directions) between entities with a current edge, while one computation of its project runs. Empty between computations.';
 
 
 --
@@ -10602,6 +11276,22 @@ ALTER TABLE ONLY memory.webhook_endpoints
 
 ALTER TABLE ONLY memory_internal.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (org_id, key_id);
+
+
+--
+-- Name: community_labels community_labels_pkey; Type: CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.community_labels
+    ADD CONSTRAINT community_labels_pkey PRIMARY KEY (org_id, project_id, entity_id);
+
+
+--
+-- Name: community_links community_links_pkey; Type: CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.community_links
+    ADD CONSTRAINT community_links_pkey PRIMARY KEY (org_id, project_id, a, b);
 
 
 --
@@ -11696,6 +12386,18 @@ CREATE POLICY worker_schedules ON memory.job_schedules TO chronomem_owner USING 
 ALTER TABLE memory_internal.api_keys ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: community_labels; Type: ROW SECURITY; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE memory_internal.community_labels ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: community_links; Type: ROW SECURITY; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE memory_internal.community_links ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: counters; Type: ROW SECURITY; Schema: memory_internal; Owner: -
 --
 
@@ -11756,6 +12458,20 @@ CREATE POLICY metric_totals ON memory_internal.counters FOR SELECT TO chronomem_
 --
 
 CREATE POLICY tenant_isolation ON memory_internal.api_keys USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: community_labels tenant_isolation; Type: POLICY; Schema: memory_internal; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory_internal.community_labels USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: community_links tenant_isolation; Type: POLICY; Schema: memory_internal; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory_internal.community_links USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
 
 
 --
@@ -12853,6 +13569,20 @@ REVOKE ALL ON FUNCTION memory_internal.check_max_rounds(p_max_rounds integer) FR
 
 
 --
+-- Name: FUNCTION claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION clear_community_work(p_org uuid, p_project uuid); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.clear_community_work(p_org uuid, p_project uuid) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION communities_lock_key(p_project uuid); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -12905,6 +13635,13 @@ GRANT ALL ON FUNCTION memory_internal.current_org() TO chronomem_analyst;
 --
 
 REVOKE ALL ON FUNCTION memory_internal.drop_name_tokens(p_org uuid[], p_project uuid[], p_entity uuid[], p_name text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION drop_queued_deliveries(p_org uuid, p_project uuid, p_endpoint uuid, p_reason text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.drop_queued_deliveries(p_org uuid, p_project uuid, p_endpoint uuid, p_reason text) FROM PUBLIC;
 
 
 --
@@ -13057,6 +13794,27 @@ GRANT ALL ON FUNCTION memory_internal.fact_event_json(p_event_id bigint, p_occur
 
 
 --
+-- Name: FUNCTION fact_key_types(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.fact_key_types() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION fact_keys(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.fact_keys() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION fact_shape_problem(p_fact jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.fact_shape_problem(p_fact jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION fact_term_postings(p_tsv tsvector); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -13139,6 +13897,14 @@ REVOKE ALL ON FUNCTION memory_internal.identity_lock_key(p_project uuid, p_subje
 --
 
 REVOKE ALL ON FUNCTION memory_internal.in_scope(p_org uuid) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION instant_in_range(p_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.instant_in_range(p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.instant_in_range(p_at timestamp with time zone) TO chronomem_app;
 
 
 --
@@ -13254,10 +14020,10 @@ GRANT ALL ON FUNCTION memory_internal.project_sizes(p_org uuid, p_project uuid) 
 
 
 --
--- Name: FUNCTION propagate_labels(p_color integer); Type: ACL; Schema: memory_internal; Owner: -
+-- Name: FUNCTION propagate_labels(p_org uuid, p_project uuid, p_color integer); Type: ACL; Schema: memory_internal; Owner: -
 --
 
-REVOKE ALL ON FUNCTION memory_internal.propagate_labels(p_color integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory_internal.propagate_labels(p_org uuid, p_project uuid, p_color integer) FROM PUBLIC;
 
 
 --
@@ -13315,10 +14081,24 @@ GRANT ALL ON FUNCTION memory_internal.read_instants(p_at timestamp with time zon
 
 
 --
+-- Name: FUNCTION rebuild_edge_history(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.rebuild_edge_history(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION rekey_tombstones(p_org uuid, p_project uuid, p_fact_ids uuid[], p_subjects uuid[], p_keys text[], p_scope uuid[]); Type: ACL; Schema: memory_internal; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory_internal.rekey_tombstones(p_org uuid, p_project uuid, p_fact_ids uuid[], p_subjects uuid[], p_keys text[], p_scope uuid[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION replay_wiped_past(p_org uuid, p_project uuid, p_wiped uuid[]); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.replay_wiped_past(p_org uuid, p_project uuid, p_wiped uuid[]) FROM PUBLIC;
 
 
 --
@@ -13599,13 +14379,6 @@ GRANT ALL ON FUNCTION memory_internal.try_timestamptz(p_text text) TO chronomem_
 
 
 --
--- Name: FUNCTION unbound_wiped_ranges(p_org uuid, p_project uuid, p_wiped uuid[]); Type: ACL; Schema: memory_internal; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory_internal.unbound_wiped_ranges(p_org uuid, p_project uuid, p_wiped uuid[]) FROM PUBLIC;
-
-
---
 -- Name: FUNCTION uuid_v7(p_random uuid, p_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -13628,6 +14401,13 @@ GRANT ALL ON FUNCTION memory_internal.vector_ef_search(p_n integer) TO chronomem
 REVOKE ALL ON FUNCTION memory_internal.vector_exact_budget(p_n integer, p_index_rows real) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.vector_exact_budget(p_n integer, p_index_rows real) TO chronomem_app;
 GRANT ALL ON FUNCTION memory_internal.vector_exact_budget(p_n integer, p_index_rows real) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION webhook_claim_lock_key(p_org uuid); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.webhook_claim_lock_key(p_org uuid) FROM PUBLIC;
 
 
 --
@@ -13657,6 +14437,13 @@ REVOKE ALL ON FUNCTION memory_internal.webhook_endpoint(p_project uuid, p_endpoi
 --
 
 REVOKE ALL ON FUNCTION memory_internal.webhook_event_type_list(p_types text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION webhook_in_flight_cap(p_scope text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.webhook_in_flight_cap(p_scope text) FROM PUBLIC;
 
 
 --
