@@ -1,358 +1,290 @@
-"""Search latency at scale: memory.search (all legs, and each leg alone) and facts_at on
-synthetic memory loaded through the product's write path.
-
-Several projects share one database (one of them holds most rows), facts have
-histories several versions deep (cardinality-one predicates superseded in world
-time), episodes come in through ingest, embeddings (clustered random vectors) through
-store_embeddings (with the HNSW indexes dropped, then built once, timed). After VACUUM
-ANALYZE, every workload runs `--queries` times in one
-shuffled sequence per project, so all see the same server state.
-"""
+"""Search latency and recall at scale: memory.search with all legs, each leg alone (the
+vector legs are the baseline), and facts_at, on synthetic memory loaded through the
+product's write path; then the vector legs' recall@k against the exact top k."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
+import statistics
 import uuid
 import zlib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from time import perf_counter
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
+from pgvector.psycopg import register_vector
 
-from benchmarks.common import (
-    BenchDatabase,
-    git_info,
-    machine_info,
-    now_iso,
-    server_info,
-    speed_line,
-    speed_reference,
-    write_json,
+from benchmarks.common import BenchDatabase, Conn, Run, Samples, fetch, ratio, scalar, timed
+from benchmarks.synthetic import PREDICATES, SPAN_DAYS, SPAN_START, Clusters, Project, split
+
+HELP = "memory.search / each leg / facts_at p50-p95 and vector recall on synthetic data (100k)"
+
+LEGS = ("episode_vector", "fact_vector", "episode_fulltext", "fact_fulltext", "entity", "graph")
+SEARCH_SQL = (
+    "select memory.search(p_project => %s, p_query => %s, p_query_embedding => %s, "
+    "p_k => %s, p_legs => %s::text[], p_fusion => %s)"
 )
-from benchmarks.search_load import LoadedProject, load_all
-from benchmarks.search_measure import (
-    LEGS,
-    Query,
-    by_statement,
-    explain_nested,
-    result_shape,
-    run_queries,
-    sizes,
-    workloads,
-)
-from benchmarks.search_plot import plot
-from benchmarks.search_recall import vector_recall
-from benchmarks.synthetic import Clusters, Project, split
-
-HELP = "memory.search / vector legs / facts_at p50-p95 on synthetic data (default 100k facts)"
-
-GOAL = {"all_legs_p95_max_ratio_to_vector_leg": 3.0, "all_legs_p95_ms_max_at_100k": 20.0}
+FACTS_AT_COUNT = "select count(*) from memory.facts_at(%s, %s)"
+FACTS_AT_SUBJECT = "select count(*) from memory.facts_at(%s, %s) f where f.subject_id = %s"
+HNSW_TABLES = ["memory.fact_embeddings", "memory.episodes"]
+SIZED = ("memory.facts", "memory.fact_embeddings", "memory.episodes", "memory.edges",
+         "memory.entities", "memory_internal.episode_terms",
+         "memory_internal.fact_terms")  # fmt: skip
+# The exact answers at the instants memory.search uses (now, now), with index scans off.
+EXACT_SQL = {
+    "episode_vector": "select e.episode_id from memory.episodes e where e.project_id = %s "
+    "and e.embedding is not null and memory_internal.episode_visible(e.occurred_at, "
+    "e.created_at, now(), now()) order by e.embedding <=> %s, e.episode_id limit %s",
+    "fact_vector": "select f.fact_id from memory.facts_at(%s, now(), now()) f join "
+    "memory.fact_embeddings e using (org_id, fact_id) order by e.embedding <=> %s, f.fact_id "
+    "limit %s",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--facts", type=int, default=100_000, help="facts in all (100000)")
-    parser.add_argument(
-        "--episodes", type=int, default=None, help="episodes in all (default: as many as facts)"
-    )
-    parser.add_argument("--projects", type=int, default=5, help="projects (default 5)")
-    parser.add_argument(
-        "--main-share",
-        type=float,
-        default=0.6,
-        help="share of the rows in the first project; the rest split evenly (default 0.6)",
-    )
-    parser.add_argument("--queries", type=int, default=200, help="timed queries per workload")
-    parser.add_argument("--warmup", type=int, default=50, help="untimed queries first (50)")
-    parser.add_argument("--k", type=int, default=10, help="memory.search p_k (default 10)")
-    parser.add_argument(
-        "--batch", type=int, default=1000, help="facts per assert_facts call (default 1000)"
-    )
-    parser.add_argument("--clusters", type=int, default=200, help="embedding cluster centres")
-    parser.add_argument("--seed", default="chronomem-search", help="data and query seed")
-    parser.add_argument(
-        "--maintenance-work-mem",
-        default="1GB",
-        help="maintenance_work_mem for the HNSW builds after the load (default 1GB)",
-    )
-    parser.add_argument(
-        "--ef-search",
-        default="40,500",
-        help="session hnsw.ef_search values at which the vector legs' recall against the "
-        "exact top k is measured (comma-separated; 40 is pgvector's default, which "
-        "memory.search widens to memory_internal.vector_ef_search; empty: skip)",
-    )
-    parser.add_argument(
-        "--recall-queries", type=int, default=50, help="queries per vector leg for recall (50)"
-    )
-    parser.add_argument(
-        "--reuse",
-        action="store_true",
-        help="with --database-url: keep chronomem_bench_search after the run and, when it already "
-        "holds a load with the same data settings, migrate it and measure without loading "
-        "again (to iterate on queries and indexes)",
-    )
+    a = parser.add_argument
+    a("--facts", type=int, default=100_000, help="facts in all (100000)")
+    a("--episodes", type=int, default=None, help="episodes in all (default: as many as facts)")
+    a("--projects", type=int, default=5, help="projects (5)")
+    a("--main-share", type=float, default=0.6, help="share of the rows in the first (0.6)")
+    a("--queries", type=int, default=200, help="timed queries per workload (200)")
+    a("--warmup", type=int, default=50, help="untimed queries first (50)")
+    a("--k", type=int, default=10, help="memory.search p_k (10)")
+    a("--batch", type=int, default=1000, help="facts per assert_facts call (1000)")
+    a("--clusters", type=int, default=200, help="embedding cluster centres (200)")
+    a("--seed", default="chronomem-search", help="data and query seed")
+    a("--maintenance-work-mem", default="1GB", help="for the HNSW builds (1GB)")
+    a("--ef-search", default="40,500", help="hnsw.ef_search values for recall (40,500)")
+    a("--recall-queries", type=int, default=50, help="queries per vector leg for recall (50)")
 
 
-def _specs(args: argparse.Namespace) -> list[Project]:
-    rest = (1 - args.main_share) / max(args.projects - 1, 1)
-    shares = [args.main_share] + [rest] * (args.projects - 1)
-    facts = split(args.facts, shares)
-    episodes = split(args.facts if args.episodes is None else args.episodes, shares)
-    names = ["main"] + [f"small-{i}" for i in range(1, args.projects)]
-    return [Project(n, f, e, args.seed) for n, f, e in zip(names, facts, episodes, strict=True)]
+# --------------------------------------------------------------------------- load
 
 
-# The load a kept database holds (owner's scratch table, outside the product schemas),
-# so a --reuse run reports the sizes of what it measures and refuses other settings.
-LOAD_RECORD = "public.benchmark_search_load"
-DATA_SETTINGS = ("facts", "episodes", "projects", "main_share", "batch", "clusters", "seed")
+@dataclass
+class Loaded:
+    spec: Project
+    project: uuid.UUID
+    facts: list[uuid.UUID] = field(default_factory=list)
+    episodes: list[uuid.UUID] = field(default_factory=list)
 
 
-def _data_settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(args, k) for k in DATA_SETTINGS}
+def _connect(dsn: str, org: uuid.UUID | None = None) -> Conn:
+    conn = psycopg.connect(dsn, autocommit=True)
+    register_vector(conn)
+    if org is not None:
+        conn.execute("select memory.use_org(%s, false)", (org,))
+    return conn
 
 
-def _saved_load(owner_dsn: str) -> dict[str, Any] | None:
-    with psycopg.connect(owner_dsn) as conn:
-        row = conn.execute("select to_regclass(%s) is not null", (LOAD_RECORD,)).fetchone()
-        if not (row and row[0]):
-            return None
-        row = conn.execute(f"select record from {LOAD_RECORD}").fetchone()
-    return None if row is None else dict(row[0])
+def load(db: BenchDatabase, specs: list[Project], clusters: Clusters, args: Any) -> Any:
+    """Facts through assert_facts, episodes through ingest, vectors through
+    store_embeddings with the HNSW indexes dropped, then built once (timed)."""
+    seconds: dict[str, float] = {}
+
+    def clock(step: str, t0: float) -> None:
+        seconds[step] = seconds.get(step, 0.0) + perf_counter() - t0
+
+    with _connect(db.app) as conn:
+        org = scalar(conn, "select memory.create_org('benchmark search')")
+        conn.execute("select memory.use_org(%s, false)", (org,))
+        projects = []
+        for spec in specs:
+            project = scalar(conn, "select memory.create_project(%s, %s)", (org, spec.name))
+            lp = Loaded(spec, project)
+            for p in PREDICATES:
+                conn.execute("select memory.declare_predicate(%s, %s, %s)",
+                             (lp.project, p.name, p.cardinality))  # fmt: skip
+            print(f"  {spec.name}: {spec.facts} facts, {spec.episodes} episodes ...", flush=True)
+            facts = spec.fact_stream()
+            for s in range(0, len(facts), args.batch):
+                t0 = perf_counter()
+                r = scalar(conn, "select memory.assert_facts(%s, %s::jsonb)",
+                           (lp.project, json.dumps(facts[s : s + args.batch])))  # fmt: skip
+                clock("assert_facts", t0)
+                lp.facts += [uuid.UUID(x["fact_id"]) for x in r["results"]
+                             if x["status"] == "inserted"]  # fmt: skip
+            for session, turns in spec.sessions():
+                t0 = perf_counter()
+                r = scalar(conn, "select memory.ingest(%s, %s, %s::jsonb)",
+                           (lp.project, session, json.dumps(turns)))  # fmt: skip
+                clock("ingest", t0)
+                lp.episodes += [uuid.UUID(i) for i in r["episode_ids"]]
+            projects.append(lp)
+        print("  embeddings (HNSW indexes dropped) ...", flush=True)
+        indexes = conn.execute(
+            "select format('%%I.%%I', schemaname, indexname), indexdef from pg_indexes "
+            "where format('%%I.%%I', schemaname, tablename) = any(%s) "
+            "and indexdef ilike '%% using hnsw %%' order by 1",
+            (HNSW_TABLES,),
+        ).fetchall()
+        with psycopg.connect(db.owner, autocommit=True) as owner:
+            for name, _ in indexes:
+                owner.execute(f"drop index {name}")
+        for lp in projects:
+            for kind, ids in (("fact", lp.facts), ("episode", lp.episodes)):
+                for s in range(0, len(ids), 1000):
+                    chunk = ids[s : s + 1000]
+                    t0 = perf_counter()
+                    conn.execute("select memory.store_embeddings(%s, %s, %s)",
+                                 (kind, chunk, list(clusters.sample(len(chunk)))))  # fmt: skip
+                    clock("store_embeddings", t0)
+    print("  HNSW builds ...", flush=True)
+    with psycopg.connect(db.owner, autocommit=True) as owner:
+        owner.execute(f"set maintenance_work_mem = '{args.maintenance_work_mem}'")
+        for name, definition in indexes:
+            t0 = perf_counter()
+            owner.execute(definition)
+            clock(f"hnsw_build {name}", t0)
+        t0 = perf_counter()
+        owner.execute("vacuum (analyze)")
+        clock("vacuum_analyze", t0)
+    n_facts = sum(len(p.facts) for p in projects)
+    n_episodes = sum(len(p.episodes) for p in projects)
+    report = {
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "facts_per_s_assert": round(sum(s.facts for s in specs) / seconds["assert_facts"], 1),
+        "episodes_per_s_ingest": round(n_episodes / seconds["ingest"], 1),
+        "embeddings_per_s_store": round((n_facts + n_episodes) / seconds["store_embeddings"], 1),
+    }
+    return org, projects, report
 
 
-def _save_load(owner_dsn: str, record: dict[str, Any]) -> None:
-    with psycopg.connect(owner_dsn) as conn:
-        conn.execute(f"create table if not exists {LOAD_RECORD} (record jsonb not null)")
-        conn.execute(f"truncate {LOAD_RECORD}")
-        conn.execute(f"insert into {LOAD_RECORD} values (%s)", (Jsonb(record),))
+def _dim(app: str) -> int:
+    with psycopg.connect(app) as conn:
+        return int(scalar(conn, "select memory.embedding_dim()"))
 
 
-def _reused(args: argparse.Namespace, db: BenchDatabase, specs: list[Project]) -> Any:
-    """(org, projects, record) of the load the kept database holds, or None."""
-    record = _saved_load(db.owner) if args.reuse else None
-    if record is None:
-        return None
-    if record["data_settings"] != _data_settings(args):
-        raise SystemExit(
-            f"--reuse: chronomem_bench_search was loaded with {record['data_settings']}, not "
-            f"{_data_settings(args)}; run once without --reuse to load it again"
-        )
-    ids = {p["name"]: uuid.UUID(p["project_id"]) for p in record["data"]["projects"]}
-    return uuid.UUID(record["org"]), [LoadedProject(s, ids[s.name]) for s in specs], record
+# --------------------------------------------------------------------------- queries
 
 
-def _rounded(avg: tuple[float, float, float]) -> list[float]:
-    return [round(x, 2) for x in avg]
-
-
-def _dim(app_dsn: str) -> int:
-    with psycopg.connect(app_dsn) as conn:
-        row = conn.execute("select memory.embedding_dim()").fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def _goal(latency: dict[str, Any]) -> dict[str, Any]:
-    all_p95 = latency["search_all_legs"]["p95"]
-    out: dict[str, Any] = {"all_legs_p95_ms": all_p95}
-    for leg in ("episode_vector", "fact_vector"):
-        ratio = all_p95 / max(latency[f"leg_{leg}"]["p95"], 1e-9)
-        out[f"ratio_to_{leg}_p95"] = round(ratio, 2)
-    worst = max(out["ratio_to_episode_vector_p95"], out["ratio_to_fact_vector_p95"])
-    out["ratio_within_3x"] = worst <= GOAL["all_legs_p95_max_ratio_to_vector_leg"]
-    out["under_20_ms"] = all_p95 <= GOAL["all_legs_p95_ms_max_at_100k"]
-    # The same ratios by backend CPU (local servers): less moved by other work on the
-    # machine than wall time, so two runs compare better. The goal is the wall one.
-    cpu = {w: v.get("cpu_ms") for w, v in latency.items()}
-    if all(cpu.get(w) for w in ("search_all_legs", "leg_episode_vector", "leg_fact_vector")):
-        all_cpu = cpu["search_all_legs"]["p95"]
-        out["cpu_all_legs_p95_ms"] = all_cpu
-        for leg in ("episode_vector", "fact_vector"):
-            out[f"cpu_ratio_to_{leg}_p95"] = round(all_cpu / max(cpu[f"leg_{leg}"]["p95"], 1e-9), 2)
-    out["split_p50_ms"] = _split(latency)
+def workloads(conn: Conn, lp: Loaded, n: int, k: int, clusters: Clusters, seed: str) -> list[Any]:
+    """n queries of every workload against one project, shuffled: (workload, sql, params)."""
+    rng = random.Random(f"{seed}/queries/{lp.spec.name}")
+    texts, vectors = lp.spec.queries(n, rng), clusters.sample(n)
+    instants = [SPAN_START + timedelta(seconds=rng.randrange(SPAN_DAYS * 86400)) for _ in range(n)]
+    people = [r[0] for r in conn.execute(
+        "select entity_id from memory.entities where project_id = %s and entity_type = 'person' "
+        "order by entity_id limit %s", (lp.project, n * 20)).fetchall()]  # fmt: skip
+    people = rng.sample(people, min(n, len(people)))
+    p, out = lp.project, []
+    for i in range(n):
+        dated = f"{texts[i].rstrip('?')} in {instants[i]:%B %Y}?"  # the month-scoped question
+        out += [
+            ("search_all_legs", SEARCH_SQL, (p, texts[i], vectors[i], k, None, "scores")),
+            ("search_all_legs_dated", SEARCH_SQL, (p, dated, vectors[i], k, None, "scores")),
+            *((f"leg_{leg}", SEARCH_SQL, (p, texts[i], vectors[i], k, [leg], "scores"))
+              for leg in LEGS),
+            ("facts_at_count", FACTS_AT_COUNT, (p, instants[i])),
+            ("facts_at_subject", FACTS_AT_SUBJECT, (p, instants[i], people[i % len(people)])),
+        ]  # fmt: skip
+    rng.shuffle(out)
     return out
 
 
-def _split(latency: dict[str, Any]) -> dict[str, Any]:
-    """Where an all-legs search's median time goes, estimated from the single-leg runs
-    (backend CPU when measured, else wall time). Each single-leg call repeats the
-    per-call work F (set-up, fusion of its hits), so the legs alone add up to
-    all legs + (legs - 1) * F. What is left of all legs beyond F and the two vector
-    legs' own work is T. All legs / a vector leg alone <= 3 needs
-    T <= 2F + 3V(that leg) - V(fact) - V(episode): `t_budget_for_3x`."""
-    basis = "cpu" if all(v.get("cpu_ms") for v in latency.values()) else "wall"
-
-    def p50(workload: str) -> float:
-        v = latency[workload]
-        return float(v["cpu_ms"]["p50"] if basis == "cpu" else v["p50"])
-
-    whole = p50("search_all_legs")
-    per_call = (sum(p50(f"leg_{leg}") for leg in LEGS) - whole) / (len(LEGS) - 1)
-    vec = {leg: p50(f"leg_{leg}") - per_call for leg in ("episode_vector", "fact_vector")}
-    rest = whole - per_call - sum(vec.values())
-    budget = min(2 * per_call + 3 * v - sum(vec.values()) for v in vec.values())
-    return {
-        "basis": basis,
-        "all_legs": round(whole, 2),
-        "per_call": round(per_call, 2),
-        "episode_vector_own": round(vec["episode_vector"], 2),
-        "fact_vector_own": round(vec["fact_vector"], 2),
-        "rest": round(rest, 2),
-        "t_budget_for_3x": round(budget, 2),
-    }
+def run_queries(app: str, org: uuid.UUID, warmup: list[Any], queries: list[Any]) -> Any:
+    """Warm-up untimed, then each query timed (client side, and the backend's CPU)."""
+    samples: dict[str, Samples] = {}
+    with _connect(app, org) as conn:
+        for _, q, params in warmup:
+            conn.execute(q, params).fetchone()
+        for workload, q, params in queries:
+            wall, cpu, _ = timed(conn, partial(fetch, conn, q, params))
+            samples.setdefault(workload, Samples()).add(wall, cpu)
+    return {w: s.report() for w, s in sorted(samples.items())}
 
 
-def _project_summary(lp: LoadedProject) -> dict[str, Any]:
-    return {
-        "name": lp.spec.name,
-        "project_id": str(lp.project_id),
-        "subjects": lp.spec.subjects,
-        "episodes": len(lp.episode_ids),
-        "fact_rows": len(lp.fact_ids),
-        "assert_counts": dict(lp.counts),
-    }
-
-
-def _explain(db: BenchDatabase, org: Any, queries: list[Query], out: Path) -> dict[str, Any]:
-    """Plans of one all-legs search and one facts_at count (full text in a .txt file)."""
+def vector_recall(app: str, admin: str, org: uuid.UUID, lp: Loaded, queries: list[Any],
+                  k: int, ef_values: list[int], n: int) -> Any:  # fmt: skip
+    """Per vector leg and session hnsw.ef_search: recall@k of the leg alone (plain RRF, so
+    its own ranking) against the exact top k, over its first n timed queries."""
     report: dict[str, Any] = {}
-    lines: list[str] = []
-    for workload in ("search_all_legs", "facts_at_count", "facts_at_subject"):
-        query = next(q for q in queries if q.workload == workload)
-        plans = explain_nested(db.admin, org, query)
-        lines += [f"===== {workload}: {query.params[1]!s}", *(p["plan"] for p in plans)]
-        if workload == "search_all_legs":
-            report[workload] = {
-                "query": query.params[1],
-                "statement_ms": {k: v["ms"] for k, v in by_statement(plans).items()},
-                "total_ms": plans[0]["ms"] if plans else None,
-            }
-        else:
-            report[workload] = {"ms": plans[0]["ms"] if plans else None}
-    (out / "search_plans.txt").write_text("\n\n".join(lines) + "\n")
-    report["plans_file"] = "search_plans.txt"
+    for leg in ("episode_vector", "fact_vector"):
+        picked = [params for w, _, params in queries if w == f"leg_{leg}"][:n]
+        with _connect(admin) as conn:
+            conn.execute("set enable_indexscan = off")  # HNSW only by index scan: a sort
+            exact = [{r[0] for r in conn.execute(EXACT_SQL[leg], (lp.project, p[2], k))}
+                     for p in picked]  # fmt: skip
+        report[leg] = {}
+        for ef in ef_values:
+            recalls, samples = [], Samples()
+            with _connect(app, org) as conn:
+                conn.execute(f"set hnsw.ef_search = {int(ef)}")
+                for p, want in zip(picked, exact, strict=True):
+                    leg_only = (*p[:5], "rrf")
+                    wall, cpu, row = timed(conn, partial(fetch, conn, SEARCH_SQL, leg_only))
+                    samples.add(wall, cpu)
+                    got = {uuid.UUID(r["id"]) for r in row[0]["results"]}
+                    recalls.append(len(got & want) / max(len(want), 1))
+            report[leg][str(ef)] = {"recall_mean": round(statistics.fmean(recalls), 4),
+                                    "recall_min": round(min(recalls), 4),
+                                    **samples.report()}  # fmt: skip
     return report
 
 
+def _sizes(admin: str, fact_rows: int) -> dict[str, Any]:
+    per = 100_000 / max(fact_rows, 1) / 2**20
+    with psycopg.connect(admin) as conn:
+        return {t: {"total_mb_per_100k_facts": round(scalar(
+            conn, "select pg_total_relation_size(%s)", (t,)) * per, 1)} for t in SIZED}  # fmt: skip
+
+
 def run(args: argparse.Namespace, db: BenchDatabase) -> Path:
-    started = perf_counter()
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    specs = _specs(args)
+    run = Run("search", args, db)
+    rest = (1 - args.main_share) / max(args.projects - 1, 1)
+    shares = [args.main_share] + [rest] * (args.projects - 1)
+    names = ["main"] + [f"small-{i}" for i in range(1, args.projects)]
+    specs = [Project(n, f, e, args.seed) for n, f, e in zip(names, split(args.facts, shares),
+             split(args.episodes or args.facts, shares), strict=True)]  # fmt: skip
     clusters = Clusters(_dim(db.app), args.clusters, seed=zlib.crc32(args.seed.encode()))
-    reused = _reused(args, db, specs)
-    if reused is None:
-        print(f"  loading {args.facts} facts into {args.projects} projects ...", flush=True)
-        org, projects, load = load_all(
-            db.app, db.owner, specs, args.batch, clusters, args.maintenance_work_mem
-        )
-        fact_rows = sum(len(p.fact_ids) for p in projects)
-        record: dict[str, Any] = {
-            "org": str(org),
-            "data_settings": _data_settings(args),
-            "loaded_at": now_iso(),
-            "data": {"fact_rows": fact_rows,
-                     "projects": [_project_summary(p) for p in projects]},
-            "load": load.as_dict(projects),
-        }  # fmt: skip
-        _save_load(db.owner, record)
-    else:
-        org, projects, record = reused
-        print(f"  reusing the load of {record['loaded_at']}; analyze ...", flush=True)
-        with psycopg.connect(db.owner, autocommit=True) as conn:
-            conn.execute("analyze")  # a migration may have added columns or indexes
-    fact_rows = record["data"]["fact_rows"]
-    result: dict[str, Any] = {"benchmark": "search", "timestamp": now_iso(), "git": git_info()}
-    result["settings"] = {
-        "facts_requested": args.facts,
-        "projects": args.projects,
-        "main_share": args.main_share,
-        "queries_per_workload": args.queries,
-        "warmup": args.warmup,
-        "k": args.k,
-        "assert_batch": args.batch,
-        "clusters": args.clusters,
-        "seed": args.seed,
-        "reused_load_of": record["loaded_at"] if reused else None,
-        "server": db.server,
-        "postgres": server_info(db.admin),
-        "machine": machine_info(),
-    }
-    result["data"] = record["data"]
-    # The HNSW build time ("index build time") is part of the load, in load.hnsw_build.
-    result["load"] = record["load"]
-    result["sizes"] = sizes(db.admin, fact_rows)
-    latency: dict[str, Any] = {}
-    loads: dict[str, list[list[float]]] = {}
-    speed_before = speed_reference(db.admin)
-    main_queries: list[Query] = []
-    timed_by: dict[str, list[Query]] = {}
+    org, projects, report = load(db, specs, clusters, args)
+    fact_rows = {p.spec.name: len(p.facts) for p in projects}
+    latency, recall, loads = {}, {}, {}
+    ef_values = [int(x) for x in args.ef_search.split(",") if x]
     for lp in projects[:2]:  # the large project and one small one
-        with psycopg.connect(db.app) as conn:
-            conn.execute("select memory.use_org(%s, false)", (org,))
+        with _connect(db.app, org) as conn:
             warm = workloads(conn, lp, args.warmup, args.k, clusters, f"{args.seed}/warmup")
-            timed = workloads(conn, lp, args.queries, args.k, clusters, args.seed)
-        print(f"  {lp.spec.name}: {len(warm)} + {len(timed)} queries ...", flush=True)
+            queries = workloads(conn, lp, args.queries, args.k, clusters, args.seed)
+        print(f"  {lp.spec.name}: {len(warm)} + {len(queries)} queries ...", flush=True)
         before = os.getloadavg()
-        latency[lp.spec.name] = run_queries(db.app, org, warm, timed)
-        loads[lp.spec.name] = [_rounded(before), _rounded(os.getloadavg())]
-        main_queries = main_queries or timed
-        timed_by[lp.spec.name] = timed
-    result["latency_ms"] = latency
-    # Other work on the machine inflates latencies: the 1/5/15-min load averages before and
-    # after each project's query phase (2 cores: above 2 means queries waited for a core).
-    result["settings"]["load_average_before_after_queries"] = loads
-    speed = {"before": speed_before, "after": speed_reference(db.admin)}
-    result["settings"]["machine"]["speed_reference"] = speed
-    result["goal"] = GOAL
-    ef_values = [int(x) for x in args.ef_search.split(",") if x.strip()]
-    if ef_values:
-        # After the timed phases, so their figures are not changed by these reads.
-        print(f"  vector legs' recall at ef_search {ef_values} ...", flush=True)
-        result["vector_recall"] = {
-            lp.spec.name: vector_recall(
-                db.app, db.admin, org, lp.project_id, timed_by[lp.spec.name], args.k,
-                ef_values, args.recall_queries,
-            )
-            for lp in projects[:2]
-        }  # fmt: skip
-    result["goal_check"] = {name: _goal(lat) for name, lat in latency.items()}
-    first_search = next(q for q in main_queries if q.workload == "search_all_legs")
-    result["answer_shape"] = result_shape(db.app, org, first_search)
-    result["explain_main_project"] = _explain(db, org, main_queries, out)
-    result["runtime_s"] = round(perf_counter() - started, 1)
-    json_path = out / "search.json"
-    write_json(json_path, result)
-    plot(out / "search.png", result)
-    for name, lat in latency.items():
-        print(f"  {name}: " + ", ".join(f"{w} p95 {v['p95']:.1f}" for w, v in lat.items()))
-        goal = result["goal_check"][name]
-        if "cpu_all_legs_p95_ms" in goal:
-            print(
-                f"  {name}: by backend CPU, all legs p95 {goal['cpu_all_legs_p95_ms']:.1f} ms, "
-                f"{goal['cpu_ratio_to_episode_vector_p95']}x / "
-                f"{goal['cpu_ratio_to_fact_vector_p95']}x the vector legs'"
-            )
-        split = goal["split_p50_ms"]
-        print(
-            f"  {name}: p50 split ({split['basis']}): per call {split['per_call']:.1f} ms, "
-            f"vector legs' own {split['episode_vector_own']:.1f} / "
-            f"{split['fact_vector_own']:.1f}, the rest {split['rest']:.1f} "
-            f"(3x at these medians needs the rest <= {split['t_budget_for_3x']:.1f})"
-        )
-    for name, legs in result.get("vector_recall", {}).items():
-        for leg, r in legs.items():
-            print(
-                f"  {name}: {leg} recall@{r['k']} against exact, by ef_search: "
-                + ", ".join(
-                    f"{ef} (ran {v['effective_ef_search']}) -> {v['recall_mean']:.3f} "
-                    f"(p95 {v['latency_ms']['p95']:.1f} ms)"
-                    for ef, v in r["by_ef_search"].items()
-                )
-            )
-    print(f"  {speed_line(speed['before'], speed['after'])}", flush=True)
-    return json_path
+        latency[lp.spec.name] = lat = run_queries(db.app, org, warm, queries)
+        loads[lp.spec.name] = [round(x, 2) for x in (*before, *os.getloadavg())]
+        for leg in ("episode_vector", "fact_vector"):
+            p95 = [lat[w]["latency_ms"]["p95"] for w in ("search_all_legs", f"leg_{leg}")]
+            lat[f"ratio_all_legs_p95_to_{leg}"] = ratio(*p95)
+        if ef_values:
+            print(f"  {lp.spec.name}: recall at ef_search {ef_values} ...", flush=True)
+            recall[lp.spec.name] = vector_recall(db.app, db.admin, org, lp, queries, args.k,
+                                                 ef_values, args.recall_queries)  # fmt: skip
+        for w, v in lat.items():
+            print(f"    {w}: {v}" if "ratio" in w else f"    {w}: p50 {v['latency_ms']['p50']} "
+                  f"p95 {v['latency_ms']['p95']} ms", flush=True)  # fmt: skip
+    result = {"data": {"fact_rows": fact_rows, "load": report},
+              "sizes": _sizes(db.admin, sum(fact_rows.values())),
+              "load_average_before_after_queries": loads, "latency_ms": latency,
+              "vector_recall": recall}  # fmt: skip
+    return run.finish(result, _plot)
+
+
+def _plot(plt: Any, r: dict[str, Any]) -> None:
+    lat = {p: {w: v for w, v in x.items() if "ratio" not in w} for p, x in r["latency_ms"].items()}
+    workloads = list(next(iter(lat.values())))
+    series = [(p, q) for p in lat for q in ("p50", "p95")]
+    width = 0.8 / len(series)
+    _, ax = plt.subplots(figsize=(12, 5))
+    for i, (project, q) in enumerate(series):
+        xs = [w + (i - (len(series) - 1) / 2) * width for w in range(len(workloads))]
+        bars = ax.bar(xs, [lat[project][w]["latency_ms"][q] for w in workloads], width,
+                      label=f"{project} {q}")  # fmt: skip
+        ax.bar_label(bars, fmt="%.1f", padding=1, fontsize=6, rotation=90)
+    ax.set_xticks(range(len(workloads)), [w.replace("_", "\n", 1) for w in workloads], fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"latency, ms ({sum(r['data']['fact_rows'].values())} fact rows)")
+    ax.legend(fontsize=7, ncol=4)

@@ -1,12 +1,5 @@
-"""Synthetic memory for scale benchmarks: people with histories, chat about them, vectors.
-
-Deterministic for a seed. Facts come from per-subject profiles: cardinality-one
-predicates (employer, city, title, plan, manager) with 1-6 successive versions each,
-cardinality-many ones (likes, knows, uses); objects are entities (people, companies,
-cities, products, so edges exist for the graph leg) or literals. Episodes are chat
-turns about the same subjects and objects. Embeddings are clustered: a fixed set of
-unit-length centres plus Gaussian noise, normalised (no model needed).
-"""
+"""Synthetic memory for the search benchmark: people with histories, chat about them,
+clustered unit vectors (no model needed). Deterministic for a seed."""
 
 from __future__ import annotations
 
@@ -68,14 +61,9 @@ TITLES = _words(
     "|",
 )
 PLANS = ("free", "starter", "basic", "plus", "pro", "team", "business", "enterprise")
-FILLER = (
-    "Thanks, that helps a lot.",
-    "Can you remind me about this next week?",
-    "Sounds good, let's keep that in mind.",
-    "I'm not sure, let me check my notes.",
-    "Great, I'll follow up tomorrow morning.",
-    "That makes sense to me.",
-)
+FILLER = ("Thanks, that helps a lot.", "Can you remind me about this next week?",
+          "Sounds good, let's keep that in mind.", "I'm not sure, let me check my notes.",
+          "Great, I'll follow up tomorrow morning.", "That makes sense to me.")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -126,15 +114,10 @@ def _object(rng: random.Random, kind: str, people: int) -> str:
         return person(rng.randrange(people))
     if kind == "company":
         return f"{rng.choice(COMPANY_A)} {rng.choice(COMPANY_B)}"
-    if kind == "city":
-        return rng.choice(CITIES)
     if kind == "product":
         return f"{rng.choice(PRODUCT_ADJ)} {rng.choice(PRODUCT_NOUN)}"
-    if kind == "topic":
-        return rng.choice(TOPICS)
-    if kind == "title":
-        return rng.choice(TITLES)
-    return rng.choice(PLANS)
+    words = {"city": CITIES, "topic": TOPICS, "title": TITLES}
+    return rng.choice(words.get(kind, PLANS))
 
 
 def _instant(rng: random.Random) -> datetime:
