@@ -11,13 +11,15 @@
 -- not merged; a wrong merge of two entities is worse than a missed one).  The collation that gives Unicode-aware case
 -- folding differs by server version, so the body is written for the server
 -- it is installed on.  NFKC leaves ASCII as it is, so ASCII text (one byte
--- per character) skips it: most names and sentences are ASCII, and NFKC was
+-- per character) skips it: most names and sentences are ASCII, and NFKC is
 -- half the cost of a call.  Folded text that is already lowercase ASCII
 -- words with single spaces between them (most of it) is its own result: the
--- anchored match costs a fifth of the replacement it skips, which ran three
--- times per fact of every batch.  Not STRICT, so that calls with a plain
--- column or parameter are inlined (a strict function is inlined only if its
--- body is strict, and CASE is not); NULL still gives NULL.
+-- anchored match costs a fifth of the replacement it skips, which a batch
+-- would run three times per fact
+-- (docs/decisions/010-identity-exact-resolution-and-cardinality.md).
+-- Not STRICT, so that calls with a plain column or parameter are inlined
+-- (a strict function is inlined only if its body is strict, and CASE is
+-- not); NULL still gives NULL.
 do $do$
 declare
   -- Unicode's Default_Ignorable_Code_Point set: none of them is ASCII, and
@@ -146,11 +148,11 @@ comment on function memory_internal.uuid_v7(uuid, timestamptz) is
 -- Ids of new fact versions, time-ordered (UUID version 7: a millisecond
 -- timestamp, then random bits).  Two btrees of memory.facts lead with
 -- (org, fact id) (the primary key and the text leg's cover): a random id
--- lands on a random leaf of each, so every batch dirtied (and split, and
--- after a checkpoint logged whole) pages all over both; a time-ordered id
--- appends at their right edge.  Measured: 2-9% less backend CPU per
--- assert_facts batch.  PostgreSQL 18 has uuidv7(); older servers build the
--- same layout with uuid_v7.
+-- would land on a random leaf of each, so every batch would dirty (and
+-- split, and after a checkpoint log whole) pages all over both; a
+-- time-ordered id appends at their right edge, for 2-9% less backend CPU
+-- per assert_facts batch.  PostgreSQL 18 has uuidv7(); older servers build
+-- the same layout with uuid_v7.
 do $do$
 begin
   if exists (select from pg_proc where proname = 'uuidv7' and pronargs = 0) then

@@ -3,7 +3,8 @@
 -- goes through, and fact_versions, every stored version for the history
 -- and bookkeeping paths that need closed and retracted versions too.
 -- Both are LANGUAGE sql without SET clauses so the planner inlines them and
--- pushes the caller's filters into the indexed scans.
+-- pushes the caller's filters into the indexed scans
+-- (docs/decisions/006-valid-time-and-record-time.md).
 
 -- The valid window a fact had as the store believed it at p_known_at: the
 -- new_range of the last range change recorded at or before that instant.
@@ -27,13 +28,14 @@ create or replace function memory_internal.range_believed(
 -- LANGUAGE sql without SET clauses, so that facts_at and edges_at, which
 -- read it in FROM, inline it as a one-row subquery the planner pulls up:
 -- each instant is then the expression below wherever it is used, and the
--- record-time default is a scalar subquery, run once per query.  (As a
--- default expression -- defaults cannot hold a subquery -- it was
--- evaluated for every row at each of its uses, a GUC read each time: 19.5
--- ms against 10.5 for facts_at's 42,000 versions on the 100k benchmark
--- load.)  A constant argument folds the COALESCE away, so the planner
--- estimates with the caller's own instants.  PL/pgSQL readers (search,
--- context, list_facts, graph_neighbors) resolve both once, at their start.
+-- record-time default is a scalar subquery, run once per query.  (A
+-- parameter default cannot hold a subquery: as a default expression it
+-- would be evaluated for every row at each of its uses, a GUC read each
+-- time, and a whole-project facts_at would take nearly twice as long:
+-- docs/decisions/006-valid-time-and-record-time.md.)  A constant argument
+-- folds the COALESCE away, so the planner estimates with the caller's own
+-- instants.  PL/pgSQL readers (search, context, list_facts,
+-- graph_neighbors) resolve both once, at their start.
 create or replace function memory_internal.read_instants(
   p_at timestamptz, p_known_at timestamptz)
   returns table (at timestamptz, known_at timestamptz)

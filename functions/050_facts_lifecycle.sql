@@ -169,8 +169,9 @@ comment on function memory.close_fact(uuid, uuid, timestamptz, text, text, text)
 
 -- PL/pgSQL: the identity is read once, then its versions by the identity
 -- key.  As one SQL statement, a plan made without statistics (a new
--- install before its first ANALYZE) looked the fact up again for every
--- version of the project: 3.9 s per call at 6,000 versions.
+-- install before its first ANALYZE) would look the fact up again for every
+-- version of the project, seconds per call at a few thousand versions
+-- (docs/decisions/007-plans-made-without-statistics.md).
 create or replace function memory.fact_history(p_project uuid, p_fact uuid)
   returns table (
     event_id bigint, occurred_at timestamptz, event_type text, fact_id uuid,
@@ -213,8 +214,9 @@ comment on function memory.fact_history(uuid, uuid) is
 -- PL/pgSQL: the subject is resolved once, then its versions are read by
 -- the identity key, in that key's order (the only index that gives it;
 -- sorts off).  As one SQL statement, planned without statistics (a new
--- install before its first ANALYZE), the subject's lookup was a filter
--- run on every version of the project: 0.46-0.75 s per call at 6,000.
+-- install before its first ANALYZE), the subject's lookup would be a
+-- filter run on every version of the project
+-- (docs/decisions/007-plans-made-without-statistics.md).
 create or replace function memory.subject_timeline(
   p_project uuid, p_subject text, p_predicate text default null)
   returns table (

@@ -94,12 +94,11 @@ comment on function memory_internal.search_episode_vector(uuid, vector, timestam
 -- that pass the filter, not always the nearest; an exact ranking reads
 -- each of the filter's rows once.  For a filter of r rows out of N, exact
 -- is cheaper while r * r < w * p_n * N, w the cost of a visited HNSW
--- tuple over that of an exactly ranked row.  Measured at 1M facts (2
--- cores), a month of the big project, 8,500 turns (s = 0.85%), took
--- 0.7-1.3 s through HNSW and 110-170 ms ranked exactly (query vectors
--- drawn as the benchmark draws them): w near 20.  w is taken as 5, so an
--- exact ranking reads at most ~12,000 rows at 1M (benchmarks/README.md,
--- session 6).  Never below 2000, the budget before this rule.
+-- tuple over that of an exactly ranked row.  At 1M facts w measures near
+-- 20 (a month of the big project through HNSW against ranked exactly:
+-- docs/decisions/009-vector-legs-width-and-plans.md).  w is taken as 5,
+-- so an exact ranking reads at most ~12,000 rows at 1M.  Never below
+-- 2000: a period that small is ranked exactly in any install.
 create or replace function memory_internal.vector_exact_budget(p_n integer, p_index_rows real)
   returns integer
   language sql immutable parallel safe
@@ -115,11 +114,11 @@ comment on function memory_internal.vector_exact_budget(integer, real) is
 -- 100, dynamicEfMax 500; a fact about another product, not its code).
 -- pgvector's default of 40 is a search width only a little above the 30
 -- hits a k = 10 search asks for, and a walk that width may end in the wrong
--- part of the graph: on the 100k benchmark load, 2-3% of the main
--- project's questions got none of their 10 nearest rows (what they got lay
--- at cosine distance 0.8-0.9 against 0.35-0.4); on uniform random vectors
--- (tests/py/test_search_plan.py) recall@10 was about 0.5.  At 240 none
--- missed there, for about 0.4 ms more per leg (benchmarks/README.md).
+-- part of the graph and return none of a question's 10 nearest rows (a
+-- few percent of questions on the 100k benchmark load; recall@10 about 0.5
+-- on the uniform random vectors of tests/py/test_search_plan.py).  The
+-- width for k = 10, 240, finds them for well under a millisecond more per
+-- leg (docs/decisions/009-vector-legs-width-and-plans.md).
 create or replace function memory_internal.vector_ef_search(p_n integer)
   returns integer
   language sql immutable parallel safe
@@ -187,17 +186,18 @@ comment on function memory_internal.search_episode_vector_within(uuid, vector, t
   'The episode vector leg within a period: the p_n episodes of the project that occurred in p_period (lower bound included, upper excluded) nearest to the query embedding, best first, score = cosine similarity; exact over the period''s rows when it holds at most vector_exact_budget episodes (2000 or more, growing with the index), else through the HNSW index with the period as a filter.';
 
 -- search_episode_vector with one plan per session, for memory.search on a
--- large project (see there for when).  Called from memory.search, the leg's
--- statement was planned on every call (0.5 ms on the 100k benchmark load):
--- the plan cache keeps a generic plan only when its estimated cost is no
--- higher than a custom plan's, and a generic plan sees neither the project
--- nor the LIMIT (it guesses a tenth of the rows), so its estimate always
--- lost.  Here the generic plan is forced, and sorts are disabled so that it
--- is the plan the custom one is for a large project: the HNSW scan gives
--- the distance order, and only a sort of every matching row could replace
--- it (the generic plan took that, the project's btree and a sort, when sorts
--- were allowed).  The final sort by score, which nothing else can give,
--- still runs.  tests/py/test_search_plan.py checks the plan it runs.
+-- large project (see there for when).  Left to the plan cache, the leg's
+-- statement would be planned on every call from memory.search: the cache
+-- keeps a generic plan only when its estimated cost is no higher than a
+-- custom plan's, and a generic plan sees neither the project nor the
+-- LIMIT (it guesses a tenth of the rows), so its estimate always loses.
+-- Here the generic plan is forced, and sorts are disabled so that it is
+-- the plan the custom one is for a large project: the HNSW scan gives the
+-- distance order, and only a sort of every matching row could replace it
+-- (with sorts allowed, the generic plan is the project's btree and a
+-- sort).  The final sort by score, which nothing else can give, still
+-- runs.  tests/py/test_search_plan.py checks the plan it runs
+-- (docs/decisions/009-vector-legs-width-and-plans.md).
 create or replace function memory_internal.search_episode_vector_cached(
   p_project uuid, p_query_embedding vector, p_at timestamptz, p_known_at timestamptz, p_n integer)
   returns table (episode_id uuid, score double precision)
@@ -221,10 +221,10 @@ comment on function memory_internal.search_episode_vector_cached(uuid, vector, t
 -- runs it for a small project, whose best plan may be an exact sort of its
 -- rows, and for a question that names a period.  The custom plan is forced:
 -- the plan cache otherwise switches to a generic plan after five calls
--- when the generic plan's estimate is the lower, which it was in a session
--- of month-scoped questions on the 100k benchmark load's large project (a
--- plan without the HNSW scan: 96 ms per all-legs search instead of 25, and
--- other episodes).
+-- when the generic plan's estimate is the lower, which it can be in a
+-- session of month-scoped questions on a large project: a plan without the
+-- HNSW scan, several times slower per search, and other episodes
+-- (docs/decisions/009-vector-legs-width-and-plans.md).
 create or replace function memory_internal.search_episode_vector_planned(
   p_project uuid, p_query_embedding vector, p_period tstzrange, p_at timestamptz, p_known_at timestamptz,
   p_n integer)
@@ -248,13 +248,15 @@ $$;
 comment on function memory_internal.search_episode_vector_planned(uuid, vector, tstzrange, timestamptz, timestamptz, integer) is
   'The episode vector leg of memory.search planned per call: search_episode_vector, plus search_episode_vector_within when p_period is given, merged by cosine similarity (max per episode); unordered.';
 
--- Postings (memory_internal.episode_terms, sql/0009): one row per
+-- Postings (memory_internal.episode_terms, sql/0009;
+-- docs/decisions/001-text-search-through-btree-postings.md): one row per
 -- distinct lexeme of an inserted episode's content_tsv, written by the
--- inserting statement, deleted by the deleting one (by their key, sql/0025).  Document
--- frequencies (episode_term_df, plus episode_term_df_pending for the
--- last few inserting statements) follow both.  Content is not rewritten by
--- the product, but if the owner ever does, postings and df follow it (and
--- the length each posting holds follows token_count).
+-- inserting statement, deleted by the deleting one (by their key: no
+-- foreign key, docs/decisions/007-plans-made-without-statistics.md).
+-- Document frequencies (episode_term_df, plus episode_term_df_pending for
+-- the last few inserting statements) follow both.  Content is not rewritten
+-- by the product, but if the owner ever does, postings and df follow it
+-- (and the length each posting holds follows token_count).
 
 -- Add p_delta[i] to the df of (p_org[i], p_project[i], p_lexeme[i]), one
 -- entry per key.  Additions go to the writer's shard.  Where a df drops,
@@ -416,8 +418,8 @@ begin
   if tg_op = 'INSERT' then
     -- Impact uses the project's mean length with these episodes counted
     -- (this trigger runs before 40_text_stats_insert adds them), read once
-    -- per project (materialized: a plan that re-ran it per posting cost
-    -- more than the postings).
+    -- per project (materialized: a plan that re-ran it per posting would
+    -- cost more than the postings).
     with a as materialized (
       select g.org_id, g.project_id,
              memory_internal.episode_mean_length(g.org_id, g.project_id, g.tokens, g.docs) as avgdl
@@ -454,7 +456,8 @@ begin
     end loop;
   elsif tg_op = 'DELETE' then
     -- The postings, by their key from the deleted rows' content_tsv (no
-    -- foreign key cascades to them: sql/0025).
+    -- foreign key cascades to them:
+    -- docs/decisions/007-plans-made-without-statistics.md).
     delete from memory_internal.episode_terms t
      using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
      where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
@@ -535,8 +538,10 @@ comment on function memory_internal.rarest_words(text[], double precision[], dou
 
 -- Episode full-text leg: Okapi BM25 over the question's lexemes (an OR
 -- query, so a long question finds the episode holding its rare words).
--- ts_rank_cd has no notion of how rare a word is, so a speaker's name in
--- half the turns weighed as much as the one rare word that finds the turn.
+-- BM25, not ts_rank_cd: ts_rank_cd has no notion of how rare a word is, so
+-- a speaker's name in half the turns would weigh as much as the one rare
+-- word that finds the turn
+-- (docs/decisions/002-score-fusion-not-plain-rrf.md).
 -- Constants are the textbook ones, not fitted to any data: k1 = 1.2,
 -- b = 0.75 (Robertson & Zaragoza, "The Probabilistic Relevance Framework:
 -- BM25 and Beyond", 2009) and the idf ln(1 + (N - df + 0.5) / (df + 0.5))
@@ -571,20 +576,19 @@ comment on function memory_internal.rarest_words(text[], double precision[], dou
 -- written, which drifts as the project grows (the order of two postings
 -- only changes near ties).  At/known_at filter inside the bounded read,
 -- so an earlier instant still gets c_budget visible candidates.
--- Measured on a synthetic 60k-episode project (two runs of 100 questions
--- of 2-5 words from random turns): top 10 equal to exhaustive BM25 in
--- 83 and 77 questions (89 and 86 before the cut), mean top-10 overlap
--- 0.90 and 0.87 (0.94 and 0.92): a real loss, for p95 107 -> 36 ms; the
--- losses are questions of common words only, where an episode holding
--- several of them outranks one that is short and holds the rarest.  At
--- 10k episodes the cut never binds there (100/100 identical).
+-- On a synthetic 60k-episode project (100 questions of 2-5 words from
+-- random turns) the top 10 equals exhaustive BM25's for about 4 questions
+-- in 5 (mean top-10 overlap about 0.9), for a p95 a third of the
+-- exhaustive one: a real loss, on questions of common words only, where
+-- an episode holding several of them outranks one that is short and
+-- holds the rarest.  At 10k episodes the cut never binds there.
 create or replace function memory_internal.search_episode_fulltext(
   p_project uuid, p_query text, p_at timestamptz, p_known_at timestamptz, p_n integer)
   returns table (episode_id uuid, score double precision)
   language sql stable
   -- Its plan is index lookups whatever the arguments; the default custom
-  -- plan cost a planning per call (0.5 ms of 4.7 per call on the 100k
-  -- benchmark load, 1.9 of 5.4 on a small project).
+  -- plan costs a planning per call (a tenth of a call on a large project,
+  -- a third on a small one).
   set plan_cache_mode = force_generic_plan
   as $$
     with q as materialized (
@@ -668,7 +672,7 @@ create or replace function memory_internal.search_episode_fulltext(
       -- scan of the primary key with the candidates as an array key, so a
       -- common word's postings are read only around them.  content_tsv
       -- itself is in no covering index (a btree entry must fit in 2704
-      -- bytes), and reading it meant a wide heap row per candidate.  A
+      -- bytes), and reading it would mean a wide heap row per candidate.  A
       -- whole word's postings are read as a range (the same rows: every
       -- one is a candidate), sparing the probe by an array of ~1,600
       -- candidates.  Both reads are index-only (episode_terms_impact_idx
@@ -687,8 +691,9 @@ create or replace function memory_internal.search_episode_fulltext(
             and t.org_id = q.org_id and t.project_id = p_project and t.lexeme = w.lexeme
             and t.episode_id = any (array(select m.episode_id from matched m))) t
     ), scored as (
-      -- Summed in the words' byte order (content_tsv's order, which the sum
-      -- followed when it read the vector), so equal scores stay equal.
+      -- Summed in the words' byte order (content_tsv's order), one fixed
+      -- order, so that equal scores stay equal: a floating-point sum
+      -- depends on its order.
       select x.episode_id,
              sum(ln(1 + (x.n - x.df + 0.5) / (x.df + 0.5))
                  * x.tf * (1.2 + 1) / (x.tf + 1.2 * (1 - 0.75 + 0.75 * x.dl / x.avgdl))

@@ -1,11 +1,13 @@
 -- The fact full-text leg of memory.search and the postings it reads
 -- (memory_internal.fact_terms, sql/0010), the sibling of the episode
--- full-text leg in 076_search_episodes.sql.
+-- full-text leg in 076_search_episodes.sql
+-- (docs/decisions/001-text-search-through-btree-postings.md).
 
 -- A version's postings: each distinct lexeme of its content_tsv with its
 -- positions (tf; 1 if it has none) and the vector's length as ts_rank_cd
 -- counts it (the sum of tf), what the fact full-text leg ranks from.
--- sql/0015 backfilled the versions stored before it the same way.
+-- Every version's postings hold these figures, those sql/0015 wrote for
+-- versions older than the column included.
 create or replace function memory_internal.fact_term_postings(p_tsv tsvector)
   returns table (lexeme text, tf integer, doc_len integer)
   language sql immutable parallel safe
@@ -29,8 +31,8 @@ as $$
 begin
   if tg_op = 'INSERT' then
     -- Unsorted: every posting is a new key (its fact is new), and sorting
-    -- them first (text under the database collation) cost more than the
-    -- inserts gained from the order.
+    -- them first (text under the database collation) costs more than the
+    -- inserts gain from the order.
     insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id, tf, doc_len)
     select n.org_id, n.project_id, u.lexeme, n.fact_id, u.tf, u.doc_len
       from new_rows n
@@ -52,7 +54,7 @@ begin
 end
 $$;
 comment on function memory_internal.tg_facts__terms() is
-  'Keeps the postings of fact versions (memory_internal.fact_terms: one per version and distinct lexeme of its content_tsv) as they are inserted or (by the owner) rewritten; deletion cascades.';
+  'Keeps the postings of fact versions (memory_internal.fact_terms: one per version and distinct lexeme of its content_tsv) as they are inserted, deleted (by their key: fact_terms has no foreign key) or (by the owner) rewritten.';
 
 create or replace trigger "40_terms_insert" after insert on memory.facts
   referencing new table as new_rows
@@ -163,8 +165,8 @@ create or replace function memory_internal.search_fact_fulltext(
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
   -- Its statements' plans are index lookups whatever the arguments; the
-  -- default custom plans cost a planning per call (1.1 ms of 4.9 per call
-  -- on the 100k benchmark load, 1.0 of 2.1 on a small project).
+  -- default custom plans cost a planning per call (a fifth of a call on a
+  -- large project, half of one on a small project).
   set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
@@ -192,8 +194,8 @@ begin
   loop
     if v_cap = v_budget then
       -- A lateral aggregate, counted once per word (as a scalar subquery
-      -- the planner copied it into the filter, the sort and the window,
-      -- and counted three times).
+      -- the planner copies it into the filter, the sort and the window,
+      -- and counts three times).
       v_counts := array(select k.n
                           from unnest(v_lexemes) with ordinality l(lexeme, o)
                          cross join lateral (
@@ -228,8 +230,9 @@ begin
     end if;
     if v_least > v_cap and v_cap = v_budget then
       -- Every word is past the budget: counts capped alike do not tell
-      -- which is rarest (the first by spelling was picked, "job" in 7,430
-      -- facts before "tomas" in 1,023).  Count again, 16 times further.
+      -- which is rarest (the first by spelling would be picked, "job" in
+      -- 7,430 facts before "tomas" in 1,023).  Count again, 16 times
+      -- further.
       v_cap := v_budget * 16;
       continue;
     end if;

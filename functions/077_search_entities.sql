@@ -1,7 +1,8 @@
 -- The entity leg of memory.search and the tokens it reads
 -- (memory_internal.entity_name_tokens, sql/0011): the words of entity
 -- names and aliases in a btree, because under forced row-level security
--- pg_trgm's operators are never index conditions.
+-- pg_trgm's operators are never index conditions
+-- (docs/decisions/001-text-search-through-btree-postings.md).
 
 -- The distinct words of a normalized name (normalize_text leaves single
 -- spaces between words).
@@ -22,8 +23,8 @@ comment on function memory_internal.content_words(text[]) is
 -- The runs of 1 to 4 consecutive words of a normalized question: the
 -- names an exact whole-word match can have, each one btree probe.
 -- A loop over the words, no query: as a query (SQL, or PL/pgSQL's custom
--- plans) it was planned on every call, 0.09 ms of planning for 0.02 of
--- execution, twice per search.
+-- plans) it would be planned on every call, twice per search, the
+-- planning costing four times the execution.
 create or replace function memory_internal.question_ngrams(p_qnorm text) returns text[]
   language plpgsql immutable strict parallel safe
 as $$
@@ -58,7 +59,7 @@ as $$
   select distinct o.org_id, o.project_id, w.token, o.entity_id
     from unnest(p_org, p_project, p_entity, p_name) o(org_id, project_id, entity_id, name)
    -- the outer distinct, not name_tokens() per row: a function call and a
-   -- sort per name cost the writer more than one distinct over the batch
+   -- sort per name costs the writer more than one distinct over the batch
    cross join lateral unnest(string_to_array(o.name, ' ')) w(token)
       on conflict do nothing
 $$;
@@ -179,7 +180,7 @@ create or replace trigger "40_name_tokens_update" after update of normalized_ali
 -- similar enough (name <% question: pg_trgm.word_similarity_threshold) or
 -- when it shares a whole word with the question that is not a stop word
 -- (memory_internal.content_words): "Okonkwo" finds "Marguerite Okonkwo",
--- which trigram similarity alone (about 0.45) did not; "the" finds nothing.
+-- which trigram similarity alone (about 0.45) does not; "the" finds nothing.
 -- Such a partial match ranks after every similar name (its similarity is
 -- below the threshold).
 -- Candidates are read through btrees with leakproof equality: the exact
@@ -187,25 +188,26 @@ create or replace trigger "40_name_tokens_update" after update of normalized_ali
 -- and the key of entity_aliases with the question's runs of 1-4 words; the
 -- fuzzy tier takes the entities sharing a whole content word with the
 -- question from entity_name_tokens and scores their names and aliases with
--- word_similarity, as the full scan did.
--- What is lost against the full scan: a name sharing no whole word with
--- the question (a misspelt single-word name, "alise" for "alice", or an
--- inflected one, "alices") is no longer a candidate, nor one sharing only
--- stop words with it ("the offices" for "at the office"; "a", a middle
--- initial, made every "X A. Y" a candidate of every question naming one:
--- a thousand word_similarity calls, 9 ms, on the 100k benchmark load).
--- Every name sharing a content word ranks exactly as before.
--- PL/pgSQL, so that the question's runs and words are parameters of
--- every read (restrictions, index conditions), not columns of a CTE joined
--- to the tables: a plan made before the first ANALYZE of a grown table
--- (a new install) read every entity and every name token of the project
--- and filtered them by the join (11 ms per search at 2,000 entities, growing
--- with the project).  Without statistics a range of the project also costs
--- the same as a read by the keys asked for, so each read asks for the order
--- of the key it must use, with sorts off (only the top-k sort at the end
--- remains, which every plan has): the names through find_entities_by_name,
--- aliases by name or by entity, entities by id.  The plans are generic
--- (made once per session, not per call).
+-- word_similarity, as a full scan of the names would.
+-- What it leaves out against a full scan: a name sharing no whole word
+-- with the question (a misspelt single-word name, "alise" for "alice", or
+-- an inflected one, "alices") is not a candidate, nor one sharing only
+-- stop words with it ("the offices" for "at the office"; counted, "a", a
+-- middle initial, would make every "X A. Y" a candidate of every question
+-- naming one: a thousand word_similarity calls per search).
+-- Every name sharing a content word ranks exactly as in a full scan.
+-- PL/pgSQL, so that the question's runs and words are parameters of every
+-- read (restrictions, index conditions), not columns of a CTE joined to the
+-- tables: a plan made before the first ANALYZE of a grown table (a new
+-- install) would read every entity and every name token of the project and
+-- filter them by the join, a cost growing with the project
+-- (docs/decisions/007-plans-made-without-statistics.md).  Without statistics
+-- a range of the project also costs the same as a read by the keys asked
+-- for, so each read asks for the order of the key it must use, with sorts
+-- off (only the top-k sort at the end remains, which every plan has): the
+-- names through find_entities_by_name, aliases by name or by entity,
+-- entities by id.  The plans are generic (made once per session, not per
+-- call).
 create or replace function memory_internal.search_entities(
   p_project uuid, p_qnorm text, p_known_at timestamptz, p_n integer)
   returns table (entity_id uuid, exact boolean, score double precision)
@@ -239,8 +241,8 @@ begin
   -- And those sharing a whole content word with it: the question's words
   -- from the rarest (in the project's names), while the names they bring
   -- stay within the budget, and always the rarest.  A word most names
-  -- share ("person" in 3,000 "person <n>") made every one of them a
-  -- candidate, each a word_similarity (53 of 82 ms per search); such names
+  -- share ("person" in 3,000 "person <n>") would make every one of them a
+  -- candidate, each a word_similarity (most of a search's time); such names
   -- are still found by a rarer word, as a run of the question, or when
   -- that word is the question's rarest.  Counted up to one past the
   -- budget (a word past it is never picked beside another).
@@ -280,7 +282,7 @@ begin
      where m.created_at <= p_known_at
        -- The shared word first: it costs no trigrams, and most candidates
        -- pass by it (the words of a name: name_tokens without its distinct,
-       -- a function call per name that cost more than the test).
+       -- a function call per name that costs more than the test).
        and (string_to_array(m.name, ' ') && v_words or m.name <% p_qnorm)
      group by m.entity_id
      order by 2 desc, 3 desc, 1
