@@ -1,5 +1,5 @@
 """HTTP overhead: POST /facts (batches of 50), /search and /memory through a real
-`chronomem serve` on loopback, against the same transaction (memory.authorize and the
+`chronomem serve` on loopback, against the same transaction (memory_http.authorize and the
 route's one function) called directly, in one run. ratio = direct req/s / HTTP req/s."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def facts(project: uuid.UUID, tag: str, c: int, i: int) -> Request:
                  {"subject": s, "predicate": "likes", "object": topic,
                   "content": f"{s} likes {topic}"}]  # fmt: skip
     return (f"/v1/projects/{project}/facts", {"facts": body},
-            "select memory.api_assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
+            "select memory_http.assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
             (project, Jsonb(body), False), "project:write")  # fmt: skip
 
 
@@ -65,7 +65,7 @@ def search(project: uuid.UUID, tag: str, c: int, i: int) -> Request:
     q = rng.choice([f"what plan is user {n} on", f"who likes {rng.choice(TOPICS)}",
                     f"user {n} hobbies"])  # fmt: skip
     return (f"/v1/projects/{project}/search", {"query": q, "k": 10},
-            "select memory.api_search(%s::uuid, %s::text, %s::vector, %s::vector, "
+            "select memory_http.search(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[])",
             (project, q, None, None, None, None, 10, None), "project:read")  # fmt: skip
 
@@ -77,7 +77,7 @@ def memory(project: uuid.UUID, tag: str, c: int, i: int) -> Request:
                 {"role": "assistant", "content": f"Noted: city {city}, {topic}."}]  # fmt: skip
     session = f"{tag}-c{c}-s{i // 20}"
     return (f"/v1/projects/{project}/memory", {"session": session, "messages": messages},
-            "select memory.api_ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
+            "select memory_http.ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
             (project, session, Jsonb(messages), None, None), "project:write")  # fmt: skip
 
 
@@ -86,7 +86,7 @@ MAKERS = {"facts": facts, "search": search, "memory": memory}
 
 def _tenant(app: str, name: str) -> tuple[uuid.UUID, uuid.UUID, str]:
     with psycopg.connect(app) as conn:
-        row = conn.execute("select memory.bootstrap_api_key(null, %s, 'bench', 'bench', %s)",
+        row = conn.execute("select memory_http.bootstrap_api_key(null, %s, 'bench', 'bench', %s)",
                            (name, PERMISSIONS)).fetchone()  # fmt: skip
     assert row is not None
     return uuid.UUID(row[0]["org_id"]), uuid.UUID(row[0]["project_id"]), row[0]["token"]
@@ -138,7 +138,7 @@ def _direct(app: str, token: str) -> Sender:
 
     def send(r: Request) -> bool:
         with conn.transaction():
-            conn.execute("select 1 from memory.authorize(%s::text, %s::text, %s::uuid)",
+            conn.execute("select 1 from memory_http.authorize(%s::text, %s::text, %s::uuid)",
                          (token, r[4], r[3][0]))  # fmt: skip
             row = conn.execute(r[2], r[3]).fetchone()
         return row is not None and row[0] is not None

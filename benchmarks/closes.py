@@ -61,8 +61,10 @@ def _write(
                     v = [rng.gauss(0.0, 1.0) for _ in range(dim)]
                     norm = sum(x * x for x in v) ** 0.5 or 1.0
                     vectors.append("[" + ",".join(f"{x / norm:.5f}" for x in v) + "]")
-                conn.execute("select memory.store_embeddings('fact', %s::uuid[], %s::vector[])",
-                             (ids, vectors))  # fmt: skip
+                conn.execute(
+                    "select memory_worker.store_embeddings('fact', %s::uuid[], %s::vector[])",
+                    (ids, vectors),
+                )
     return seconds, closed
 
 

@@ -2,9 +2,10 @@
 
 (a) memory.ingest of 20-message chat batches (1 and 4 writers) against a bare INSERT of
     the same rows into a `like memory.episodes including all` copy.
-(b) jobs drained through memory.claim_jobs + memory.complete_job (no-op handler; 1 and 4
-    workers; claims of 1 and 10) against a minimal FOR UPDATE SKIP LOCKED queue on a copy
-    of memory.jobs loaded with the same jobs; then one claim's latency by table size.
+(b) jobs drained through memory_worker.claim_jobs + memory_worker.complete_job (no-op
+    handler; 1 and 4 workers; claims of 1 and 10) against a minimal FOR UPDATE SKIP LOCKED
+    queue on a copy of memory.jobs loaded with the same jobs; then one claim's latency by
+    table size.
 """
 
 from __future__ import annotations
@@ -73,9 +74,9 @@ returning true
 QUEUES = {  # method -> (table, claim, complete)
     "claim_jobs": (
         "memory.jobs",
-        f"select org_id, job_id from memory.claim_jobs(%(worker)s, %(kinds)s, %(limit)s, "
+        f"select org_id, job_id from memory_worker.claim_jobs(%(worker)s, %(kinds)s, %(limit)s, "
         f"interval '{LEASE}')",
-        "select memory.complete_job(%(org)s, %(job)s, %(worker)s, %(result)s)",
+        "select memory_worker.complete_job(%(org)s, %(job)s, %(worker)s, %(result)s)",
     ),
     "baseline": (BARE_JOBS, BARE_CLAIM_SQL, BARE_DONE_SQL),
 }

@@ -121,7 +121,7 @@ def load(conn: Conn, model: LocalMiniLM, org: uuid.UUID, conv: Conversation) -> 
     texts = [m["content"] for _, ms in conv.sessions for m in ms]
     vectors = embed(model, texts)
     for s in range(0, len(ids), 256):
-        conn.execute("select memory.store_embeddings('episode', %s, %s::text[]::vector[])",
+        conn.execute("select memory_worker.store_embeddings('episode', %s, %s::text[]::vector[])",
                      (ids[s : s + 256], vectors[s : s + 256]))  # fmt: skip
     conn.commit()
     print(f"  {conv.sample_id}: {len(ids)} episodes", flush=True)

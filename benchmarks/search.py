@@ -133,7 +133,7 @@ def load(db: BenchDatabase, specs: list[Project], clusters: Clusters, args: Any)
                 for s in range(0, len(ids), 1000):
                     chunk = ids[s : s + 1000]
                     t0 = perf_counter()
-                    conn.execute("select memory.store_embeddings(%s, %s, %s)",
+                    conn.execute("select memory_worker.store_embeddings(%s, %s, %s)",
                                  (kind, chunk, list(clusters.sample(len(chunk)))))  # fmt: skip
                     clock("store_embeddings", t0)
     print("  HNSW builds ...", flush=True)

@@ -272,8 +272,8 @@ def cmd_create_key(args: argparse.Namespace, settings: Settings) -> int:
     permissions = args.permissions.split(",") if args.permissions else None
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
-            "select memory.bootstrap_api_key(%s, %s, %s, %s, coalesce(%s::text[], "
-            "memory.api_permissions()))",
+            "select memory_http.bootstrap_api_key(%s, %s, %s, %s, coalesce(%s::text[], "
+            "memory_http.permissions()))",
             (org_id, None if org_id else args.org, args.project, args.name, permissions),
         ).fetchone()
     assert row is not None

@@ -153,7 +153,9 @@ _REFERENCE_FUNCTIONS = """
      order by p.proname, pg_get_function_arguments(p.oid)
 """
 
-_REFERENCE_SCHEMAS = ("memory",)
+# The public-facing schemas, one per audience: the SQL API, the HTTP and MCP layer, the
+# worker protocol (each described by its COMMENT ON SCHEMA).
+_REFERENCE_SCHEMAS = ("memory", "memory_http", "memory_worker")
 
 
 def _cell(text: str) -> str:
@@ -170,8 +172,10 @@ def reference(superuser_dsn: str) -> str:
         "",
         "Generated from the `COMMENT ON` texts of a freshly migrated database by",
         "`chronomem schema-dump`; do not edit (tests/py/test_schema_dump.py fails when it",
-        "is stale). `memory` is the API: what agents, psql users and analysts call. The",
-        "full schema, internal helpers included, is schema/current.sql.",
+        "is stale). `memory` is the API: what agents, psql users and analysts call;",
+        "`memory_http` is the HTTP and MCP layer's and `memory_worker` the worker's, both",
+        "for the app role only. The full schema, internal helpers included, is",
+        "schema/current.sql.",
     ]
     with psycopg.connect(superuser_dsn) as conn:
         for schema in _REFERENCE_SCHEMAS:
@@ -194,8 +198,10 @@ def reference(superuser_dsn: str) -> str:
                     _cell(text) or "(no comment)",
                     "",
                 ]
-            out += ["### Tables and views", ""]
-            for name, kind, text, columns in conn.execute(_REFERENCE_TABLES, (schema,)):
+            tables = conn.execute(_REFERENCE_TABLES, (schema,)).fetchall()
+            if tables:
+                out += ["### Tables and views", ""]
+            for name, kind, text, columns in tables:
                 label = "view" if kind in ("v", "m") else "table"
                 out += [f"#### `{schema}.{name}` ({label})", "", _cell(text) or "(no comment)"]
                 out += ["", "| column | type | | description |", "|---|---|---|---|"]

@@ -116,7 +116,7 @@ class WorkerSettings:
     poll_interval: float = 5.0
     """Seconds between queue polls when no NOTIFY arrives (the wake-up is NOTIFY)."""
     min_confidence: float = 0.5
-    """Extracted facts below this confidence are dropped (by memory.apply_extraction)."""
+    """Extracted facts below this confidence are dropped (by memory_worker.apply_extraction)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -144,7 +144,7 @@ class WebhookSettings:
     (a local receiver, tests). Off by default: endpoint URLs come from tenants, and the
     worker must not become their way into the operator's network."""
     max_in_flight_per_org: int = 4
-    """Deliveries of one org in flight at once, across the workers (memory.claim_jobs
+    """Deliveries of one org in flight at once, across the workers (memory_worker.claim_jobs
     leaves the org's other deliveries queued until one ends)."""
     max_in_flight_per_endpoint: int = 2
     """Deliveries to one endpoint in flight at once."""

@@ -6,9 +6,11 @@
 -- with the names as an array key, the only plan that gives that order
 -- without a sort (sorts, bitmap and sequential scans are off here).  Costed
 -- by statistics alone, a session's generic plan made before the first
--- ANALYZE of a grown table read every entity of the project through the
--- (org, project, entity_id) key and filtered the names: without statistics
--- that cost the same as probing the names (tests/py/test_write_plans.py).
+-- ANALYZE of a grown table would read every entity of the project through
+-- the (org, project, entity_id) key and filter the names: without
+-- statistics that costs the same as probing the names
+-- (tests/py/test_write_plans.py;
+-- docs/decisions/007-plans-made-without-statistics.md).
 create or replace function memory_internal.find_entities_by_name(
   p_org uuid, p_project uuid, p_normalized text[])
   returns table (normalized text, entity_id uuid)
@@ -37,8 +39,8 @@ comment on function memory_internal.find_entities_by_name(uuid, uuid, text[]) is
 -- is small would otherwise read all its entities (seqscan), and a bitmap
 -- scan compares each row found with every name again.  (The SETs keep the
 -- function from being inlined: it runs once per calling statement.)
--- force_generic_plan: planned once per session; a custom plan per call cost
--- more than running it.
+-- force_generic_plan: planned once per session; a custom plan per call
+-- costs more than running it.
 create or replace function memory_internal.find_entities(
   p_org uuid, p_project uuid, p_normalized text[])
   returns table (normalized text, entity_id uuid, canonical text)
@@ -59,8 +61,8 @@ create or replace function memory_internal.find_entities(
      where y.org_id = p_org and y.project_id = p_project and y.normalized_alias = any (p_normalized)
        -- An entity's own name wins over another entity's alias.  (The own
        -- names among the given ones, found above: a test of the name key
-       -- here was planned, without statistics, as a read of the project's
-       -- entities per alias.)
+       -- here would be planned, without statistics, as a read of the
+       -- project's entities per alias.)
        and not exists (select from own o where o.normalized = y.normalized_alias)
   $$;
 
@@ -209,7 +211,6 @@ comment on function memory_internal.rekey_tombstones(uuid, uuid, uuid[], uuid[],
 -- of one of them takes over.  One probe of facts_auto_object_idx per name
 -- (offset 0: a probe whatever the statistics say, not a read of every auto
 -- object of the project into a hash).
-drop function if exists memory_internal.has_auto_objects(uuid, uuid, text[]);
 create or replace function memory_internal.auto_object_names(
   p_org uuid, p_project uuid, p_names text[])
   returns text[]
@@ -401,7 +402,6 @@ comment on function memory_internal.dry_run(text, uuid, text, text) is
 -- its row deleted).  Takes the project lock exclusively, so call it before
 -- writes in a transaction.  p_dry_run: the same merge, rolled back (a
 -- subtransaction), answering what it would do; a merge cannot be undone.
-drop function if exists memory.merge_entities(uuid, text, text);
 create or replace function memory.merge_entities(
   p_project uuid, p_keep text, p_absorb text, p_dry_run boolean default false)
   returns jsonb
@@ -709,13 +709,13 @@ comment on function memory.split_entity(uuid, text, boolean) is
   'Undo an alias or a merge: the alias p_name becomes an entity of its own (of its entity''s type) with every stored version written with that name (as subject or entity object; versions stored before migration 0022 stay), and both sides are laid out again in world-time order (windows the joined claims had closed are given back). Tombstones, edges and plain-name objects of the name follow. p_dry_run: the same split rolled back, answering what it would do. Takes the project lock exclusively.';
 
 -- Advisory lock keys, always taken in this order: project, predicates,
--- identities (each group sorted).  Writers hold the project and predicate
--- locks shared and identity locks exclusive; wipe and declare_predicate
--- hold the project lock exclusive (declare_predicate its predicate's too),
--- as do add_alias and upsert_entity when they re-key stored facts
--- (adopt_named_objects; else they hold it shared, as writers), so none of
--- them races a write.  The project lock is taken only through
--- hold_project (below).
+-- identities (each group sorted; docs/decisions/004-lock-order.md).  Writers
+-- hold the project and predicate locks shared and identity locks exclusive;
+-- wipe and declare_predicate hold the project lock exclusive
+-- (declare_predicate its predicate's too), as do add_alias and
+-- upsert_entity when they re-key stored facts (adopt_named_objects; else
+-- they hold it shared, as writers), so none of them races a write.  The
+-- project lock is taken only through hold_project (below).
 create or replace function memory_internal.project_lock_key(p_project uuid)
   returns bigint
   language sql immutable parallel safe
@@ -727,7 +727,6 @@ create or replace function memory_internal.project_lock_key(p_project uuid)
 -- delete_project (which holds the lock exclusively) removed it finds it not
 -- found, rather than meeting a foreign key's refusal of what it writes next
 -- or working on (and auditing) a project that is gone.
-drop function if exists memory_internal.hold_project(uuid);
 create or replace function memory_internal.hold_project(
   p_project uuid, p_exclusive boolean default false)
   returns void

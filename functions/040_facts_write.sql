@@ -1,7 +1,9 @@
 -- The write state machine: assert_facts and the two pieces every writer
 -- (assert, retract, contradict, expire, wipe) shares: restitch, which lays
 -- one identity's facts out in world-time order, and sync_edges, which keeps
--- edges equal to the union of the windows of the facts asserting them.
+-- edges equal to the union of the windows of the facts asserting them
+-- (docs/decisions/010-identity-exact-resolution-and-cardinality.md,
+-- docs/decisions/006-valid-time-and-record-time.md).
 
 -- Lay out the current (not retracted) facts of each given identity in
 -- world-time order: each one's window is [valid_from, least(asserted_until,
@@ -19,11 +21,6 @@
 -- out as one, under the subject and object given: adopt_auto_objects and
 -- merge_entities, before they re-key them.  Callers hold the identities'
 -- locks.
-drop function if exists memory_internal.restitch(
-  uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean);
-drop function if exists memory_internal.restitch(
-  uuid, uuid, uuid[], text[], text[], text, text, text, memory_internal.fact_input[], text, boolean,
-  text[]);
 create or replace function memory_internal.restitch(
   p_org uuid, p_project uuid,
   p_subjects uuid[], p_predicates text[], p_identity_objects text[],
@@ -47,8 +44,9 @@ create or replace function memory_internal.restitch(
   set enable_sort = off
   -- Generic plans, for every caller (assert_facts sets it too; retraction,
   -- close_fact and wipe do not): a custom plan for a project the
-  -- statistics do not know read each identity's versions through a range
-  -- of the whole project (tests/py/test_write_plans.py).
+  -- statistics do not know reads each identity's versions through a range
+  -- of the whole project (tests/py/test_write_plans.py;
+  -- docs/decisions/007-plans-made-without-statistics.md).
   set plan_cache_mode = force_generic_plan
 as $$
 declare
@@ -118,7 +116,7 @@ begin
 
   -- (Each write only when it has rows: a statement costs its start-up
   -- even then.)  The rows are found by their keys (= any): as a join alone,
-  -- a plan made with no statistics read the org's whole key range.
+  -- a plan made with no statistics reads the org's whole key range.
   if v_shrinks > 0 then
     update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
       from unnest(v_ids, v_new, v_grew, v_is_new) c(id, want, grew, is_new)
@@ -173,8 +171,8 @@ comment on function memory_internal.restitch(uuid, uuid, uuid[], text[], text[],
 
 -- Expire the edges at the given row addresses (of rows the caller has
 -- locked, so the addresses hold), at this transaction's instant.  Index
--- scans are off: a plan made while memory.edges looked empty read the
--- org's edges by an index and tested each address, where a TID scan
+-- scans are off: a plan made while memory.edges looked empty would read
+-- the org's edges by an index and test each address, where a TID scan
 -- fetches each row.
 create or replace function memory_internal.expire_edges(p_org uuid, p_rows tid[])
   returns integer
@@ -234,7 +232,7 @@ begin
   -- the wanted ones that are missing (in that order: the exclusion
   -- constraint holds after each statement).  Both read each key's edges
   -- by one probe of edges_key_idx: as a join, a plan made while the
-  -- planner guessed the project had one edge scanned all of them for every
+  -- planner guesses the project has one edge scans all of them for every
   -- key (tests/py/test_write_plans.py).  The probe is by the whole key,
   -- behind offset 0, with expired_at tested outside it (or the partial
   -- GiST indexes apply), in record-time order: with no statistics on
@@ -243,10 +241,11 @@ begin
   -- edges_key_idx gives that order (sql/0019), so it wins the tie.
   -- The edges to expire are locked as they are found, and the update
   -- takes them by their row address (a TID scan, the one plan for it):
-  -- an UPDATE joined to them by id was planned, on a memory.edges
+  -- an UPDATE joined to them by id is planned, on a memory.edges
   -- analyzed while empty, as a scan of the org's edges by edges_pkey
-  -- repeated for every key (95 -> 790 ms per batch of 100 over 30
-  -- batches).  The locks keep those addresses current until the update.
+  -- repeated for every key, slower with every batch
+  -- (docs/decisions/007-plans-made-without-statistics.md).
+  -- The locks keep those addresses current until the update.
   v_gone := array(
     select c.ctid
       from (select distinct s, t, r from unnest(p_sources, p_targets, p_relations) u(s, t, r)) k
@@ -284,10 +283,10 @@ comment on function memory_internal.sync_edges(uuid, uuid, uuid[], uuid[], text[
 -- record-time floor, for identities_floor and assert_facts (whose outcome
 -- lookup reads the facts half itself, in its pass over the versions).
 -- One probe of edges_key_idx per (source, relation): as a join, a plan
--- made on few statistics read all the org's edges.  In the order of the
--- rest of that index's key, sorts off: planned while memory.edges looked
--- empty, the probe took edges_target_idx by the org and relation alone (a
--- skip scan over the targets), reading every edge of that relation.
+-- made on few statistics reads all the org's edges.  In the order of the
+-- rest of that index's key, sorts off: planned while memory.edges looks
+-- empty, the probe could take edges_target_idx by the org and relation
+-- alone (a skip scan over the targets), reading every edge of that relation.
 create or replace function memory_internal.edges_floor(
   p_org uuid, p_project uuid, p_sources uuid[], p_relations text[])
   returns timestamptz
@@ -320,7 +319,7 @@ create or replace function memory_internal.identities_floor(
   p_org uuid, p_project uuid, p_subjects uuid[], p_predicates text[], p_identity_objects text[])
   returns timestamptz
   -- plpgsql, not sql: its plan is cached per session instead of planned per
-  -- call (planning this query cost twice as much as running it); generic,
+  -- call (planning this query costs twice as much as running it); generic,
   -- so that it is (see restitch).
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -528,12 +527,13 @@ create or replace function memory.assert_facts(
   -- One plan per statement and session, for this function and everything
   -- it calls (restitch, parse_facts, sync_edges, the triggers).  Every
   -- statement here is index probes keyed by the batch's arrays, whatever
-  -- the batch size.  Custom plans were planned on every call (1 ms of a
-  -- 4 ms single-fact call) and are made from the project's statistics: a
+  -- the batch size.  Custom plans are planned on every call (a quarter of
+  -- a single-fact call) and are made from the project's statistics: for a
   -- project the statistics do not know yet (a new one, until autovacuum
-  -- analyzes) got the identity lookups as scans of its whole
-  -- range_changed index, 3-5x slower per batch; a generic plan sees any
-  -- project (tests/py/test_write_plans.py).
+  -- analyzes) they make the identity lookups scans of its whole
+  -- range_changed index, several times slower per batch; a generic plan
+  -- sees any project (tests/py/test_write_plans.py;
+  -- docs/decisions/007-plans-made-without-statistics.md).
   set plan_cache_mode = force_generic_plan
   -- And a session's first plans, made on a new install's empty tables,
   -- must not scan them once they have grown, nor sort a range of the

@@ -13,7 +13,6 @@
 -- array of 9 or more elements, which `= any` looks ids up in by hashing,
 -- whatever its length.  No temp table: the caller's session could have
 -- created it first, with a trigger that would run as the owner.
-drop function if exists memory_internal.cancel_wiped_jobs(uuid, uuid);
 create or replace function memory_internal.cancel_wiped_jobs(
   p_org uuid, p_project uuid, p_deleted uuid[])
   returns integer
@@ -92,7 +91,6 @@ comment on function memory_internal.cancel_wiped_jobs(uuid, uuid, uuid[]) is
 -- window and range_changed_at its row must have (row_changed: they differ
 -- from the row's; the caller sets them once the wiped rows are gone, for the
 -- exclusion constraint) and its edge key.
-drop function if exists memory_internal.unbound_wiped_ranges(uuid, uuid, uuid[]);
 create or replace function memory_internal.replay_wiped_past(
   p_org uuid, p_project uuid, p_wiped uuid[])
   returns table (fact_id uuid, subject_id uuid, predicate text, object_entity_id uuid,

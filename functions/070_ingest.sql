@@ -100,7 +100,7 @@ begin
   perform memory_internal.hold_project(p_project);
 
   -- One writer per session at a time: sequence numbers and the "latest
-  -- batch" used to recognise retries are decided under the session's lock.
+  -- batch" that recognises retries are decided under the session's lock.
   insert into memory.sessions (org_id, project_id, external_id, metadata)
   values (v_org, p_project, btrim(p_session), coalesce(p_session_metadata, '{}'))
   on conflict (org_id, project_id, external_id) do nothing;
@@ -171,7 +171,7 @@ create or replace function memory.embedding_dim() returns integer
 comment on function memory.embedding_dim() is 'Dimension of the embedding columns (fixed per installation).';
 
 -- Rows still to embed, for the embed job: text to embed per id.
-create or replace function memory.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[])
+create or replace function memory_worker.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[])
   returns table (id uuid, input text)
   language sql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -185,10 +185,10 @@ create or replace function memory.embedding_inputs(p_project uuid, p_kind text, 
     select n.entity_id, n.name || coalesce(': ' || n.summary, '') from memory.entities n
      where p_kind = 'entity' and n.project_id = p_project and n.entity_id = any (p_ids)
   $$;
-comment on function memory.embedding_inputs(uuid, text, uuid[]) is
+comment on function memory_worker.embedding_inputs(uuid, text, uuid[]) is
   'The text the embed job embeds for each id: episode content, fact content, entity name and summary.';
 
-create or replace function memory.store_embeddings(p_kind text, p_ids uuid[], p_vectors vector[])
+create or replace function memory_worker.store_embeddings(p_kind text, p_ids uuid[], p_vectors vector[])
   returns integer
   language plpgsql
   security definer
@@ -212,7 +212,8 @@ begin
     -- in project order, before the versions are read again and stored: a
     -- wipe holds it exclusively, so none runs between that read and this
     -- transaction's end, and one that ran before left nothing to read.
-    -- (What the foreign key's check did, sql/0028.)
+    -- (The guarantee a foreign key's check would give; there is none:
+    -- docs/decisions/003-fact-embeddings-beside-facts.md.)
     perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(x.project_id))
        from (select distinct f.project_id
                from memory.projects p
@@ -265,7 +266,8 @@ end
 $$;
 -- A deleted fact version's embedding goes in the deleting statement (a
 -- wipe: found by key from the deleted rows), as a foreign key's cascade
--- would have done (sql/0028 says why there is none).
+-- would take it (there is none:
+-- docs/decisions/007-plans-made-without-statistics.md).
 create or replace function memory_internal.tg_facts__embeddings() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
@@ -284,5 +286,5 @@ create or replace trigger "40_embeddings_delete" after delete on memory.facts
   referencing old table as old_rows
   for each statement execute function memory_internal.tg_facts__embeddings();
 
-comment on function memory.store_embeddings(text, uuid[], vector[]) is
+comment on function memory_worker.store_embeddings(text, uuid[], vector[]) is
   'Write embeddings computed by the embed worker (rows of the current org only).';

@@ -34,8 +34,9 @@ begin
   -- Entities whose name or an alias occurs there as whole words.  Every
   -- word of such a name is a word said, so the candidates are the entities
   -- with a name token said (entity_name_tokens: names and aliases); each is
-  -- then tested whole.  (Testing every entity of the project per fact, as
-  -- a plan made without statistics did, took 91 s at 3,000 entities.)
+  -- then tested whole.  (A plan made without statistics would test every
+  -- entity of the project per fact:
+  -- docs/decisions/007-plans-made-without-statistics.md.)
   v_cand := array(select distinct t.entity_id from memory_internal.entity_name_tokens t
                    where t.org_id = ep.org_id and t.project_id = ep.project_id
                      and t.token = any (memory_internal.name_tokens(btrim(v_said))));
@@ -60,7 +61,7 @@ comment on function memory_internal.extraction_fact_ids(uuid, integer) is
   'Ids of the facts extraction_context shows the model for an episode (with p_turns recent turns): the only ones apply_extraction accepts as contradicted.';
 
 -- Everything the enrich job sends the model about one episode.
-create or replace function memory.extraction_context(p_episode uuid, p_turns integer default 6)
+create or replace function memory_worker.extraction_context(p_episode uuid, p_turns integer default 6)
   returns jsonb
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -108,16 +109,17 @@ begin
     'predicates', v_predicates);
 end
 $$;
-comment on function memory.extraction_context(uuid, integer) is
+comment on function memory_worker.extraction_context(uuid, integer) is
   'What the extraction model sees for an episode: the episode, its last turns, the project''s facts about the entities they name (as of the episode''s instant, with ids it may contradict) and the declared predicates.';
 
 -- Apply a model's answer for an episode.  Each section runs in its own
 -- savepoint: a failing section is rolled back whole and reported, the
 -- others stand.  Re-applying the same answer is a no-op (facts skip,
 -- entities and notes upsert, contradictions already closed are unchanged).
--- (p_turns came with the rule that only offered facts may be contradicted.)
-drop function if exists memory.apply_extraction(uuid, jsonb, real);
-create or replace function memory.apply_extraction(
+-- p_turns is extraction_context's: only the facts it offered may be
+-- contradicted.  (The signature without p_turns, which would make a
+-- three-argument call ambiguous, is dropped by sql/0036.)
+create or replace function memory_worker.apply_extraction(
   p_episode uuid, p_payload jsonb, p_min_confidence real default 0.5, p_turns integer default 6)
   returns jsonb
   language plpgsql
@@ -307,5 +309,5 @@ begin
   return v_report || jsonb_build_object('episode_id', p_episode, 'failed_sections', to_jsonb(v_failed));
 end
 $$;
-comment on function memory.apply_extraction(uuid, jsonb, real, integer) is
-  'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant, and only facts memory.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';
+comment on function memory_worker.apply_extraction(uuid, jsonb, real, integer) is
+  'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant, and only facts memory_worker.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';

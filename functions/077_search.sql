@@ -35,7 +35,7 @@ create or replace function memory_internal.question_period(p_query text) returns
   language plpgsql stable parallel safe
 as $$
 -- PL/pgSQL, not SQL: each expression's plan is cached, where the SQL form
--- cost ~10 ms a call from memory.search (planned anew every time).
+-- would be planned anew on every call from memory.search (~10 ms a call).
 declare
   c_mon constant text := '(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?'
                          '|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?';
@@ -93,9 +93,10 @@ comment on function memory_internal.question_period(text) is 'The calendar perio
 -- own words, so a name in the question pulls the embedding towards every
 -- turn that mentions (or, as "<speaker>: <text>", opens with) that name
 -- rather than towards what is asked; the speaker preference of
--- memory.search already takes the name into account.  (On LoCoMo's dev
--- split the vector leg's recall@10 went from 0.48 to 0.62.)  Participants
--- are found as the speaker preference finds them: speakers
+-- memory.search already takes the name into account.  (Without the names
+-- the vector leg recalls more on LoCoMo:
+-- docs/decisions/002-score-fusion-not-plain-rrf.md.)
+-- Participants are found as the speaker preference finds them: speakers
 -- (episode_speaker) whose name is a run of the question's words, among the
 -- turns of the full-text leg's answer (a name the question holds is one of
 -- its words), so the lookup reads no more than that leg does.  A name is
@@ -166,9 +167,9 @@ comment on function memory_internal.project_sizes(uuid, uuid) is
 -- by its key (facts_edge_cover_idx; a small table's plan may take its
 -- target alone): index probes whatever the parameters, so one generic
 -- plan serves every call.  (Inside memory.search the level's statement,
--- with arrays as filters, was planned anew on every call: 1.0 ms of
--- planning for 0.5 of execution on the 100k benchmark load; its generic
--- form scanned the org's edges and the project's facts.)
+-- with arrays as filters, would be planned anew on every call, the
+-- planning costing twice the execution; its generic form scans the org's
+-- edges and the project's facts.)
 create or replace function memory_internal.search_graph_level(
   p_project uuid, p_at timestamptz, p_known_at timestamptz,
   p_frontier uuid[], p_inner uuid[], p_reached uuid[], p_depth integer,
@@ -240,9 +241,10 @@ comment on function memory_internal.search_graph_level(uuid, timestamptz, timest
 -- facts_text_cover_idx or the primary key; names by entity id), so its
 -- one generic plan reads by key whatever the planner knows.  (Read
 -- through readable_facts_at inside the fusion statement, planned per call
--- without statistics, it took facts_identity_idx by the project alone and
--- kept the ids asked: the project's every fact, once per search, until
--- the first ANALYZE.)
+-- without statistics, the read can take facts_identity_idx by the project
+-- alone and keep the ids asked: the project's every fact, once per
+-- search, until the first ANALYZE;
+-- docs/decisions/007-plans-made-without-statistics.md.)
 create or replace function memory_internal.search_fact_details(
   p_project uuid, p_at timestamptz, p_known_at timestamptz, p_ids uuid[])
   returns table (fact_id uuid, detail jsonb)
@@ -277,10 +279,9 @@ $$;
 comment on function memory_internal.search_fact_details(uuid, timestamptz, timestamptz, uuid[]) is
   'memory.search''s details of its fact hits: for each id that holds at p_at as believed at p_known_at, text, subject, predicate, object (names, as readable_facts_at), window and confidence as JSON. Reads by key in one generic plan.';
 
--- p_fusion (session 4) added an argument to memory.search and search_rows:
--- the 7-argument forms are dropped, or a 7-argument call would match both.
-drop function if exists memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[]);
-drop function if exists memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[]);
+-- memory.search and search_rows take p_fusion, with a default: their
+-- 7-argument forms are dropped (sql/0036), or a 7-argument call would
+-- match both.
 
 create or replace function memory.search(
   p_project uuid,
@@ -374,14 +375,15 @@ begin
     -- custom plans), the planner sees the project and the LIMIT and picks
     -- an exact sort of a small project's rows or the HNSW scan of a large
     -- one's (every project of the 100k and 1M benchmark loads, 10,000 rows
-    -- and more); that planning cost 0.5 ms per leg and call.  A project
-    -- past c_cached_min rows, far above where the planner switches, gets
-    -- the HNSW scan as a generic plan kept for the session instead
+    -- and more); that planning costs about 0.5 ms per leg and call.  A
+    -- project past c_cached_min rows, far above where the planner switches,
+    -- gets the HNSW scan as a generic plan kept for the session instead
     -- (search_fact_vector_cached, search_episode_vector_cached): the same
-    -- plan, planned once.  Smaller ones are planned per call, as before but
-    -- now forced (search_fact_vector_planned, search_episode_vector_planned:
-    -- in PL/pgSQL's default mode the plan cache could switch to a generic
-    -- plan), and so is a question that names a period.
+    -- plan, planned once.  Smaller ones are planned per call, forced
+    -- (search_fact_vector_planned, search_episode_vector_planned: in
+    -- PL/pgSQL's default mode the plan cache can switch to a generic plan),
+    -- and so is a question that names a period
+    -- (docs/decisions/009-vector-legs-width-and-plans.md).
     -- In a large install a project of that size is a small share of the
     -- shared index, where the filtered HNSW walk grows long: the bar is
     -- then vector_exact_budget's (the period leg's rule), if higher.
@@ -413,8 +415,8 @@ begin
         -- their own (search_episode_vector_within, as many again), so a
         -- turn of the day asked about is scored even when the project's
         -- nearest v_n crowd it out.  Both lists hold cosine similarities:
-        -- one scale, merged by score.  (LoCoMo dev split: vector leg
-        -- recall@10 0.62 -> 0.63, fused 0.795 -> 0.802; benchmarks/README.md.)
+        -- one scale, merged by score.  (It adds to LoCoMo recall:
+        -- docs/decisions/002-score-fusion-not-plain-rrf.md.)
         if v_episodes_cached and v_period is null then
           select array_agg(x.episode_id order by x.score desc, x.episode_id),
                  array_agg(x.score order by x.score desc, x.episode_id)
@@ -445,8 +447,8 @@ begin
                with ordinality x(episode_id, score, ord);
       when 'fact_fulltext' then
         v_kind := 'fact';
-        -- Ranked without a score (fusion gives it 1/(60 + rank)), as before
-        -- the postings: the candidates and their order are the leg's.
+        -- Ranked without a score (fusion gives it 1/(60 + rank)): the
+        -- candidates and their order are the leg's.
         select array_agg(x.fact_id order by x.ord) into v_ids
           from memory_internal.search_fact_fulltext(p_project, p_query, p_at, p_known_at, v_n)
                with ordinality x(fact_id, score, ord);
@@ -455,7 +457,7 @@ begin
         -- An entity whose name (or alias) occurs in the question, whole
         -- words first, then by trigram word similarity: through btrees
         -- (memory_internal.search_entities, which says what the token
-        -- candidates lose against the old full scan).
+        -- candidates leave out against a full scan of the names).
         select array_agg(x.entity_id order by x.ord) into v_ids
           from memory_internal.search_entities(p_project, v_qnorm, p_known_at, v_n)
                with ordinality x(entity_id, exact, score, ord);
@@ -548,7 +550,8 @@ begin
   -- p_fusion => 'rrf' is plain reciprocal rank fusion instead: each hit
   -- scores memory_internal.rrf(rank) in each leg, summed, with no context
   -- shares and no preferences (no hit_episodes).  The default recalls more
-  -- on LoCoMo (benchmarks/README.md: recall@10 0.802 against 0.656-0.657).
+  -- on LoCoMo (recall@10 0.802 against 0.655:
+  -- docs/decisions/002-score-fusion-not-plain-rrf.md).
   with hits as (
     select h.kind, h.id, h.leg, h.rank,
            case when p_fusion = 'rrf' then memory_internal.rrf(h.rank)
@@ -565,8 +568,9 @@ begin
       from normed n group by n.kind, n.id
   ), hit_episodes as materialized (
     -- The turn window's bounds as columns of a CTE: under forced RLS a qual
-    -- computing e1.seq - 3 (int4mi is not leakproof) was no index
-    -- condition, and every turn of the session was read for each hit.
+    -- computing e1.seq - 3 (int4mi is not leakproof) is no index
+    -- condition, and every turn of the session would be read for each hit
+    -- (docs/decisions/001-text-search-through-btree-postings.md).
     select f.id, f.score, e1.session_id, e1.seq, e1.seq - 3 as lo, e1.seq + 3 as hi,
            memory_internal.episode_speaker(e1.metadata) as speaker,
            e1.occurred_at
@@ -576,8 +580,8 @@ begin
   ), shared as (
     -- Each hit's neighbours read by session and turn (offset 0: a probe per
     -- hit), the project and visibility tested on what it returns: with
-    -- those in the read too, a plan made without statistics guessed one
-    -- row for every index and read the project's episodes by
+    -- those in the read too, a plan made without statistics guesses one
+    -- row for every index and reads the project's episodes by
     -- (org, project, occurred_at) instead, once per search.
     select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score,
            min(memory_internal.episode_speaker(e2.metadata)) as speaker, min(e2.occurred_at) as occurred_at
@@ -592,7 +596,7 @@ begin
      group by e2.episode_id
   ), scored as (
     -- The legs' ranks are joined afterwards (preferred), not aggregated
-    -- here: a jsonb_agg per group made this hash aggregate spill to disk
+    -- here: a jsonb_agg per group makes this hash aggregate spill to disk
     -- (its planned size per group), 500 groups of an all-legs search.
     select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at
       from (select f.kind, f.id, f.score, h.speaker, h.occurred_at

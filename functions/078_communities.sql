@@ -6,8 +6,8 @@
 -- takes the label most of its neighbours hold, its own voting too (ties:
 -- the smallest).  Returns how many moved.  Hash joins only: the statistics
 -- of the working set describe no computation (the tables are empty between
--- them), and nested loops over the links cost minutes (see below).
-drop function if exists memory_internal.propagate_labels(integer);
+-- them), and nested loops over the links cost minutes (see below;
+-- docs/decisions/007-plans-made-without-statistics.md).
 create or replace function memory_internal.propagate_labels(
   p_org uuid, p_project uuid, p_color integer)
   returns integer
@@ -60,10 +60,11 @@ comment on function memory_internal.communities_lock_key(uuid) is
   'Advisory lock key held by the one transaction at a time that computes (or checks) a project''s communities.';
 
 -- What a computation of the communities reads, summed up: the count of the
--- edges current now and the XOR of a hash of each one's id.  Edge rows are
--- immutable but for their expiry, so every change of the current graph (an
--- edge made, expired, deleted by a wipe, or ended by the passing of its
--- valid time) changes it.
+-- edges current now and the XOR of a hash of each one's id
+-- (docs/decisions/013-communities-refreshed-by-edge-digest.md).
+-- Edge rows are immutable but for their expiry, so every change of the
+-- current graph (an edge made, expired, deleted by a wipe, or ended by the
+-- passing of its valid time) changes it.
 create or replace function memory_internal.current_edges_digest(p_project uuid,
   out edges integer, out edges_digest bigint)
   language sql stable
@@ -81,8 +82,9 @@ comment on function memory_internal.current_edges_digest(uuid) is
 -- merge (which hold it exclusively) never runs between the read of the
 -- edges and the store of the groups: a wiped name never comes back as a
 -- label, and no member is an entity deleted meanwhile.  Then the
--- communities lock, so that one at a time replaces them.  Returns the
--- digest of the current edges, read after both are held.
+-- communities lock, so that one at a time replaces them
+-- (docs/decisions/004-lock-order.md).  Returns the digest of the current
+-- edges, read after both are held.
 create or replace function memory_internal.lock_communities(p_project uuid,
   out edges integer, out edges_digest bigint)
   language plpgsql
@@ -145,9 +147,10 @@ comment on function memory_internal.clear_community_work(uuid, uuid) is
 -- sees them empty, or another project's rows; an explicit ANALYZE of a
 -- shared table would hold a lock to commit that serialises every org's
 -- computations), so the plans must not depend on them: nested loops are
--- off (label propagation's rounds planned as nested loops over the links
--- took 161 s instead of 1-2 at 3,000 entities), and each member's name is
--- read by key.
+-- off (planned as nested loops over the links, label propagation's rounds
+-- take minutes instead of seconds at a few thousand entities:
+-- docs/decisions/007-plans-made-without-statistics.md), and each
+-- member's name is read by key.
 create or replace function memory_internal.compute_communities_locked(
   p_org uuid, p_project uuid, p_max_rounds integer, p_edges integer, p_digest bigint)
   returns jsonb
@@ -181,8 +184,8 @@ begin
   -- changes.  First in synchronous rounds (every entity at once: the
   -- result does not depend on row order), at most 10.  Those oscillate on
   -- some graphs and never settle (two linked entities trading labels: on
-  -- 3,000 people, 40 employers and 3,000 "knows", 60 rounds left 60-300
-  -- entities flipping), so the rest of the rounds are semi-synchronous
+  -- 3,000 people, 40 employers and 3,000 "knows", 60-300 entities still
+  -- flip after 60 rounds), so the rest of the rounds are semi-synchronous
   -- (Cordasco & Gargano 2010): the entities are coloured so that no two
   -- linked ones share a colour, and one colour moves at a time, which is as
   -- if each moved alone.  Then every move makes more links join entities of
@@ -245,10 +248,10 @@ begin
   delete from memory.communities where org_id = p_org and project_id = p_project;
   -- A community's label is the name of its member with the most links
   -- (ties: the first name).  Each member's links are counted once, for
-  -- all (counted per member, naming cost entities x links: 3.2 s of the
-  -- job at 3,000 entities and 6,000 edges; 0.6 s counted once), and its
-  -- name read by key (with nested loops off, a join would hash the
-  -- org's entities of every project).
+  -- all (counted per member, naming costs entities x links, about five
+  -- times as much at 3,000 entities and 6,000 edges), and its name read
+  -- by key (with nested loops off, a join would hash the org's entities
+  -- of every project).
   with members as (
     select t.label, t.entity_id, d.links, en.name
       from memory_internal.community_labels t
@@ -318,7 +321,8 @@ comment on function memory.compute_communities(uuid, integer) is
 -- when the current edges differ from those the last run read (or there
 -- was none).  Cheap when nothing changed (one read of the current edges,
 -- against label propagation over them), so the job can run every few
--- minutes and a new or busy project's groups follow its graph closely.
+-- minutes and a new or busy project's groups follow its graph closely
+-- (docs/decisions/013-communities-refreshed-by-edge-digest.md).
 create or replace function memory.refresh_communities(p_project uuid, p_max_rounds integer default 20)
   returns jsonb
   language plpgsql
@@ -360,8 +364,7 @@ comment on function memory.refresh_communities(uuid, integer) is
 -- project's locks and only while it runs: a wipe or a merge of one project
 -- never waits for the computations of the org's others, and a project
 -- whose computation fails is retried (and dead-lettered) on its own.
-drop function if exists memory.refresh_org_communities(integer);
-create or replace function memory.queue_community_refreshes(p_max_rounds integer default 20)
+create or replace function memory_worker.queue_community_refreshes(p_max_rounds integer default 20)
   returns jsonb
   language plpgsql
   security definer
@@ -401,7 +404,7 @@ begin
                             'unchanged', v_unchanged);
 end
 $$;
-comment on function memory.queue_community_refreshes(integer) is
+comment on function memory_worker.queue_community_refreshes(integer) is
   'The periodic communities job of the org in scope: queues a communities job for each project whose current edges changed since its last computation (memory.community_runs) and that has none queued; that job runs memory.refresh_communities(project, max_rounds). Reads without locks. Returns {queued: [project ids], pending: count already queued, unchanged: count}.';
 
 -- The communities a prompt context names (memory.context's last section):
@@ -433,8 +436,9 @@ begin
   return query
     with named as materialized (
       -- The facts by their ids, in the order of their key: with sorts off
-      -- only an index by (org, project, fact) gives it, where a probe per id
-      -- planned without statistics read the project's versions by another.
+      -- only an index by (org, project, fact) gives it, where a probe per
+      -- id planned without statistics can read the project's versions by
+      -- another.
       select n.id
         from (select f.subject_id, f.object_entity_id
                 from memory.facts_at(p_project, p_at, p_known_at) f

@@ -113,6 +113,3 @@ end
 $$;
 comment on function memory.reembed(integer, text) is
   'Owner only: switch the installation to p_dim-dimension embeddings (from model p_model, if named). Drops the HNSW indexes, sets every embedding column to vector(p_dim) with all vectors NULL (fact versions'' vectors deleted), recreates the indexes and queues embed jobs for every episode, fact and entity of every org and project. Run by `chronomem reembed`.';
-
-revoke all on function memory.reembed(integer, text) from public;
-grant execute on function memory.embedding_model() to chronomem_app, chronomem_analyst;

@@ -484,7 +484,7 @@ create or replace trigger "60_webhooks" after insert on memory.audit_log
 --------------------------------------------------------------------------
 -- Delivery (the worker, under the job's org scope)
 --------------------------------------------------------------------------
-create or replace function memory.webhook_target(p_endpoint uuid)
+create or replace function memory_worker.webhook_target(p_endpoint uuid)
   returns table (url text, secret text, enabled boolean)
   language sql stable
   security definer
@@ -496,10 +496,10 @@ create or replace function memory.webhook_target(p_endpoint uuid)
         on s.org_id = e.org_id and s.endpoint_id = e.endpoint_id
      where e.org_id = memory_internal.current_org() and e.endpoint_id = p_endpoint
   $$;
-comment on function memory.webhook_target(uuid) is
+comment on function memory_worker.webhook_target(uuid) is
   'For the worker: where to send an endpoint''s deliveries and the secret to sign them with (current org). A deleted endpoint (its row kept for its delivery log) has no secret and is not enabled; no row: no such endpoint in the org.';
 
-create or replace function memory.log_webhook_attempt(
+create or replace function memory_worker.log_webhook_attempt(
   p_job bigint, p_status_code integer, p_error text, p_duration_ms integer,
   p_retryable boolean)
   returns text
@@ -529,36 +529,5 @@ begin
   return v_outcome;
 end
 $$;
-comment on function memory.log_webhook_attempt(bigint, integer, text, integer, boolean) is
+comment on function memory_worker.log_webhook_attempt(bigint, integer, text, integer, boolean) is
   'For the worker: log one delivery attempt of a running deliver_webhook job (in the attempt''s transaction). Returns the outcome: delivered (2xx), retrying (p_retryable and attempts remain) or failed.';
-
--- Grants (090_grants.sql revokes PUBLIC's execute from every function first
--- and grants the rest; these survive it).
-revoke execute on function
-  memory.webhook_event_types(),
-  memory.create_webhook(uuid, text, text[]),
-  memory.rotate_webhook_secret(uuid, uuid),
-  memory.update_webhook(uuid, uuid, text, text[], boolean),
-  memory.delete_webhook(uuid, uuid),
-  memory.list_webhooks(uuid),
-  memory.webhook_deliveries(uuid, uuid, integer, bigint),
-  memory.webhook_target(uuid),
-  memory.log_webhook_attempt(bigint, integer, text, integer, boolean),
-  memory_internal.enqueue_webhook_event(uuid, uuid, text, jsonb, uuid[])
-  from public;
--- Readers (invoker rights): app and analyst.  They read no secret.
-grant execute on function
-  memory.webhook_event_types(),
-  memory.list_webhooks(uuid),
-  memory.webhook_deliveries(uuid, uuid, integer, bigint)
-  to chronomem_app, chronomem_analyst;
--- Writers and the worker's two functions: the app role only.  webhook_target
--- returns secrets: the analyst must never reach it.
-grant execute on function
-  memory.create_webhook(uuid, text, text[]),
-  memory.rotate_webhook_secret(uuid, uuid),
-  memory.update_webhook(uuid, uuid, text, text[], boolean),
-  memory.delete_webhook(uuid, uuid),
-  memory.webhook_target(uuid),
-  memory.log_webhook_attempt(bigint, integer, text, integer, boolean)
-  to chronomem_app;

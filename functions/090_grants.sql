@@ -1,7 +1,12 @@
 -- Explicit grants, re-applied after every migrate (a function created since
--- the last run starts with PUBLIC execute, which this revokes).
+-- the last run starts with PUBLIC execute, which this revokes).  Every grant
+-- of every schema is here: memory (the SQL API: agents, psql, analysts),
+-- memory_http (the HTTP and MCP layer) and memory_worker (the worker
+-- protocol) for the app role only, memory_internal's helpers for the roles
+-- whose invoker-rights calls reach them.
 
-revoke execute on all functions in schema memory, memory_internal from public;
+revoke execute on all functions in schema memory, memory_http, memory_worker, memory_internal
+  from public;
 
 -- Row-level security calls these as the querying role; the invoker-rights
 -- readers call the rest.
@@ -85,23 +90,14 @@ grant execute on function
   memory.delete_project(uuid, text),
   memory.reconcile_edges(integer, uuid),
   memory.ingest(uuid, text, jsonb, text, jsonb),
-  memory.embedding_inputs(uuid, text, uuid[]),
-  memory.store_embeddings(text, uuid[], vector[]),
-  memory.extraction_context(uuid, integer),
-  memory.apply_extraction(uuid, jsonb, real, integer),
-  memory.claim_jobs(text, text[], integer, interval),
-  memory.complete_job(uuid, bigint, text, jsonb),
-  memory.fail_job(uuid, bigint, text, text, boolean),
-  memory.park_job(uuid, bigint, text, text),
-  memory.extend_lease(uuid, bigint, text, interval),
-  memory.resume_waiting_jobs(text[]),
   memory.retry_dead_jobs(text, uuid),
   memory.project_backlog(uuid),
-  memory.enqueue_due_jobs(),
-  memory.purge_done_jobs(interval),
   memory.compute_communities(uuid, integer),
   memory.refresh_communities(uuid, integer),
-  memory.queue_community_refreshes(integer),
+  memory.create_webhook(uuid, text, text[]),
+  memory.rotate_webhook_secret(uuid, uuid),
+  memory.update_webhook(uuid, uuid, text, text[], boolean),
+  memory.delete_webhook(uuid, uuid),
   -- Counts across orgs: for the operator's /metrics, not for tenants' analysts.
   memory.queue_stats()
   to chronomem_app;
@@ -110,8 +106,101 @@ grant execute on function memory_internal.try_timestamptz(text), memory_internal
   memory_internal.extraction_fact_ids(uuid, integer)
   to chronomem_app;
 
+-- JSON reads (invoker rights, under row-level security): app and analyst.
+grant execute on function
+  memory.get_project(uuid),
+  memory.list_facts(uuid, timestamptz, timestamptz, text, text, uuid, integer),
+  memory.fact_changes(uuid, timestamptz, timestamptz, text, integer),
+  memory.session_messages(uuid, text, integer, integer),
+  memory.list_sessions(uuid, text, integer),
+  memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
+  memory.list_entities(uuid, text, integer),
+  memory.list_communities(uuid, text, integer, integer),
+  memory.embedding_model(),
+  -- Webhook readers read no secret.
+  memory.webhook_event_types(),
+  memory.list_webhooks(uuid),
+  memory.webhook_deliveries(uuid, uuid, integer, bigint)
+  to chronomem_app, chronomem_analyst;
+grant execute on function memory.project_backlog(uuid) to chronomem_analyst;
+-- Totals across orgs: for the operator's /metrics, not for tenants' analysts.
+grant execute on function memory.metric_totals() to chronomem_app;
+-- memory.reembed(integer, text): the owner only (no grant).
+
+-- The HTTP and MCP layer (schema memory_http): the app role only.
+grant execute on function
+  memory_http.permissions(),
+  memory_http.authenticate(text),
+  memory_http.authorize(text, text, uuid),
+  memory_http.authorize_own_project(text, text),
+  memory_http.authorize_key(text),
+  memory_http.create_api_key(uuid, text, text[]),
+  memory_http.list_api_keys(uuid),
+  memory_http.revoke_api_key(uuid, uuid),
+  memory_http.bootstrap_api_key(uuid, text, text, text, text[]),
+  memory_http.org(),
+  memory_http.list_projects(),
+  memory_http.create_project(text),
+  memory_http.assert_facts(uuid, jsonb, boolean),
+  memory_http.ingest(uuid, text, jsonb, text, jsonb),
+  memory_http.retract_fact(uuid, uuid, text),
+  memory_http.wipe(uuid, text, text),
+  memory_http.delete_project(uuid),
+  memory_http.declare_predicate(uuid, text, text),
+  memory_http.upsert_entity(uuid, text, text, text, text[]),
+  memory_http.merge_entities(uuid, text, text, boolean),
+  memory_http.split_entity(uuid, text, boolean),
+  memory_http.refresh_communities(uuid),
+  memory_http.fact_history(uuid, uuid),
+  memory_http.timeline(uuid, text, text),
+  memory_http.search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text),
+  memory_http.context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer),
+  memory_http.create_webhook(uuid, text, text[]),
+  memory_http.update_webhook(uuid, uuid, text, text[], boolean),
+  memory_http.delete_webhook(uuid, uuid),
+  memory_http.rotate_webhook_secret(uuid, uuid),
+  memory_http.webhook_deliveries(uuid, uuid, integer, bigint)
+  to chronomem_app;
+-- Called by the invoker-rights functions of memory_http and memory as the
+-- calling role.
+grant execute on function
+  memory_internal.api_allows(text[], uuid, text, uuid),
+  memory_internal.require_api(text, uuid),
+  memory_internal.api_key_id(),
+  memory_internal.api_actor(),
+  memory_internal.check_limit(integer, integer),
+  memory_internal.api_query_embedding(vector, vector),
+  memory_internal.entity_api_json(memory.entities),
+  memory_internal.fact_event_json(bigint, timestamptz, text, uuid, uuid, uuid, tstzrange, tstzrange,
+                                  text, text, text, text, text, text)
+  to chronomem_app, chronomem_analyst;
+grant execute on function memory_internal.require_api_key() to chronomem_app;
+
+-- The worker protocol and the work of its jobs (schema memory_worker): the
+-- app role only (the workers connect as it).  webhook_target returns
+-- secrets: the analyst must never reach it.
+grant execute on function
+  memory_worker.claim_jobs(text, text[], integer, interval),
+  memory_worker.complete_job(uuid, bigint, text, jsonb),
+  memory_worker.fail_job(uuid, bigint, text, text, boolean),
+  memory_worker.park_job(uuid, bigint, text, text),
+  memory_worker.extend_lease(uuid, bigint, text, interval),
+  memory_worker.resume_waiting_jobs(text[]),
+  memory_worker.enqueue_due_jobs(),
+  memory_worker.purge_done_jobs(interval),
+  memory_worker.extraction_context(uuid, integer),
+  memory_worker.apply_extraction(uuid, jsonb, real, integer),
+  memory_worker.embedding_inputs(uuid, text, uuid[]),
+  memory_worker.store_embeddings(text, uuid[], vector[]),
+  memory_worker.queue_community_refreshes(integer),
+  memory_worker.webhook_target(uuid),
+  memory_worker.log_webhook_attempt(bigint, integer, text, integer, boolean)
+  to chronomem_app;
+
 grant select on all tables in schema memory to chronomem_app, chronomem_analyst;
 grant select on memory_internal.counters, memory_internal.episode_terms,
   memory_internal.episode_term_df, memory_internal.episode_term_df_pending, memory_internal.fact_terms,
   memory_internal.entity_name_tokens
   to chronomem_app, chronomem_analyst;
+-- readyz compares the schema's revision with the code's.
+grant select on public.alembic_version to chronomem_app;

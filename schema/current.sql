@@ -30,7 +30,21 @@ CREATE SCHEMA memory;
 -- Name: SCHEMA memory; Type: COMMENT; Schema: -; Owner: -
 --
 
-COMMENT ON SCHEMA memory IS 'Chronomem public API: tables analysts read and the functions every client calls.';
+COMMENT ON SCHEMA memory IS 'Chronomem SQL API for agents, psql and analysts: the tables analysts read and the functions they and every client call. The HTTP layer is in memory_http, the worker protocol in memory_worker.';
+
+
+--
+-- Name: memory_http; Type: SCHEMA; Schema: -; Owner: -
+--
+
+CREATE SCHEMA memory_http;
+
+
+--
+-- Name: SCHEMA memory_http; Type: COMMENT; Schema: -; Owner: -
+--
+
+COMMENT ON SCHEMA memory_http IS 'Chronomem HTTP and MCP layer (chronomem serve, for the app role only): API keys, authentication and authorization, and the audited, key-checked wrappers each route and MCP tool calls. Not for agents in SQL, psql or analysts: they use schema memory.';
 
 
 --
@@ -45,6 +59,20 @@ CREATE SCHEMA memory_internal;
 --
 
 COMMENT ON SCHEMA memory_internal IS 'Chronomem helpers: reachable by the functions in schema memory, not part of the API.';
+
+
+--
+-- Name: memory_worker; Type: SCHEMA; Schema: -; Owner: -
+--
+
+CREATE SCHEMA memory_worker;
+
+
+--
+-- Name: SCHEMA memory_worker; Type: COMMENT; Schema: -; Owner: -
+--
+
+COMMENT ON SCHEMA memory_worker IS 'Chronomem worker protocol (chronomem worker, for the app role only): claim, complete, fail and park jobs, extend their leases, queue the periodic ones, and the calls a job''s work makes (extraction, embeddings, webhook deliveries, community refreshes).';
 
 
 --
@@ -164,890 +192,6 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.add_alias(p_project uuid, p_entity text, p_alias text) IS 'Make another name resolve to an existing entity. Refused when the name already resolves to a different entity. Stored facts whose object was written as that name (object_type auto) become the entity''s, as if the alias had come first; when there are such facts it takes the project lock, so call it before writes in a transaction.';
-
-
---
--- Name: api_assert_facts(uuid, jsonb, boolean); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean DEFAULT false) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_result jsonb;
-begin
-  perform memory_internal.require_api('project:write', p_project);
-  v_result := memory.assert_facts(p_project, p_facts, 'api', null,
-                                  coalesce(p_override_tombstones, false),
-                                  memory_internal.api_actor());
-  perform memory_internal.audit(memory_internal.current_org(), p_project, 'facts.assert',
-    'project:' || p_project,
-    jsonb_build_object('facts', jsonb_array_length(p_facts)) || (v_result - 'superseded_pairs' - 'results'));
-  -- The API names the count superseded_count (superseded is per fact).
-  return (v_result - 'superseded') || jsonb_build_object('superseded_count', v_result -> 'superseded');
-end
-$$;
-
-
---
--- Name: FUNCTION api_assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean) IS 'API: memory.assert_facts as the authorized key (needs project:write); audited with the counts.';
-
-
---
--- Name: api_context(uuid, text, public.vector, public.vector, timestamp with time zone, timestamp with time zone, integer, integer); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_context(p_project uuid, p_query text, p_client_embedding public.vector DEFAULT NULL::public.vector, p_computed_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_tokens integer DEFAULT 1500, p_k integer DEFAULT 20) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $$
-begin
-  perform memory_internal.project_org(p_project);
-  return memory.context(p_project, p_query,
-                        memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
-                        p_at, p_known_at, p_max_tokens, p_k);
-end
-$$;
-
-
---
--- Name: FUNCTION api_context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) IS 'memory.context for the API (embeddings as in memory.api_search).';
-
-
---
--- Name: api_create_project(text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_create_project(p_name text) RETURNS TABLE(project_id uuid, org_id uuid, name text, created_at timestamp with time zone)
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_project uuid;
-begin
-  perform memory_internal.require_api('project:manage', null);
-  if p_name is null or length(btrim(p_name)) not between 1 and 200 then
-    raise exception 'name must be 1 to 200 characters' using errcode = 'invalid_parameter_value',
-      detail = 'name';
-  end if;
-  v_project := memory.create_project(memory_internal.current_org(), p_name);
-  perform memory_internal.audit(memory_internal.current_org(), v_project, 'project.create',
-                                'project:' || v_project);
-  return query select * from memory.get_project(v_project);
-end
-$$;
-
-
---
--- Name: FUNCTION api_create_project(p_name text); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_create_project(p_name text) IS 'API: create a project in the authorized key''s org (needs project:manage); audited.';
-
-
---
--- Name: api_create_webhook(uuid, text, text[]); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_create_webhook(p_project uuid, p_url text, p_event_types text[] DEFAULT NULL::text[]) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_result jsonb;
-begin
-  perform memory_internal.require_api('configuration:write', p_project);
-  v_result := memory.create_webhook(p_project, p_url, p_event_types);
-  -- Never the secret, nor the URL (it may carry credentials): counts only.
-  perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.create',
-    'webhook:' || (v_result ->> 'endpoint_id'),
-    jsonb_build_object('event_types', jsonb_array_length(v_result -> 'event_types')));
-  return v_result;
-end
-$$;
-
-
---
--- Name: FUNCTION api_create_webhook(p_project uuid, p_url text, p_event_types text[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_create_webhook(p_project uuid, p_url text, p_event_types text[]) IS 'API: memory.create_webhook as the authorized key (needs configuration:write); audited. The answer carries the secret (shown only here).';
-
-
---
--- Name: api_declare_predicate(uuid, text, text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_declare_predicate(p_project uuid, p_predicate text, p_cardinality text) RETURNS TABLE(predicate text, cardinality text, declared_at timestamp with time zone)
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-begin
-  perform memory_internal.require_api('configuration:write', p_project);
-  perform memory.declare_predicate(p_project, p_predicate, p_cardinality);
-  perform memory_internal.audit(memory_internal.current_org(), p_project, 'predicate.declare',
-    'predicate:' || memory.normalize_text(p_predicate));
-  return query select d.predicate, d.cardinality, d.declared_at from memory.predicates_of(p_project) d
-                where d.predicate = memory.normalize_text(p_predicate);
-end
-$$;
-
-
---
--- Name: FUNCTION api_declare_predicate(p_project uuid, p_predicate text, p_cardinality text); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_declare_predicate(p_project uuid, p_predicate text, p_cardinality text) IS 'API: memory.declare_predicate as the authorized key (needs configuration:write); audited.';
-
-
---
--- Name: api_delete_project(uuid); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_delete_project(p_project uuid) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-begin
-  perform memory_internal.require_api('project:manage', p_project);
-  return memory.delete_project(p_project, memory_internal.api_actor());
-end
-$$;
-
-
---
--- Name: FUNCTION api_delete_project(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_delete_project(p_project uuid) IS 'API: memory.delete_project as the authorized key (needs project:manage); audited by delete_project.';
-
-
---
--- Name: api_delete_webhook(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_delete_webhook(p_project uuid, p_endpoint uuid) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_result jsonb;
-begin
-  perform memory_internal.require_api('configuration:write', p_project);
-  v_result := memory.delete_webhook(p_project, p_endpoint);
-  perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.delete',
-    'webhook:' || p_endpoint);
-  return v_result;
-end
-$$;
-
-
---
--- Name: FUNCTION api_delete_webhook(p_project uuid, p_endpoint uuid); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_delete_webhook(p_project uuid, p_endpoint uuid) IS 'API: memory.delete_webhook as the authorized key (needs configuration:write); audited.';
-
-
---
--- Name: api_fact_history(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_fact_history(p_project uuid, p_fact uuid) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $$
-begin
-  perform memory_internal.project_org(p_project);
-  if not exists (select from memory_internal.fact_versions(p_project) v where v.fact_id = p_fact) then
-    raise exception 'fact % not found in project %', p_fact, p_project using errcode = 'no_data_found';
-  end if;
-  return jsonb_build_object('fact_id', p_fact, 'events', coalesce((
-    select jsonb_agg(memory_internal.fact_event_json(
-             h.event_id, h.occurred_at, h.event_type, h.fact_id, h.old_fact_id, h.new_fact_id,
-             h.old_range, h.new_range, h.actor, h.reason, h.subject, h.predicate, h.object,
-             h.content)
-           order by h.occurred_at, h.event_id)
-      from memory.fact_history(p_project, p_fact) h), '[]'));
-end
-$$;
-
-
---
--- Name: FUNCTION api_fact_history(p_project uuid, p_fact uuid); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_fact_history(p_project uuid, p_fact uuid) IS 'memory.fact_history as JSON with windows as bounds; no_data_found for a fact not in the project.';
-
-
---
--- Name: api_ingest(uuid, text, jsonb, text, jsonb); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text DEFAULT NULL::text, p_session_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_result jsonb;
-begin
-  perform memory_internal.require_api('project:write', p_project);
-  v_result := memory.ingest(p_project, p_session, p_messages, p_idempotency_key, p_session_metadata);
-  perform memory_internal.audit(memory_internal.current_org(), p_project, 'memory.ingest',
-    'session:' || (v_result ->> 'session_id'),
-    jsonb_build_object('episodes', jsonb_array_length(v_result -> 'episode_ids'),
-                       'replayed', v_result -> 'replayed'));
-  return v_result;
-end
-$$;
-
-
---
--- Name: FUNCTION api_ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) IS 'API: memory.ingest as the authorized key (needs project:write); audited with counts.';
-
-
---
--- Name: api_list_projects(); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_list_projects() RETURNS TABLE(project_id uuid, org_id uuid, name text, created_at timestamp with time zone)
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_manage boolean;
-  v_own uuid := nullif(current_setting('chronomem.api_project_id', true), '')::uuid;
-begin
-  perform memory_internal.require_api_key();
-  v_manage := coalesce('project:manage' = any (
-    nullif(current_setting('chronomem.api_permissions', true), '')::text[]), false);
-  return query
-    select p.project_id, p.org_id, p.name, p.created_at
-      from memory.projects p
-     where p.org_id = memory_internal.current_org()
-       and (v_manage or p.project_id = v_own)
-     order by p.created_at, p.project_id;
-end
-$$;
-
-
---
--- Name: FUNCTION api_list_projects(); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_list_projects() IS 'API: the projects of the authorized key''s org that the key may see, oldest first: every one for a project:manage key, only its own project otherwise.';
-
-
---
--- Name: api_merge_entities(uuid, text, text, boolean); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean DEFAULT false) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $$
-declare
-  v_org uuid;
-  v_report jsonb;
-begin
-  perform memory_internal.require_api('project:write', p_project);
-  v_org := memory_internal.project_org(p_project);
-  perform memory_internal.check_entity_name_length('keep', p_keep);
-  perform memory_internal.check_entity_name_length('absorb', p_absorb);
-  v_report := memory.merge_entities(p_project, p_keep, p_absorb, p_dry_run);
-  if not p_dry_run then
-    perform memory_internal.audit(v_org, p_project, 'entity.merge',
-      'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id' - 'aliases');
-  end if;
-  return jsonb_build_object(
-           'entity', memory_internal.entity_api_answer(v_org, (v_report ->> 'entity_id')::uuid))
-         || (v_report - 'entity_id');
-end
-$$;
-
-
---
--- Name: FUNCTION api_merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean) IS 'API: memory.merge_entities as the authorized key (needs project:write); audited with the counts (a dry run is not). Returns the kept entity and what the merge moved (or would move).';
-
-
---
--- Name: api_org(); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_org() RETURNS TABLE(org_id uuid, name text, created_at timestamp with time zone)
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-begin
-  perform memory_internal.require_api_key();
-  return query select o.org_id, o.name, o.created_at
-                 from memory.orgs o where o.org_id = memory_internal.current_org();
-end
-$$;
-
-
---
--- Name: FUNCTION api_org(); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_org() IS 'API: the authorized key''s org (id, name, created_at); any valid key. Never another org.';
-
-
---
--- Name: api_permissions(); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_permissions() RETURNS text[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$
-    select array['project:read', 'project:write', 'project:manage',
-                 'configuration:read', 'configuration:write',
-                 'members:read', 'members:write']::text[]
-  $$;
-
-
---
--- Name: FUNCTION api_permissions(); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_permissions() IS 'The fixed vocabulary of API key permissions. project:read/write: the key''s project''s memory (facts, episodes, search); configuration:read/write: its predicates; project:manage: every project of the org (create projects, manage keys) and implies every other permission; members:read/write: reserved.';
-
-
---
--- Name: api_refresh_communities(uuid); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_refresh_communities(p_project uuid) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_result jsonb;
-begin
-  perform memory_internal.require_api('project:write', p_project);
-  v_result := memory.refresh_communities(p_project);
-  perform memory_internal.audit(memory_internal.current_org(), p_project, 'communities.refresh',
-    'project:' || p_project,
-    jsonb_build_object('computed', v_result -> 'computed', 'communities', v_result -> 'communities'));
-  return v_result;
-end
-$$;
-
-
---
--- Name: FUNCTION api_refresh_communities(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_refresh_communities(p_project uuid) IS 'API: memory.refresh_communities as the authorized key (needs project:write): compute the project''s communities now if its graph changed since the last run. Audited.';
-
-
---
--- Name: api_retract_fact(uuid, uuid, text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_retract_fact(p_project uuid, p_fact uuid, p_reason text DEFAULT NULL::text) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-begin
-  perform memory_internal.require_api('project:write', p_project);
-  -- retract_fact writes the audit row (retract_fact, fact:<id>) itself.
-  return memory.retract_fact(p_project, p_fact, p_reason, memory_internal.api_actor());
-end
-$$;
-
-
---
--- Name: FUNCTION api_retract_fact(p_project uuid, p_fact uuid, p_reason text); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_retract_fact(p_project uuid, p_fact uuid, p_reason text) IS 'API: memory.retract_fact as the authorized key (needs project:write); audited by retract_fact.';
-
-
---
--- Name: api_rotate_webhook_secret(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_rotate_webhook_secret(p_project uuid, p_endpoint uuid) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_result jsonb;
-begin
-  perform memory_internal.require_api('configuration:write', p_project);
-  v_result := memory.rotate_webhook_secret(p_project, p_endpoint);
-  perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.rotate_secret',
-    'webhook:' || p_endpoint);
-  return v_result;
-end
-$$;
-
-
---
--- Name: FUNCTION api_rotate_webhook_secret(p_project uuid, p_endpoint uuid); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_rotate_webhook_secret(p_project uuid, p_endpoint uuid) IS 'API: memory.rotate_webhook_secret as the authorized key (needs configuration:write); audited (never the secret).';
-
-
---
--- Name: api_search(uuid, text, public.vector, public.vector, timestamp with time zone, timestamp with time zone, integer, text[], text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_search(p_project uuid, p_query text, p_client_embedding public.vector DEFAULT NULL::public.vector, p_computed_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_k integer DEFAULT 10, p_legs text[] DEFAULT NULL::text[], p_fusion text DEFAULT 'scores'::text) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $$
-begin
-  perform memory_internal.project_org(p_project);
-  return memory.search(p_project, p_query,
-                       memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
-                       p_at, p_known_at, p_k, p_legs, p_fusion);
-end
-$$;
-
-
---
--- Name: FUNCTION api_search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) IS 'memory.search for the API: a client embedding of the wrong dimension is an error, a server-computed one is dropped.';
-
-
---
--- Name: api_split_entity(uuid, text, boolean); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_split_entity(p_project uuid, p_name text, p_dry_run boolean DEFAULT false) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $$
-declare
-  v_org uuid;
-  v_report jsonb;
-begin
-  perform memory_internal.require_api('project:write', p_project);
-  v_org := memory_internal.project_org(p_project);
-  perform memory_internal.check_entity_name_length('name', p_name);
-  v_report := memory.split_entity(p_project, p_name, p_dry_run);
-  if not p_dry_run then
-    perform memory_internal.audit(v_org, p_project, 'entity.split',
-      'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id');
-  end if;
-  -- (A dry run's entity is gone with its rollback: only its name is known.)
-  return jsonb_build_object(
-           'entity', memory_internal.entity_api_answer(v_org, (v_report ->> 'entity_id')::uuid))
-         || (v_report - 'entity_id');
-end
-$$;
-
-
---
--- Name: FUNCTION api_split_entity(p_project uuid, p_name text, p_dry_run boolean); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_split_entity(p_project uuid, p_name text, p_dry_run boolean) IS 'API: memory.split_entity as the authorized key (needs project:write); audited with the counts (a dry run is not). Returns the new entity (null for a dry run) and what the split moved (or would move).';
-
-
---
--- Name: api_timeline(uuid, text, text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_timeline(p_project uuid, p_subject text, p_predicate text DEFAULT NULL::text) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $$
-begin
-  perform memory_internal.project_org(p_project);
-  if p_subject is null or btrim(p_subject) = '' then
-    raise exception 'subject must not be empty' using errcode = 'invalid_parameter_value',
-      detail = 'subject';
-  end if;
-  return jsonb_build_object('subject', p_subject, 'facts', coalesce((
-    select jsonb_agg(jsonb_build_object(
-             'fact_id', t.fact_id, 'predicate', t.predicate, 'object', t.object,
-             'content', t.content, 'valid_from', t.valid_from,
-             'window_from', lower(t.valid_range), 'window_until', upper(t.valid_range),
-             'window_empty', isempty(t.valid_range), 'recorded_at', t.recorded_at,
-             'retracted_at', t.invalid_at, 'status', t.status,
-             'events', coalesce((
-               select jsonb_agg(jsonb_build_object(
-                        'event', e ->> 'event', 'at', (e ->> 'at')::timestamptz,
-                        'new_fact_id', e -> 'new_fact_id', 'actor', e -> 'actor',
-                        'reason', e -> 'reason') order by o)
-                 from jsonb_array_elements(t.events) with ordinality u(e, o)), '[]'))
-           order by n)
-      from memory.subject_timeline(p_project, p_subject, p_predicate) with ordinality t(
-             fact_id, predicate, object, content, valid_from, valid_range, recorded_at,
-             invalid_at, status, events, n)), '[]'));
-end
-$$;
-
-
---
--- Name: FUNCTION api_timeline(p_project uuid, p_subject text, p_predicate text); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_timeline(p_project uuid, p_subject text, p_predicate text) IS 'memory.subject_timeline as JSON (windows as bounds), for the API.';
-
-
---
--- Name: api_update_webhook(uuid, uuid, text, text[], boolean); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_update_webhook(p_project uuid, p_endpoint uuid, p_url text DEFAULT NULL::text, p_event_types text[] DEFAULT NULL::text[], p_enabled boolean DEFAULT NULL::boolean) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_result jsonb;
-begin
-  perform memory_internal.require_api('configuration:write', p_project);
-  v_result := memory.update_webhook(p_project, p_endpoint, p_url, p_event_types, p_enabled);
-  perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.update',
-    'webhook:' || p_endpoint,
-    jsonb_build_object('url', p_url is not null, 'event_types', p_event_types is not null,
-                       'enabled', p_enabled is not null));
-  return v_result;
-end
-$$;
-
-
---
--- Name: FUNCTION api_update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean) IS 'API: memory.update_webhook as the authorized key (needs configuration:write); audited with which fields changed.';
-
-
---
--- Name: api_upsert_entity(uuid, text, text, text, text[]); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_upsert_entity(p_project uuid, p_name text, p_entity_type text DEFAULT NULL::text, p_summary text DEFAULT NULL::text, p_aliases text[] DEFAULT '{}'::text[]) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $$
-declare
-  v_org uuid;
-  v_id uuid;
-  v_alias text;
-begin
-  perform memory_internal.require_api('project:write', p_project);
-  v_org := memory_internal.project_org(p_project);
-  perform memory_internal.check_entity_name_length('name', p_name);
-  if length(p_summary) > 8192 then
-    raise exception 'summary is longer than 8192 characters'
-      using errcode = 'invalid_parameter_value';
-  elsif cardinality(p_aliases) > 100 then
-    raise exception 'aliases: at most 100 per call, got %', cardinality(p_aliases)
-      using errcode = 'invalid_parameter_value';
-  end if;
-  foreach v_alias in array coalesce(p_aliases, '{}') loop
-    perform memory_internal.check_entity_name_length('aliases: an alias', v_alias);
-  end loop;
-  v_id := memory.upsert_entity(p_project, p_name, p_entity_type, p_summary);
-  foreach v_alias in array coalesce(p_aliases, '{}') loop
-    perform memory.add_alias(p_project, p_name, v_alias);
-  end loop;
-  perform memory_internal.audit(v_org, p_project, 'entity.upsert', 'entity:' || v_id,
-    jsonb_build_object('aliases', coalesce(cardinality(p_aliases), 0)));
-  return memory_internal.entity_api_answer(v_org, v_id);
-end
-$$;
-
-
---
--- Name: FUNCTION api_upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]) IS 'API: memory.upsert_entity and memory.add_alias for each alias, as the authorized key (needs project:write), in one transaction; audited. Facts stored with any of the names as a plain-name object become the entity''s.';
-
-
---
--- Name: api_webhook_deliveries(uuid, uuid, integer, bigint); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer DEFAULT 100, p_before bigint DEFAULT NULL::bigint) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $$
-declare
-  v_org uuid := memory_internal.project_org(p_project);
-  v_rows jsonb;
-  v_n integer;
-begin
-  perform memory_internal.check_limit(p_limit, 1000);
-  if not exists (select from memory.webhook_endpoints e
-                  where e.org_id = v_org and e.project_id = p_project
-                    and e.endpoint_id = p_endpoint) then
-    raise exception 'webhook endpoint % not found in project %', p_endpoint, p_project
-      using errcode = 'no_data_found';
-  end if;
-  -- One row more than asked says whether there is a next page.
-  select coalesce(jsonb_agg(to_jsonb(d) order by d.delivery_id desc), '[]'), count(*)
-    into v_rows, v_n
-    from memory.webhook_deliveries(p_project, p_endpoint, p_limit + 1, p_before) d;
-  if v_n > p_limit then
-    v_rows := v_rows - p_limit;
-  end if;
-  return jsonb_build_object(
-    'deliveries', v_rows,
-    'next_cursor', case when v_n > p_limit then v_rows -> (p_limit - 1) -> 'delivery_id' end);
-end
-$$;
-
-
---
--- Name: FUNCTION api_webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint) IS 'API: an endpoint''s delivery log (memory.webhook_deliveries) as JSON, newest first; pass next_cursor as p_before for the next page. no_data_found for an endpoint not in the project.';
-
-
---
--- Name: api_wipe(uuid, text, text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.api_wipe(p_project uuid, p_session text DEFAULT NULL::text, p_subject text DEFAULT NULL::text) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-begin
-  perform memory_internal.require_api('project:write', p_project);
-  -- wipe writes the audit row (wipe, scope, counts) itself.
-  return memory.wipe(p_project, p_session, p_subject, memory_internal.api_actor());
-end
-$$;
-
-
---
--- Name: FUNCTION api_wipe(p_project uuid, p_session text, p_subject text); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.api_wipe(p_project uuid, p_session text, p_subject text) IS 'API: memory.wipe as the authorized key (needs project:write); audited by wipe.';
-
-
---
--- Name: apply_extraction(uuid, jsonb, real, integer); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real DEFAULT 0.5, p_turns integer DEFAULT 6) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $$
-declare
-  ep memory.episodes;
-  v_report jsonb := '{}';
-  v_failed text[] := '{}';
-  v_facts jsonb;
-  v_kept jsonb;
-  v_dropped_low integer;
-  v_dropped_dead integer;
-  v_malformed jsonb;
-  v_ignored jsonb;
-  v_skipped integer;
-  v_result jsonb;
-  v_closed integer := 0; v_unknown integer := 0;
-  v_n integer;
-  x jsonb;
-  v_target memory.facts;
-  v_section text;
-  v_offered uuid[];
-begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
-  if ep.episode_id is null then
-    raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
-  end if;
-  if p_payload is null or jsonb_typeof(p_payload) <> 'object' then
-    raise exception 'extraction payload must be a JSON object' using errcode = 'invalid_parameter_value';
-  end if;
-  -- What the model was shown, before this answer adds entities or facts.
-  v_offered := array(select memory_internal.extraction_fact_ids(p_episode, p_turns));
-  foreach v_section in array array['entities', 'facts', 'contradictions', 'notes'] loop
-    if coalesce(jsonb_typeof(p_payload -> v_section), 'array') <> 'array' then
-      raise exception 'extraction payload: % must be an array', v_section
-        using errcode = 'invalid_parameter_value';
-    end if;
-  end loop;
-
-  -- Entities: names (with type and summary) and their aliases.  An entry
-  -- whose name is not a string, or whose type, summary or aliases are of
-  -- another JSON type, is skipped and counted (a number would otherwise be
-  -- an entity named by its digits).
-  begin
-    v_n := 0;
-    v_skipped := 0;
-    for x in select * from jsonb_array_elements(coalesce(p_payload -> 'entities', '[]')) loop
-      if jsonb_typeof(x) is distinct from 'object'
-         or jsonb_typeof(x -> 'name') is distinct from 'string'
-         or coalesce(jsonb_typeof(x -> 'type'), 'null') not in ('string', 'null')
-         or coalesce(jsonb_typeof(x -> 'summary'), 'null') not in ('string', 'null')
-         or coalesce(jsonb_typeof(x -> 'aliases'), 'null') not in ('array', 'null')
-         or exists (select from jsonb_array_elements(case when jsonb_typeof(x -> 'aliases') = 'array'
-                                                          then x -> 'aliases' else '[]' end) a
-                     where jsonb_typeof(a) <> 'string') then
-        v_skipped := v_skipped + 1;
-        continue;
-      end if;
-      perform memory.upsert_entity(ep.project_id, x ->> 'name', x ->> 'type', x ->> 'summary');
-      perform memory.add_alias(ep.project_id, x ->> 'name', a)
-         from jsonb_array_elements_text(coalesce(x -> 'aliases', '[]')) a
-        where memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(a)) is null;
-      v_n := v_n + 1;
-    end loop;
-    v_report := v_report || jsonb_build_object('entities',
-      jsonb_build_object('upserted', v_n, 'skipped_malformed', v_skipped));
-  exception when others then
-    v_failed := v_failed || 'entities'::text;
-    v_report := v_report || jsonb_build_object('entities', jsonb_build_object('error', sqlerrm));
-  end;
-
-  -- Facts: through assert_facts, so supersession, tombstones and world-time
-  -- order apply; valid_from defaults to the episode's instant.  Facts below
-  -- the confidence floor and windows that end before they start are
-  -- dropped here.  The model's answer is not a client's request: keys
-  -- outside a fact's documented set are left out (and listed in
-  -- ignored_keys), and a fact with a field of the wrong JSON type (subject
-  -- 123, confidence "high") is dropped and reported in malformed, so that
-  -- neither fails the job; any other invalid fact still fails the section.
-  begin
-    select coalesce(jsonb_agg(case when jsonb_typeof(t.e) = 'object'
-                                   then (select coalesce(jsonb_object_agg(j.k, j.v), '{}')
-                                           from jsonb_each(t.e) j(k, v)
-                                          where j.k = any (memory_internal.fact_keys()))
-                                   else t.e end order by t.ord), '[]'),
-           coalesce((select jsonb_agg(distinct k order by k)
-                       from jsonb_array_elements(coalesce(p_payload -> 'facts', '[]')) a(e)
-                      cross join lateral jsonb_object_keys(case when jsonb_typeof(a.e) = 'object'
-                                                                then a.e else '{}' end) k
-                      where k <> all (memory_internal.fact_keys())), '[]')
-      into v_facts, v_ignored
-      from jsonb_array_elements(coalesce(p_payload -> 'facts', '[]')) with ordinality t(e, ord);
-    select coalesce(jsonb_agg(f.e order by f.ord) filter (where k.keep), '[]'),
-           count(*) filter (where coalesce(f.low, false) and f.shape is null),
-           count(*) filter (where coalesce(f.dead, false) and not coalesce(f.low, false) and f.shape is null),
-           coalesce(jsonb_agg(jsonb_build_object('index', f.ord - 1, 'error',
-                                                 jsonb_build_object('field', f.shape[1], 'message', f.shape[2]))
-                              order by f.ord) filter (where f.shape is not null), '[]')
-      into v_kept, v_dropped_low, v_dropped_dead, v_malformed
-      from (select t.e, t.ord, memory_internal.fact_shape_problem(t.e) as shape,
-                   jsonb_typeof(t.e -> 'confidence') = 'number'
-                     and (t.e ->> 'confidence')::numeric < p_min_confidence as low,
-                   jsonb_typeof(t.e -> 'valid_to') = 'string'
-                     and memory_internal.try_timestamptz(t.e ->> 'valid_to')
-                         <= coalesce(memory_internal.try_timestamptz(t.e ->> 'valid_from'), ep.occurred_at)
-                     as dead
-              from jsonb_array_elements(v_facts) with ordinality t(e, ord)) f
-      cross join lateral (select f.shape is null and not coalesce(f.low, false)
-                                 and not coalesce(f.dead, false) as keep) k
-      group by ();
-    v_result := memory.assert_facts(ep.project_id, v_kept, 'extraction', p_episode, false, 'extraction');
-    -- Any other invalid fact fails the whole section (rolled back,
-    -- reported), so the job is retried rather than a fact silently lost.
-    if (v_result ->> 'invalid')::integer > 0 then
-      raise exception 'facts: % invalid: %', v_result ->> 'invalid',
-        (select jsonb_agg(r) from jsonb_array_elements(v_result -> 'results') r
-          where r ->> 'status' = 'invalid')
-        using errcode = 'invalid_parameter_value';
-    end if;
-    v_report := v_report || jsonb_build_object('facts',
-      (v_result - 'results') || jsonb_build_object(
-        'dropped_low_confidence', v_dropped_low, 'dropped_born_dead', v_dropped_dead,
-        'dropped_malformed', jsonb_array_length(v_malformed), 'malformed', v_malformed,
-        'ignored_keys', v_ignored,
-        'errors', (select coalesce(jsonb_agg(r), '[]') from jsonb_array_elements(v_result -> 'results') r
-                    where r ->> 'status' = 'invalid')));
-  exception when others then
-    v_failed := v_failed || 'facts'::text;
-    v_report := v_report || jsonb_build_object('facts', jsonb_build_object('error', sqlerrm));
-  end;
-
-  -- Contradictions: the model names fact ids it was shown; each is closed
-  -- at the episode's instant with a 'contradicted' event.  Any other id (a
-  -- fact of the project the context did not offer included) is unknown: a
-  -- model must not close facts it never saw.
-  begin
-    for x in select * from jsonb_array_elements(coalesce(p_payload -> 'contradictions', '[]')) loop
-      if not memory_internal.is_uuid(x ->> 'fact_id') then
-        v_unknown := v_unknown + 1;
-        continue;
-      end if;
-      select v.* into v_target from memory_internal.fact_versions(ep.project_id) v
-       where v.fact_id = (x ->> 'fact_id')::uuid and v.invalid_at is null
-         and v.fact_id = any (v_offered);
-      if v_target.fact_id is null then
-        v_unknown := v_unknown + 1;
-        continue;
-      end if;
-      if memory.close_fact(ep.project_id, v_target.fact_id, ep.occurred_at,
-                           coalesce(x ->> 'reason', 'contradicted by episode ' || p_episode),
-                           'contradicted', 'extraction') ->> 'status' = 'contradicted' then
-        v_closed := v_closed + 1;
-      end if;
-    end loop;
-    v_report := v_report || jsonb_build_object('contradictions',
-      jsonb_build_object('closed', v_closed, 'unknown_ids', v_unknown));
-  exception when others then
-    v_failed := v_failed || 'contradictions'::text;
-    v_report := v_report || jsonb_build_object('contradictions', jsonb_build_object('error', sqlerrm));
-  end;
-
-  -- Notes: preferences and summaries that are not triples.
-  begin
-    insert into memory.notes (org_id, project_id, episode_id, kind, subject_id, content)
-    select ep.org_id, ep.project_id, p_episode, n.e ->> 'kind',
-           case when coalesce(n.e ->> 'subject', '') <> '' then
-             memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(n.e ->> 'subject')) end,
-           btrim(n.e ->> 'content')
-      from jsonb_array_elements(coalesce(p_payload -> 'notes', '[]')) n(e)
-    on conflict (org_id, project_id, episode_id, kind, content) do nothing;
-    get diagnostics v_n = row_count;
-    v_report := v_report || jsonb_build_object('notes', jsonb_build_object('inserted', v_n));
-  exception when others then
-    v_failed := v_failed || 'notes'::text;
-    v_report := v_report || jsonb_build_object('notes', jsonb_build_object('error', sqlerrm));
-  end;
-
-  -- Subscribers hear of a fully applied episode (counts only, no content);
-  -- a partial one is retried instead.
-  perform memory_internal.enqueue_webhook_event(
-            ep.org_id, ep.project_id, 'episode.enriched',
-            jsonb_build_object('episode_id', p_episode, 'session_id', ep.session_id) || v_report)
-    where cardinality(v_failed) = 0;
-  return v_report || jsonb_build_object('episode_id', p_episode, 'failed_sections', to_jsonb(v_failed));
-end
-$$;
-
-
---
--- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) IS 'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant, and only facts memory.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';
 
 
 --
@@ -1386,428 +530,6 @@ COMMENT ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_source 
 
 
 --
--- Name: authenticate(text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) RETURNS record
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  -- Compared against when the key id is unknown, so that costs the same.
-  c_nothing constant bytea := decode(repeat('00', 32), 'hex');
-  v_token record := memory_internal.parse_api_token(p_token);
-  k record;
-  v_ok boolean;
-begin
-  -- A failed attempt leaves the transaction with no org and no key.
-  perform set_config('chronomem.org_id', '', true),
-          set_config('chronomem.api_key_id', '', true),
-          set_config('chronomem.api_project_id', '', true),
-          set_config('chronomem.api_permissions', '', true);
-  if v_token.key_id is null then
-    return;
-  end if;
-  -- Across orgs (policy key_lookup): the token names the key, not its org.
-  select a.org_id, a.project_id, a.key_id, a.permissions, a.secret_hash, a.revoked_at into k
-    from memory_internal.api_keys a where a.key_id = v_token.key_id;
-  v_ok := memory_internal.bytes_equal(sha256(v_token.secret), coalesce(k.secret_hash, c_nothing));
-  if not v_ok or k.key_id is null or k.revoked_at is not null then
-    return;
-  end if;
-
-  perform set_config('chronomem.org_id', k.org_id::text, true),
-          set_config('chronomem.api_key_id', k.key_id::text, true),
-          set_config('chronomem.api_project_id', k.project_id::text, true),
-          set_config('chronomem.api_permissions', k.permissions::text, true);
-  -- At most once a minute, and never waiting: a request that finds the row
-  -- locked (another request with the same key) leaves it.
-  update memory_internal.api_keys a set last_used_at = now()
-   where a.org_id = k.org_id and a.key_id = k.key_id
-     and a.key_id in (select b.key_id from memory_internal.api_keys b
-                       where b.org_id = k.org_id and b.key_id = k.key_id
-                         and (b.last_used_at is null or b.last_used_at < now() - interval '1 minute')
-                         for update skip locked);
-  org_id := k.org_id;
-  project_id := k.project_id;
-  key_id := k.key_id;
-  permissions := k.permissions;
-end
-$$;
-
-
---
--- Name: FUNCTION authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'Check an API token (cmk_<key id>_<secret>): on success scope this transaction to the key''s org (like memory.use_org) and return the key''s org, project, id and permissions; on any failure (malformed, unknown, wrong secret, revoked) all NULL and no org scope. The secret is compared in constant time.';
-
-
---
--- Name: authorize(text, text, uuid); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.authorize(p_token text, p_permission text, p_project uuid DEFAULT NULL::uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) RETURNS record
-    LANGUAGE plpgsql
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  a record;
-begin
-  if p_permission is null or not p_permission = any (memory.api_permissions()) then
-    raise exception 'unknown permission %', coalesce(quote_literal(p_permission), 'NULL')
-      using errcode = 'invalid_parameter_value';
-  end if;
-  select * into a from memory.authenticate(p_token);
-  if a.key_id is null then
-    raise exception 'invalid API key' using errcode = 'invalid_authorization_specification';
-  end if;
-  -- Another org's project is "not found" (never "forbidden"): its
-  -- existence is not the caller's to learn.
-  if p_project is not null then
-    perform memory_internal.project_org(p_project);
-  end if;
-  if not memory_internal.api_allows(a.permissions, a.project_id, p_permission, p_project) then
-    raise exception 'this API key does not grant % on %', p_permission,
-      coalesce('project ' || p_project, 'this org')
-      using errcode = 'CM403';
-  end if;
-  org_id := a.org_id;
-  project_id := a.project_id;
-  key_id := a.key_id;
-  permissions := a.permissions;
-end
-$$;
-
-
---
--- Name: FUNCTION authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'memory.authenticate, then require p_permission on p_project (NULL: on the org). Raises SQLSTATE 28000 for a bad token, P0002 for a project not in the key''s org, CM403 when the key does not grant the permission.';
-
-
---
--- Name: authorize_key(text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) RETURNS record
-    LANGUAGE plpgsql
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  a record;
-begin
-  select * into a from memory.authenticate(p_token);
-  if a.key_id is null then
-    raise exception 'invalid API key' using errcode = 'invalid_authorization_specification';
-  end if;
-  org_id := a.org_id;
-  project_id := a.project_id;
-  key_id := a.key_id;
-  permissions := a.permissions;
-end
-$$;
-
-
---
--- Name: FUNCTION authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'memory.authenticate, requiring only a valid key (no permission): scopes the transaction to the key''s org; for API routes every key may call (its org, its visible projects). Raises 28000 for a bad token.';
-
-
---
--- Name: authorize_own_project(text, text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) RETURNS record
-    LANGUAGE plpgsql
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  a record;
-begin
-  if p_permission is null or not p_permission = any (memory.api_permissions()) then
-    raise exception 'unknown permission %', coalesce(quote_literal(p_permission), 'NULL')
-      using errcode = 'invalid_parameter_value';
-  end if;
-  select * into a from memory.authenticate(p_token);
-  if a.key_id is null then
-    raise exception 'invalid API key' using errcode = 'invalid_authorization_specification';
-  end if;
-  if not memory_internal.api_allows(a.permissions, a.project_id, p_permission, a.project_id) then
-    raise exception 'this API key does not grant %', p_permission using errcode = 'CM403';
-  end if;
-  org_id := a.org_id;
-  project_id := a.project_id;
-  key_id := a.key_id;
-  permissions := a.permissions;
-end
-$$;
-
-
---
--- Name: FUNCTION authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'memory.authenticate, then require p_permission on the key''s own project (project:manage covers it too); for API routes that name no project. Raises 28000 for a bad token, CM403 when the key does not grant the permission.';
-
-
---
--- Name: bootstrap_api_key(uuid, text, text, text, text[]); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_org uuid := p_org;
-  v_project uuid;
-  v_created_org boolean := false;
-  v_created_project boolean := false;
-  k record;
-begin
-  if (p_org is null) = (p_org_name is null) then
-    raise exception 'give an org id or a new org''s name, not both or neither'
-      using errcode = 'invalid_parameter_value', detail = 'org';
-  end if;
-  -- A transaction scoped to one org cannot make keys in another: to it the
-  -- other org is not found, like an unknown one.
-  if not memory_internal.in_scope(coalesce(p_org, memory_internal.current_org())) then
-    raise exception 'org % not found', p_org using errcode = 'no_data_found';
-  end if;
-  -- Org names are not unique and other orgs are invisible: a name always
-  -- makes a new org; an existing org is named by its id.
-  if v_org is null then
-    v_org := memory.create_org(p_org_name);
-    v_created_org := true;
-  end if;
-  perform memory.use_org(v_org);
-  select p.project_id into v_project from memory.projects p
-   where p.org_id = v_org and p.name = btrim(p_project_name);
-  if v_project is null then
-    v_project := memory.create_project(v_org, p_project_name);
-    v_created_project := true;
-  end if;
-  select * into k from memory.create_api_key(v_project, p_key_name, p_permissions);
-  return jsonb_build_object(
-    'org_id', v_org, 'org_created', v_created_org,
-    'project_id', v_project, 'project_created', v_created_project,
-    'key_id', k.key_id, 'token', k.token, 'prefix', k.prefix, 'permissions', k.permissions);
-end
-$$;
-
-
---
--- Name: FUNCTION bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) IS 'For operators (chronomem create-key): in an existing org (by id) or a new one (by name), find or create a project by name and create an API key for it. Leaves the transaction scoped to that org. A transaction already scoped to another org gets "org not found".';
-
-
---
--- Name: job_kinds(); Type: FUNCTION; Schema: memory_internal; Owner: -
---
-
-CREATE FUNCTION memory_internal.job_kinds() RETURNS text[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$ select array['enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities', 'purge'] $$;
-
-
---
--- Name: FUNCTION job_kinds(); Type: COMMENT; Schema: memory_internal; Owner: -
---
-
-COMMENT ON FUNCTION memory_internal.job_kinds() IS 'Every job kind, in the order queue_stats lists them: the one list, which memory.jobs'' check constraint (jobs_kind_check) calls.';
-
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
-
---
--- Name: jobs; Type: TABLE; Schema: memory; Owner: -
---
-
-CREATE TABLE memory.jobs (
-    org_id uuid NOT NULL,
-    job_id bigint NOT NULL,
-    project_id uuid,
-    kind text NOT NULL,
-    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
-    status text DEFAULT 'queued'::text NOT NULL,
-    attempts integer DEFAULT 0 NOT NULL,
-    max_attempts integer DEFAULT 5 NOT NULL,
-    run_at timestamp with time zone DEFAULT now() NOT NULL,
-    locked_by text,
-    locked_until timestamp with time zone,
-    last_error text,
-    result jsonb,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone,
-    CONSTRAINT jobs_attempts_check CHECK ((attempts >= 0)),
-    CONSTRAINT jobs_check CHECK (((status = 'running'::text) = (locked_until IS NOT NULL))),
-    CONSTRAINT jobs_kind_check CHECK ((kind = ANY (memory_internal.job_kinds()))),
-    CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts >= 1)),
-    CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'done'::text, 'dead'::text])))
-);
-
-ALTER TABLE ONLY memory.jobs FORCE ROW LEVEL SECURITY;
-
-
---
--- Name: TABLE jobs; Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON TABLE memory.jobs IS 'The work queue: enrich (one LLM call per episode), embed, deliver_webhook and periodic jobs. queued -> running -> done, or back to queued with backoff, or dead after max_attempts; waiting = cannot run until configuration changes (e.g. no LLM endpoint).';
-
-
---
--- Name: claim_jobs(text, text[], integer, interval); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.claim_jobs(p_worker text, p_kinds text[], p_limit integer DEFAULT 1, p_lease interval DEFAULT '00:05:00'::interval) RETURNS SETOF memory.jobs
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
-    AS $$
-declare
-  v_claimed integer := 0;
-  v_n integer;
-  v_kinds text[] := array(select k from unnest(p_kinds) k where k is distinct from 'deliver_webhook');
-  v_org_cap integer;
-  v_endpoint_cap integer;
-  v_full_orgs uuid[];
-  v_full_endpoints text[];
-  v_held uuid[] := '{}';
-  v_cand record;
-  v_try record;
-  v_job memory.jobs;
-begin
-  if p_worker is null or p_worker = '' then
-    raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
-  end if;
-  if p_limit is null or p_limit < 1 or p_limit > 1000 then
-    raise exception 'limit must be between 1 and 1000' using errcode = 'invalid_parameter_value';
-  end if;
-  -- A job whose worker died on its last attempt is dead, not running forever.
-  update memory.jobs j
-     set status = 'dead', locked_by = null, locked_until = null, finished_at = clock_timestamp(),
-         last_error = format('lease expired on attempt %s of %s (worker %s)',
-                             j.attempts, j.max_attempts, j.locked_by)
-   where (j.org_id, j.job_id) in (
-           select c.org_id, c.job_id from memory.jobs c
-            where c.status = 'running' and c.locked_until < clock_timestamp()
-              and c.attempts >= c.max_attempts
-              for update skip locked);
-  -- Deliveries first: a lane that takes them (workers/runner.py keeps one
-  -- lane apart from them) runs them before other kinds, within the caps.
-  if 'deliver_webhook' = any (p_kinds) then
-    v_org_cap := memory_internal.webhook_in_flight_cap('org');
-    v_endpoint_cap := memory_internal.webhook_in_flight_cap('endpoint');
-    -- Orgs and endpoints at their cap now (read without a lock; each claim
-    -- counts again under the org's lock): their deliveries are not candidates.
-    -- The running rows are few (one per lane at most): jobs_lease_idx.
-    select coalesce(array_agg(distinct r.org_id) filter (where r.org_n >= v_org_cap), '{}'),
-           coalesce(array_agg(r.org_id::text || ' ' || r.endpoint_id)
-                      filter (where r.endpoint_n >= v_endpoint_cap), '{}')
-      into v_full_orgs, v_full_endpoints
-      from (select x.org_id, x.payload ->> 'endpoint_id' as endpoint_id,
-                   count(*) over (partition by x.org_id) as org_n,
-                   count(*) over (partition by x.org_id, x.payload ->> 'endpoint_id') as endpoint_n
-              from memory.jobs x
-             where x.status = 'running' and x.locked_until >= clock_timestamp()
-               and x.kind = 'deliver_webhook') r;
-    -- Expired leases first, then ready deliveries, each in its index's order.
-    for v_cand in
-      select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
-       where x.status = 'running' and x.locked_until < clock_timestamp()
-         and x.attempts < x.max_attempts and x.kind = 'deliver_webhook'
-         and not x.org_id = any (v_full_orgs)
-         and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
-       order by x.locked_until
-         for update skip locked
-    loop
-      v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
-                                              v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
-      v_held := v_try.p_held;
-      v_job := v_try.claimed;
-      if v_job.job_id is not null then
-        return next v_job;
-        v_claimed := v_claimed + 1;
-        exit when v_claimed >= p_limit;
-      end if;
-    end loop;
-    if v_claimed < p_limit then
-      for v_cand in
-        select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
-         where x.status = 'queued' and x.run_at <= clock_timestamp() and x.kind = 'deliver_webhook'
-           and not x.org_id = any (v_full_orgs)
-           and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
-         order by x.run_at, x.job_id
-           for update skip locked
-      loop
-        v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
-                                                v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
-        v_held := v_try.p_held;
-        v_job := v_try.claimed;
-        if v_job.job_id is not null then
-          return next v_job;
-          v_claimed := v_claimed + 1;
-          exit when v_claimed >= p_limit;
-        end if;
-      end loop;
-    end if;
-  end if;
-  if cardinality(v_kinds) > 0 and v_claimed < p_limit then
-    -- Expired leases first, then ready jobs: two statements, so each walks its
-    -- own partial index in order (one OR-ed condition made the planner sort
-    -- every ready row of a long queue).
-    return query
-    update memory.jobs j
-       set attempts = j.attempts + 1, locked_by = p_worker,
-           locked_until = clock_timestamp() + p_lease
-     where (j.org_id, j.job_id) in (
-             select c.org_id, c.job_id from memory.jobs c
-              where c.status = 'running' and c.locked_until < clock_timestamp()
-                and c.attempts < c.max_attempts and c.kind = any (v_kinds)
-              order by c.locked_until
-              limit p_limit - v_claimed
-                for update skip locked)
-    returning j.*;
-    get diagnostics v_n = row_count;
-    v_claimed := v_claimed + v_n;
-    if v_claimed < p_limit then
-      return query
-      update memory.jobs j
-         set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
-             locked_until = clock_timestamp() + p_lease
-       where (j.org_id, j.job_id) in (
-               select c.org_id, c.job_id from memory.jobs c
-                where c.status = 'queued' and c.run_at <= clock_timestamp()
-                  and c.kind = any (v_kinds)
-                order by c.run_at, c.job_id
-                limit p_limit - v_claimed
-                  for update skip locked)
-      returning j.*;
-      get diagnostics v_n = row_count;
-      v_claimed := v_claimed + v_n;
-    end if;
-  end if;
-end
-$$;
-
-
---
--- Name: FUNCTION claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued.';
-
-
---
 -- Name: close_fact(uuid, uuid, timestamp with time zone, text, text, text); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -1896,32 +618,6 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.close_fact(p_project uuid, p_fact uuid, p_at timestamp with time zone, p_reason text, p_kind text, p_actor text) IS 'End a fact''s world-time window at p_at (it stops holding; nothing replaces it). p_kind: expired (default) or contradicted. Logged as an event; the edge closes with it.';
-
-
---
--- Name: complete_job(uuid, bigint, text, jsonb); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb DEFAULT NULL::jsonb) RETURNS boolean
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-    with done as (
-      update memory.jobs j
-         set status = 'done', result = p_result, locked_by = null, locked_until = null,
-             finished_at = clock_timestamp(), last_error = null
-       where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
-         and memory_internal.in_scope(j.org_id)
-      returning 1)
-    select exists (select from done)
-  $$;
-
-
---
--- Name: FUNCTION complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb) IS 'Mark a leased job done. False when the lease was lost (another worker reclaimed it): the caller''s work must then be idempotent, as every job''s is.';
 
 
 --
@@ -2067,62 +763,6 @@ CREATE FUNCTION memory.counters(p_project uuid DEFAULT NULL::uuid) RETURNS TABLE
 --
 
 COMMENT ON FUNCTION memory.counters(p_project uuid) IS 'Totals of facts_inserted, facts_superseded, facts_skipped, facts_refused, facts_retracted, ... per project of the current org (for /metrics).';
-
-
---
--- Name: create_api_key(uuid, text, text[]); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone) RETURNS record
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_org uuid := memory_internal.project_org(p_project);
-  v_bad text;
-  v_secret bytea;
-begin
-  if p_name is null or length(btrim(p_name)) not between 1 and 200 then
-    raise exception 'name must be 1 to 200 characters' using errcode = 'invalid_parameter_value',
-      detail = 'name';
-  end if;
-  if p_permissions is null or cardinality(p_permissions) = 0 then
-    raise exception 'permissions must name at least one of %', memory.api_permissions()
-      using errcode = 'invalid_parameter_value', detail = 'permissions';
-  end if;
-  select p into v_bad from unnest(p_permissions) p
-   where p is null or not p = any (memory.api_permissions()) limit 1;
-  if found then
-    raise exception 'unknown permission %; permissions are %',
-      coalesce(quote_literal(v_bad), 'NULL'), memory.api_permissions()
-      using errcode = 'invalid_parameter_value', detail = 'permissions';
-  end if;
-
-  -- 256 bits: sha256 over three random UUIDs (366 bits from the server's
-  -- strong random source; no pgcrypto needed).
-  v_secret := sha256(uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
-                     || uuid_send(gen_random_uuid()));
-  key_id := gen_random_uuid();
-  token := 'cmk_' || replace(key_id::text, '-', '') || '_' || encode(v_secret, 'hex');
-  prefix := left(token, 16);
-  insert into memory_internal.api_keys as k
-    (org_id, project_id, key_id, name, prefix, secret_hash, permissions, created_by)
-  values (v_org, p_project, key_id, btrim(p_name), prefix, sha256(v_secret),
-          array(select distinct p from unnest(p_permissions) p order by p),
-          memory_internal.api_actor())
-  returning k.name, k.project_id, k.permissions, k.created_at
-    into name, project_id, permissions, created_at;
-  perform memory_internal.audit(v_org, p_project, 'api_key.create', 'api_key:' || key_id,
-                                jsonb_build_object('permissions', cardinality(permissions)));
-end
-$$;
-
-
---
--- Name: FUNCTION create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone) IS 'Create an API key for a project of the current org with the given permissions (memory.api_permissions()). The token (cmk_<key id>_<secret>) is returned here only; the store keeps a sha256 of the secret.';
 
 
 --
@@ -2416,6 +1056,10 @@ CREATE FUNCTION memory_internal.txn_instant() RETURNS timestamp with time zone
 COMMENT ON FUNCTION memory_internal.txn_instant() IS 'This transaction''s record-time instant: now(), or later when memory_internal.begin_write() found newer rows under its locks.';
 
 
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
 --
 -- Name: edges; Type: TABLE; Schema: memory; Owner: -
 --
@@ -2487,32 +1131,6 @@ COMMENT ON FUNCTION memory.embedding_dim() IS 'Dimension of the embedding column
 
 
 --
--- Name: embedding_inputs(uuid, text, uuid[]); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]) RETURNS TABLE(id uuid, input text)
-    LANGUAGE sql STABLE
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-    select e.episode_id, e.content from memory.episodes e
-     where p_kind = 'episode' and e.project_id = p_project and e.episode_id = any (p_ids)
-    union all
-    select f.fact_id, f.content from memory_internal.fact_versions(p_project) f
-     where p_kind = 'fact' and f.fact_id = any (p_ids)
-    union all
-    select n.entity_id, n.name || coalesce(': ' || n.summary, '') from memory.entities n
-     where p_kind = 'entity' and n.project_id = p_project and n.entity_id = any (p_ids)
-  $$;
-
-
---
--- Name: FUNCTION embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]) IS 'The text the embed job embeds for each id: episode content, fact content, entity name and summary.';
-
-
---
 -- Name: embedding_model(); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -2531,127 +1149,6 @@ CREATE FUNCTION memory.embedding_model() RETURNS text
 --
 
 COMMENT ON FUNCTION memory.embedding_model() IS 'The embedding model named by the last `chronomem reembed --model`, or NULL (none named: only the dimension is checked).';
-
-
---
--- Name: enqueue_due_jobs(); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.enqueue_due_jobs() RETURNS integer
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-    with due as (
-      select s.org_id, s.kind from memory.job_schedules s
-       where s.next_run_at <= clock_timestamp()
-         for update skip locked
-    ), advanced as (
-      update memory.job_schedules s set next_run_at = clock_timestamp() + s.every
-        from due d where s.org_id = d.org_id and s.kind = d.kind
-      returning s.org_id, s.kind
-    ), queued as (
-      insert into memory.jobs (org_id, kind, payload)
-      select a.org_id, a.kind, '{}' from advanced a
-      returning 1)
-    select count(*)::integer from queued
-  $$;
-
-
---
--- Name: FUNCTION enqueue_due_jobs(); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.enqueue_due_jobs() IS 'Turn due periodic schedules (per org) into jobs; safe to call from several workers at once.';
-
-
---
--- Name: extend_lease(uuid, bigint, text, interval); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval DEFAULT '00:05:00'::interval) RETURNS boolean
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-begin
-  if p_lease is null or p_lease < interval '1 second' or p_lease > interval '1 day' then
-    raise exception 'lease must be between 1 second and 1 day, got %', p_lease
-      using errcode = 'invalid_parameter_value';
-  end if;
-  -- Only the holder renews; once another worker reclaimed the job (locked_by
-  -- changed) or it finished, the answer is false and nothing changes.
-  update memory.jobs j set locked_until = clock_timestamp() + p_lease
-   where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
-     and memory_internal.in_scope(j.org_id);
-  return found;
-end
-$$;
-
-
---
--- Name: FUNCTION extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval) IS 'Renew the lease of a running job held by p_worker to now + p_lease (the worker''s heartbeat). False when the job is no longer that worker''s: reclaimed after an expired lease, or finished.';
-
-
---
--- Name: extraction_context(uuid, integer); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.extraction_context(p_episode uuid, p_turns integer DEFAULT 6) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  ep memory.episodes;
-  v_ids uuid[];
-  v_turns jsonb;
-  v_facts jsonb;
-  v_predicates jsonb;
-begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
-  if ep.episode_id is null then
-    raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
-  end if;
-  select coalesce(jsonb_agg(jsonb_build_object('role', t.role, 'content', t.content,
-                                               'occurred_at', t.occurred_at) order by t.seq), '[]')
-    into v_turns
-    from (select e.* from memory.episodes e
-           where e.org_id = ep.org_id and e.session_id = ep.session_id and e.seq < ep.seq
-           order by e.seq desc limit greatest(p_turns, 0)) t;
-
-  -- Current facts about the entities the episode and its recent turns name
-  -- (exact normalized-name or alias occurrence), as they hold at the
-  -- episode's instant: the ids the model may list as contradicted.
-  v_ids := array(select memory_internal.extraction_fact_ids(p_episode, p_turns));
-  select coalesce(jsonb_agg(jsonb_build_object(
-           'fact_id', f.fact_id, 'subject', f.subject, 'predicate', f.predicate,
-           'object', f.object, 'content', f.content, 'valid_from', f.valid_from,
-           'valid_until', f.valid_until) order by f.subject, f.predicate), '[]')
-    into v_facts
-    from memory.readable_facts_at(ep.project_id, ep.occurred_at) f
-   where f.fact_id = any (v_ids);
-
-  select coalesce(jsonb_agg(jsonb_build_object('predicate', d.predicate, 'cardinality', d.cardinality)
-                            order by d.predicate), '[]')
-    into v_predicates
-    from memory.predicates_of(ep.project_id) d;
-
-  return jsonb_build_object(
-    'episode', jsonb_build_object('episode_id', ep.episode_id, 'role', ep.role,
-                                  'content', ep.content, 'occurred_at', ep.occurred_at),
-    'recent_turns', v_turns,
-    'known_facts', v_facts,
-    'predicates', v_predicates);
-end
-$$;
-
-
---
--- Name: FUNCTION extraction_context(p_episode uuid, p_turns integer); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.extraction_context(p_episode uuid, p_turns integer) IS 'What the extraction model sees for an episode: the episode, its last turns, the project''s facts about the entities they name (as of the episode''s instant, with ids it may contradict) and the declared predicates.';
 
 
 --
@@ -2970,33 +1467,6 @@ COMMENT ON FUNCTION memory.facts_at(p_project uuid, p_at timestamp with time zon
 
 
 --
--- Name: fail_job(uuid, bigint, text, text, boolean); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean DEFAULT true) RETURNS text
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-    update memory.jobs j
-       set status = case when p_retryable and j.attempts < j.max_attempts then 'queued' else 'dead' end,
-           -- Exponential backoff: 2, 4, 8 ... seconds, at most an hour.
-           run_at = clock_timestamp() + least(interval '1 hour', interval '1 second' * power(2, j.attempts)),
-           last_error = left(p_error, 4000), locked_by = null, locked_until = null,
-           finished_at = case when p_retryable and j.attempts < j.max_attempts then null else clock_timestamp() end
-     where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
-         and memory_internal.in_scope(j.org_id)
-    returning j.status
-  $$;
-
-
---
--- Name: FUNCTION fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean) IS 'Record a failed attempt: queued again with exponential backoff, or dead (kept with its last error) after max_attempts or when not retryable. Returns the new status.';
-
-
---
 -- Name: get_project(uuid); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3194,7 +1664,7 @@ begin
   perform memory_internal.hold_project(p_project);
 
   -- One writer per session at a time: sequence numbers and the "latest
-  -- batch" used to recognise retries are decided under the session's lock.
+  -- batch" that recognises retries are decided under the session's lock.
   insert into memory.sessions (org_id, project_id, external_id, metadata)
   values (v_org, p_project, btrim(p_session), coalesce(p_session_metadata, '{}'))
   on conflict (org_id, project_id, external_id) do nothing;
@@ -3259,35 +1729,6 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) IS 'Store messages [{role, content, occurred_at?, metadata?}] as episodes of a session (created on first use) at once; enrich and embed jobs are enqueued in the same transaction. The same idempotency key with the same body returns the first answer (replayed: true); with another body it is an error. Without a key, resending a session''s latest batch is recognised as a retry.';
-
-
---
--- Name: list_api_keys(uuid); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.list_api_keys(p_project uuid) RETURNS TABLE(key_id uuid, project_id uuid, name text, prefix text, permissions text[], created_at timestamp with time zone, created_by text, revoked_at timestamp with time zone, last_used_at timestamp with time zone)
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_org uuid := memory_internal.project_org(p_project);
-begin
-  -- The owner may read keys of every org (key_lookup): filter explicitly.
-  return query
-    select k.key_id, k.project_id, k.name, k.prefix, k.permissions, k.created_at, k.created_by,
-           k.revoked_at, k.last_used_at
-      from memory_internal.api_keys k
-     where k.org_id = v_org and k.project_id = p_project
-     order by k.created_at, k.key_id;
-end
-$$;
-
-
---
--- Name: FUNCTION list_api_keys(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.list_api_keys(p_project uuid) IS 'API keys of a project of the current org, revoked ones included; never a secret or its hash.';
 
 
 --
@@ -3558,45 +1999,6 @@ COMMENT ON FUNCTION memory.list_webhooks(p_project uuid) IS 'A project''s webhoo
 
 
 --
--- Name: log_webhook_attempt(bigint, integer, text, integer, boolean); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean) RETURNS text
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  j memory.jobs;
-  v_outcome text;
-begin
-  select x.* into j from memory.jobs x
-   where x.org_id = memory_internal.current_org() and x.job_id = p_job
-     and x.kind = 'deliver_webhook' and x.status = 'running';
-  if j.job_id is null then
-    raise exception 'no running deliver_webhook job % in this org', p_job using errcode = 'no_data_found';
-  end if;
-  v_outcome := case when p_status_code between 200 and 299 then 'delivered'
-                    when coalesce(p_retryable, false) and j.attempts < j.max_attempts then 'retrying'
-                    else 'failed' end;
-  insert into memory.webhook_delivery_log
-    (org_id, project_id, job_id, event_id, event_type, endpoint_id, attempt, status_code,
-     outcome, error, duration_ms)
-  values (j.org_id, j.project_id, j.job_id, j.payload ->> 'event_id', j.payload ->> 'event_type',
-          (j.payload ->> 'endpoint_id')::uuid, j.attempts, p_status_code, v_outcome,
-          left(p_error, 1000), greatest(coalesce(p_duration_ms, 0), 0));
-  return v_outcome;
-end
-$$;
-
-
---
--- Name: FUNCTION log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean) IS 'For the worker: log one delivery attempt of a running deliver_webhook job (in the attempt''s transaction). Returns the outcome: delivered (2xx), retrying (p_retryable and attempts remain) or failed.';
-
-
---
 -- Name: merge_entities(uuid, text, text, boolean); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3808,32 +2210,6 @@ COMMENT ON FUNCTION memory.normalize_text(p_text text) IS 'The one normalization
 
 
 --
--- Name: park_job(uuid, bigint, text, text); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.park_job(p_org uuid, p_job bigint, p_worker text, p_reason text) RETURNS boolean
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-    with parked as (
-      update memory.jobs j
-         set status = 'waiting', attempts = greatest(j.attempts - 1, 0), last_error = p_reason,
-             locked_by = null, locked_until = null
-       where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
-         and memory_internal.in_scope(j.org_id)
-      returning 1)
-    select exists (select from parked)
-  $$;
-
-
---
--- Name: FUNCTION park_job(p_org uuid, p_job bigint, p_worker text, p_reason text); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.park_job(p_org uuid, p_job bigint, p_worker text, p_reason text) IS 'Set a job aside as waiting (e.g. enrich with no LLM endpoint configured), with the reason; the attempt does not count.';
-
-
---
 -- Name: predicates_of(uuid); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3896,88 +2272,6 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.project_backlog(p_project uuid) IS 'A project''s jobs not yet done, per kind (enrich, embed, deliver_webhook, communities): queued, running, waiting and dead counts and the oldest queued job''s creation time; caught_up is true when no enrich or embed job of the project is queued, running or waiting (extraction and embeddings reflect everything written before).';
-
-
---
--- Name: purge_done_jobs(interval); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.purge_done_jobs(p_older_than interval DEFAULT '7 days'::interval) RETURNS integer
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-    -- The periodic kinds' done jobs (those the org has a schedule for)
-    -- after a day at most: the communities job runs every 5 minutes per
-    -- org, and what it did is also in memory.community_runs.
-    with gone as (
-      delete from memory.jobs j
-       where j.org_id = memory_internal.current_org() and j.status = 'done'
-         and j.finished_at < clock_timestamp()
-                             - case when exists (select from memory.job_schedules s
-                                                  where s.org_id = j.org_id and s.kind = j.kind)
-                                    then least(p_older_than, interval '1 day')
-                                    else p_older_than end
-      returning 1)
-    select count(*)::integer from gone
-  $$;
-
-
---
--- Name: FUNCTION purge_done_jobs(p_older_than interval); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.purge_done_jobs(p_older_than interval) IS 'Delete the current org''s finished jobs older than the given age, and those of the periodic kinds (the org''s job_schedules: reconcile_edges, communities, purge) older than a day (the periodic purge job).';
-
-
---
--- Name: queue_community_refreshes(integer); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.queue_community_refreshes(p_max_rounds integer DEFAULT 20) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_org uuid := memory_internal.current_org();
-  v_queued uuid[];
-  v_pending integer;
-  v_unchanged integer;
-begin
-  -- Refused here, not in each project's job (which would fail for good).
-  perform memory_internal.check_max_rounds(p_max_rounds);
-  with projects as (
-    select p.project_id,
-           (r.project_id is null or r.edges <> d.edges or r.edges_digest <> d.edges_digest)
-             as changed,
-           exists (select from memory.jobs j
-                    where j.org_id = v_org and j.kind = 'communities'
-                      and j.project_id = p.project_id and j.status = 'queued') as pending
-      from memory.projects p
-      left join memory.community_runs r
-        on r.org_id = p.org_id and r.project_id = p.project_id
-     cross join lateral memory_internal.current_edges_digest(p.project_id) d
-     where p.org_id = v_org),
-  queued as (
-    insert into memory.jobs (org_id, project_id, kind, payload)
-    select v_org, x.project_id, 'communities', jsonb_build_object('max_rounds', p_max_rounds)
-      from projects x where x.changed and not x.pending
-     order by x.project_id
-    returning project_id)
-  select coalesce((select array_agg(q.project_id order by q.project_id) from queued q), '{}'),
-         (select count(*) from projects x where x.changed and x.pending),
-         (select count(*) from projects x where not x.changed)
-    into v_queued, v_pending, v_unchanged;
-  return jsonb_build_object('queued', to_jsonb(v_queued), 'pending', v_pending,
-                            'unchanged', v_unchanged);
-end
-$$;
-
-
---
--- Name: FUNCTION queue_community_refreshes(p_max_rounds integer); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.queue_community_refreshes(p_max_rounds integer) IS 'The periodic communities job of the org in scope: queues a communities job for each project whose current edges changed since its last computation (memory.community_runs) and that has none queued; that job runs memory.refresh_communities(project, max_rounds). Reads without locks. Returns {queued: [project ids], pending: count already queued, unchanged: count}.';
 
 
 --
@@ -4282,29 +2576,6 @@ COMMENT ON FUNCTION memory.refresh_communities(p_project uuid, p_max_rounds inte
 
 
 --
--- Name: resume_waiting_jobs(text[]); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.resume_waiting_jobs(p_kinds text[]) RETURNS integer
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-    with resumed as (
-      update memory.jobs j set status = 'queued', run_at = clock_timestamp(), last_error = null
-       where j.status = 'waiting' and j.kind = any (p_kinds)
-      returning 1)
-    select count(*)::integer from resumed
-  $$;
-
-
---
--- Name: FUNCTION resume_waiting_jobs(p_kinds text[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.resume_waiting_jobs(p_kinds text[]) IS 'Queue waiting jobs of these kinds again (a worker that can now run them calls it at start).';
-
-
---
 -- Name: retract_fact(uuid, uuid, text, text); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -4399,47 +2670,6 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.retry_dead_jobs(p_kind text, p_project uuid) IS 'Queue dead jobs again with their attempts reset (run now; the last error kept until an attempt replaces it): those of the org in scope, or of every org when no org is in scope; optionally of one kind and/or project. Returns how many. For operators, once what made them fail is fixed.';
-
-
---
--- Name: revoke_api_key(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone) RETURNS record
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_org uuid := memory_internal.project_org(p_project);
-  v_revoked timestamptz;
-begin
-  select k.revoked_at into v_revoked from memory_internal.api_keys k
-   where k.org_id = v_org and k.project_id = p_project and k.key_id = p_key
-     for update;
-  if not found then
-    raise exception 'API key % not found in project %', p_key, p_project
-      using errcode = 'no_data_found';
-  end if;
-  key_id := p_key;
-  if v_revoked is not null then
-    status := 'already_revoked';
-    revoked_at := v_revoked;
-    return;
-  end if;
-  update memory_internal.api_keys k set revoked_at = now()
-   where k.org_id = v_org and k.key_id = p_key
-  returning k.revoked_at into revoked_at;
-  status := 'revoked';
-  perform memory_internal.audit(v_org, p_project, 'api_key.revoke', 'api_key:' || p_key);
-end
-$$;
-
-
---
--- Name: FUNCTION revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone) IS 'Revoke an API key of a project of the current org: every later request with it is refused. Idempotent.';
 
 
 --
@@ -4556,14 +2786,15 @@ begin
     -- custom plans), the planner sees the project and the LIMIT and picks
     -- an exact sort of a small project's rows or the HNSW scan of a large
     -- one's (every project of the 100k and 1M benchmark loads, 10,000 rows
-    -- and more); that planning cost 0.5 ms per leg and call.  A project
-    -- past c_cached_min rows, far above where the planner switches, gets
-    -- the HNSW scan as a generic plan kept for the session instead
+    -- and more); that planning costs about 0.5 ms per leg and call.  A
+    -- project past c_cached_min rows, far above where the planner switches,
+    -- gets the HNSW scan as a generic plan kept for the session instead
     -- (search_fact_vector_cached, search_episode_vector_cached): the same
-    -- plan, planned once.  Smaller ones are planned per call, as before but
-    -- now forced (search_fact_vector_planned, search_episode_vector_planned:
-    -- in PL/pgSQL's default mode the plan cache could switch to a generic
-    -- plan), and so is a question that names a period.
+    -- plan, planned once.  Smaller ones are planned per call, forced
+    -- (search_fact_vector_planned, search_episode_vector_planned: in
+    -- PL/pgSQL's default mode the plan cache can switch to a generic plan),
+    -- and so is a question that names a period
+    -- (docs/decisions/009-vector-legs-width-and-plans.md).
     -- In a large install a project of that size is a small share of the
     -- shared index, where the filtered HNSW walk grows long: the bar is
     -- then vector_exact_budget's (the period leg's rule), if higher.
@@ -4595,8 +2826,8 @@ begin
         -- their own (search_episode_vector_within, as many again), so a
         -- turn of the day asked about is scored even when the project's
         -- nearest v_n crowd it out.  Both lists hold cosine similarities:
-        -- one scale, merged by score.  (LoCoMo dev split: vector leg
-        -- recall@10 0.62 -> 0.63, fused 0.795 -> 0.802; benchmarks/README.md.)
+        -- one scale, merged by score.  (It adds to LoCoMo recall:
+        -- docs/decisions/002-score-fusion-not-plain-rrf.md.)
         if v_episodes_cached and v_period is null then
           select array_agg(x.episode_id order by x.score desc, x.episode_id),
                  array_agg(x.score order by x.score desc, x.episode_id)
@@ -4627,8 +2858,8 @@ begin
                with ordinality x(episode_id, score, ord);
       when 'fact_fulltext' then
         v_kind := 'fact';
-        -- Ranked without a score (fusion gives it 1/(60 + rank)), as before
-        -- the postings: the candidates and their order are the leg's.
+        -- Ranked without a score (fusion gives it 1/(60 + rank)): the
+        -- candidates and their order are the leg's.
         select array_agg(x.fact_id order by x.ord) into v_ids
           from memory_internal.search_fact_fulltext(p_project, p_query, p_at, p_known_at, v_n)
                with ordinality x(fact_id, score, ord);
@@ -4637,7 +2868,7 @@ begin
         -- An entity whose name (or alias) occurs in the question, whole
         -- words first, then by trigram word similarity: through btrees
         -- (memory_internal.search_entities, which says what the token
-        -- candidates lose against the old full scan).
+        -- candidates leave out against a full scan of the names).
         select array_agg(x.entity_id order by x.ord) into v_ids
           from memory_internal.search_entities(p_project, v_qnorm, p_known_at, v_n)
                with ordinality x(entity_id, exact, score, ord);
@@ -4730,7 +2961,8 @@ begin
   -- p_fusion => 'rrf' is plain reciprocal rank fusion instead: each hit
   -- scores memory_internal.rrf(rank) in each leg, summed, with no context
   -- shares and no preferences (no hit_episodes).  The default recalls more
-  -- on LoCoMo (benchmarks/README.md: recall@10 0.802 against 0.656-0.657).
+  -- on LoCoMo (recall@10 0.802 against 0.655:
+  -- docs/decisions/002-score-fusion-not-plain-rrf.md).
   with hits as (
     select h.kind, h.id, h.leg, h.rank,
            case when p_fusion = 'rrf' then memory_internal.rrf(h.rank)
@@ -4747,8 +2979,9 @@ begin
       from normed n group by n.kind, n.id
   ), hit_episodes as materialized (
     -- The turn window's bounds as columns of a CTE: under forced RLS a qual
-    -- computing e1.seq - 3 (int4mi is not leakproof) was no index
-    -- condition, and every turn of the session was read for each hit.
+    -- computing e1.seq - 3 (int4mi is not leakproof) is no index
+    -- condition, and every turn of the session would be read for each hit
+    -- (docs/decisions/001-text-search-through-btree-postings.md).
     select f.id, f.score, e1.session_id, e1.seq, e1.seq - 3 as lo, e1.seq + 3 as hi,
            memory_internal.episode_speaker(e1.metadata) as speaker,
            e1.occurred_at
@@ -4758,8 +2991,8 @@ begin
   ), shared as (
     -- Each hit's neighbours read by session and turn (offset 0: a probe per
     -- hit), the project and visibility tested on what it returns: with
-    -- those in the read too, a plan made without statistics guessed one
-    -- row for every index and read the project's episodes by
+    -- those in the read too, a plan made without statistics guesses one
+    -- row for every index and reads the project's episodes by
     -- (org, project, occurred_at) instead, once per search.
     select e2.episode_id as id, sum(h.score * power(0.5, abs(e2.seq - h.seq))) as score,
            min(memory_internal.episode_speaker(e2.metadata)) as speaker, min(e2.occurred_at) as occurred_at
@@ -4774,7 +3007,7 @@ begin
      group by e2.episode_id
   ), scored as (
     -- The legs' ranks are joined afterwards (preferred), not aggregated
-    -- here: a jsonb_agg per group made this hash aggregate spill to disk
+    -- here: a jsonb_agg per group makes this hash aggregate spill to disk
     -- (its planned size per group), 500 groups of an all-legs search.
     select u.kind, u.id, sum(u.score) as score, min(u.speaker) as speaker, min(u.occurred_at) as occurred_at
       from (select f.kind, f.id, f.score, h.speaker, h.occurred_at
@@ -5046,92 +3279,6 @@ COMMENT ON FUNCTION memory.split_entity(p_project uuid, p_name text, p_dry_run b
 
 
 --
--- Name: store_embeddings(text, uuid[], public.vector[]); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]) RETURNS integer
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    SET enable_sort TO 'off'
-    AS $$
-declare
-  v_n integer;
-begin
-  if p_kind is null or p_kind not in ('episode', 'fact', 'entity') then
-    raise exception 'kind must be episode, fact or entity' using errcode = 'invalid_parameter_value';
-  end if;
-  if cardinality(p_ids) is distinct from cardinality(p_vectors) then
-    raise exception 'ids and vectors differ in length' using errcode = 'invalid_parameter_value';
-  end if;
-  if p_kind = 'episode' then
-    update memory.episodes e set embedding = u.v
-      from unnest(p_ids, p_vectors) u(id, v) where e.episode_id = u.id;
-  elsif p_kind = 'fact' then
-    -- The write lock (shared) of each project holding one of the versions,
-    -- in project order, before the versions are read again and stored: a
-    -- wipe holds it exclusively, so none runs between that read and this
-    -- transaction's end, and one that ran before left nothing to read.
-    -- (What the foreign key's check did, sql/0028.)
-    perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(x.project_id))
-       from (select distinct f.project_id
-               from memory.projects p
-              cross join lateral (
-                    select v.project_id
-                      from memory_internal.fact_versions(p.project_id) v
-                     where v.fact_id = any (p_ids)
-                     order by v.fact_id) f
-              where p.org_id = memory_internal.current_org()
-              order by 1) x;
-    -- Versions of the org's projects only (a wiped id is skipped), their
-    -- project from the version itself; the last vector given for an id wins.
-    -- A NULL vector clears, as it does for episodes and entities.
-    with given as (
-      select distinct on (u.id) u.id, u.v
-        from unnest(p_ids, p_vectors) with ordinality u(id, v, i)
-       order by u.id, u.i desc),
-    cleared as (
-      delete from memory.fact_embeddings e
-       using given g
-       where g.v is null and e.org_id = memory_internal.current_org() and e.fact_id = g.id
-      returning e.fact_id),
-    upserted as (
-      -- The ids in each project of the org, in fact_id order with sorts
-      -- off: only an index holding fact_id after the project serves that,
-      -- whatever the statistics (planned on a new install, an index by
-      -- (org, project) alone costs the same, and would read the project's
-      -- every version).
-      insert into memory.fact_embeddings (org_id, project_id, fact_id, embedding)
-      select f.org_id, f.project_id, f.fact_id, g.v
-        from memory.projects p
-       cross join lateral (
-             select v.org_id, v.project_id, v.fact_id
-               from memory_internal.fact_versions(p.project_id) v
-              where v.fact_id = any (p_ids)
-              order by v.fact_id) f
-        join given g on g.id = f.fact_id and g.v is not null
-       where p.org_id = memory_internal.current_org()
-          on conflict (org_id, fact_id) do update set embedding = excluded.embedding
-      returning fact_id)
-    select (select count(*) from cleared) + (select count(*) from upserted) into v_n;
-    return v_n;
-  else
-    update memory.entities n set embedding = u.v
-      from unnest(p_ids, p_vectors) u(id, v) where n.entity_id = u.id;
-  end if;
-  get diagnostics v_n = row_count;
-  return v_n;
-end
-$$;
-
-
---
--- Name: FUNCTION store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]) IS 'Write embeddings computed by the embed worker (rows of the current org only).';
-
-
---
 -- Name: subject_timeline(uuid, text, text); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -5391,29 +3538,6 @@ COMMENT ON FUNCTION memory.webhook_event_types() IS 'The event types a webhook e
 
 
 --
--- Name: webhook_target(uuid); Type: FUNCTION; Schema: memory; Owner: -
---
-
-CREATE FUNCTION memory.webhook_target(p_endpoint uuid) RETURNS TABLE(url text, secret text, enabled boolean)
-    LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-    select e.url, s.secret, e.enabled and s.secret is not null
-      from memory.webhook_endpoints e
-      left join memory_internal.webhook_secrets s
-        on s.org_id = e.org_id and s.endpoint_id = e.endpoint_id
-     where e.org_id = memory_internal.current_org() and e.endpoint_id = p_endpoint
-  $$;
-
-
---
--- Name: FUNCTION webhook_target(p_endpoint uuid); Type: COMMENT; Schema: memory; Owner: -
---
-
-COMMENT ON FUNCTION memory.webhook_target(p_endpoint uuid) IS 'For the worker: where to send an endpoint''s deliveries and the secret to sign them with (current org). A deleted endpoint (its row kept for its delivery log) has no secret and is not enabled; no row: no such endpoint in the org.';
-
-
---
 -- Name: wipe(uuid, text, text, text); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -5628,6 +3752,1038 @@ COMMENT ON FUNCTION memory.wipe(p_project uuid, p_session text, p_subject text, 
 
 
 --
+-- Name: assert_facts(uuid, jsonb, boolean); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_result jsonb;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_result := memory.assert_facts(p_project, p_facts, 'api', null,
+                                  coalesce(p_override_tombstones, false),
+                                  memory_internal.api_actor());
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'facts.assert',
+    'project:' || p_project,
+    jsonb_build_object('facts', jsonb_array_length(p_facts)) || (v_result - 'superseded_pairs' - 'results'));
+  -- The API names the count superseded_count (superseded is per fact).
+  return (v_result - 'superseded') || jsonb_build_object('superseded_count', v_result -> 'superseded');
+end
+$$;
+
+
+--
+-- Name: FUNCTION assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean) IS 'API: memory.assert_facts as the authorized key (needs project:write); audited with the counts.';
+
+
+--
+-- Name: authenticate(text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  -- Compared against when the key id is unknown, so that costs the same.
+  c_nothing constant bytea := decode(repeat('00', 32), 'hex');
+  v_token record := memory_internal.parse_api_token(p_token);
+  k record;
+  v_ok boolean;
+begin
+  -- A failed attempt leaves the transaction with no org and no key.
+  perform set_config('chronomem.org_id', '', true),
+          set_config('chronomem.api_key_id', '', true),
+          set_config('chronomem.api_project_id', '', true),
+          set_config('chronomem.api_permissions', '', true);
+  if v_token.key_id is null then
+    return;
+  end if;
+  -- Across orgs (policy key_lookup): the token names the key, not its org.
+  select a.org_id, a.project_id, a.key_id, a.permissions, a.secret_hash, a.revoked_at into k
+    from memory_internal.api_keys a where a.key_id = v_token.key_id;
+  v_ok := memory_internal.bytes_equal(sha256(v_token.secret), coalesce(k.secret_hash, c_nothing));
+  if not v_ok or k.key_id is null or k.revoked_at is not null then
+    return;
+  end if;
+
+  perform set_config('chronomem.org_id', k.org_id::text, true),
+          set_config('chronomem.api_key_id', k.key_id::text, true),
+          set_config('chronomem.api_project_id', k.project_id::text, true),
+          set_config('chronomem.api_permissions', k.permissions::text, true);
+  -- At most once a minute, and never waiting: a request that finds the row
+  -- locked (another request with the same key) leaves it.
+  update memory_internal.api_keys a set last_used_at = now()
+   where a.org_id = k.org_id and a.key_id = k.key_id
+     and a.key_id in (select b.key_id from memory_internal.api_keys b
+                       where b.org_id = k.org_id and b.key_id = k.key_id
+                         and (b.last_used_at is null or b.last_used_at < now() - interval '1 minute')
+                         for update skip locked);
+  org_id := k.org_id;
+  project_id := k.project_id;
+  key_id := k.key_id;
+  permissions := k.permissions;
+end
+$$;
+
+
+--
+-- Name: FUNCTION authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'Check an API token (cmk_<key id>_<secret>): on success scope this transaction to the key''s org (like memory.use_org) and return the key''s org, project, id and permissions; on any failure (malformed, unknown, wrong secret, revoked) all NULL and no org scope. The secret is compared in constant time.';
+
+
+--
+-- Name: authorize(text, text, uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.authorize(p_token text, p_permission text, p_project uuid DEFAULT NULL::uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  a record;
+begin
+  if p_permission is null or not p_permission = any (memory_http.permissions()) then
+    raise exception 'unknown permission %', coalesce(quote_literal(p_permission), 'NULL')
+      using errcode = 'invalid_parameter_value';
+  end if;
+  select * into a from memory_http.authenticate(p_token);
+  if a.key_id is null then
+    raise exception 'invalid API key' using errcode = 'invalid_authorization_specification';
+  end if;
+  -- Another org's project is "not found" (never "forbidden"): its
+  -- existence is not the caller's to learn.
+  if p_project is not null then
+    perform memory_internal.project_org(p_project);
+  end if;
+  if not memory_internal.api_allows(a.permissions, a.project_id, p_permission, p_project) then
+    raise exception 'this API key does not grant % on %', p_permission,
+      coalesce('project ' || p_project, 'this org')
+      using errcode = 'CM403';
+  end if;
+  org_id := a.org_id;
+  project_id := a.project_id;
+  key_id := a.key_id;
+  permissions := a.permissions;
+end
+$$;
+
+
+--
+-- Name: FUNCTION authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'memory_http.authenticate, then require p_permission on p_project (NULL: on the org). Raises SQLSTATE 28000 for a bad token, P0002 for a project not in the key''s org, CM403 when the key does not grant the permission.';
+
+
+--
+-- Name: authorize_key(text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  a record;
+begin
+  select * into a from memory_http.authenticate(p_token);
+  if a.key_id is null then
+    raise exception 'invalid API key' using errcode = 'invalid_authorization_specification';
+  end if;
+  org_id := a.org_id;
+  project_id := a.project_id;
+  key_id := a.key_id;
+  permissions := a.permissions;
+end
+$$;
+
+
+--
+-- Name: FUNCTION authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'memory_http.authenticate, requiring only a valid key (no permission): scopes the transaction to the key''s org; for API routes every key may call (its org, its visible projects). Raises 28000 for a bad token.';
+
+
+--
+-- Name: authorize_own_project(text, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  a record;
+begin
+  if p_permission is null or not p_permission = any (memory_http.permissions()) then
+    raise exception 'unknown permission %', coalesce(quote_literal(p_permission), 'NULL')
+      using errcode = 'invalid_parameter_value';
+  end if;
+  select * into a from memory_http.authenticate(p_token);
+  if a.key_id is null then
+    raise exception 'invalid API key' using errcode = 'invalid_authorization_specification';
+  end if;
+  if not memory_internal.api_allows(a.permissions, a.project_id, p_permission, a.project_id) then
+    raise exception 'this API key does not grant %', p_permission using errcode = 'CM403';
+  end if;
+  org_id := a.org_id;
+  project_id := a.project_id;
+  key_id := a.key_id;
+  permissions := a.permissions;
+end
+$$;
+
+
+--
+-- Name: FUNCTION authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'memory_http.authenticate, then require p_permission on the key''s own project (project:manage covers it too); for API routes that name no project. Raises 28000 for a bad token, CM403 when the key does not grant the permission.';
+
+
+--
+-- Name: bootstrap_api_key(uuid, text, text, text, text[]); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := p_org;
+  v_project uuid;
+  v_created_org boolean := false;
+  v_created_project boolean := false;
+  k record;
+begin
+  if (p_org is null) = (p_org_name is null) then
+    raise exception 'give an org id or a new org''s name, not both or neither'
+      using errcode = 'invalid_parameter_value', detail = 'org';
+  end if;
+  -- A transaction scoped to one org cannot make keys in another: to it the
+  -- other org is not found, like an unknown one.
+  if not memory_internal.in_scope(coalesce(p_org, memory_internal.current_org())) then
+    raise exception 'org % not found', p_org using errcode = 'no_data_found';
+  end if;
+  -- Org names are not unique and other orgs are invisible: a name always
+  -- makes a new org; an existing org is named by its id.
+  if v_org is null then
+    v_org := memory.create_org(p_org_name);
+    v_created_org := true;
+  end if;
+  perform memory.use_org(v_org);
+  select p.project_id into v_project from memory.projects p
+   where p.org_id = v_org and p.name = btrim(p_project_name);
+  if v_project is null then
+    v_project := memory.create_project(v_org, p_project_name);
+    v_created_project := true;
+  end if;
+  select * into k from memory_http.create_api_key(v_project, p_key_name, p_permissions);
+  return jsonb_build_object(
+    'org_id', v_org, 'org_created', v_created_org,
+    'project_id', v_project, 'project_created', v_created_project,
+    'key_id', k.key_id, 'token', k.token, 'prefix', k.prefix, 'permissions', k.permissions);
+end
+$$;
+
+
+--
+-- Name: FUNCTION bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) IS 'For operators (chronomem create-key): in an existing org (by id) or a new one (by name), find or create a project by name and create an API key for it. Leaves the transaction scoped to that org. A transaction already scoped to another org gets "org not found".';
+
+
+--
+-- Name: context(uuid, text, public.vector, public.vector, timestamp with time zone, timestamp with time zone, integer, integer); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector DEFAULT NULL::public.vector, p_computed_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_tokens integer DEFAULT 1500, p_k integer DEFAULT 20) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.project_org(p_project);
+  return memory.context(p_project, p_query,
+                        memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
+                        p_at, p_known_at, p_max_tokens, p_k);
+end
+$$;
+
+
+--
+-- Name: FUNCTION context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) IS 'memory.context for the API (embeddings as in memory_http.search).';
+
+
+--
+-- Name: create_api_key(uuid, text, text[]); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_bad text;
+  v_secret bytea;
+begin
+  if p_name is null or length(btrim(p_name)) not between 1 and 200 then
+    raise exception 'name must be 1 to 200 characters' using errcode = 'invalid_parameter_value',
+      detail = 'name';
+  end if;
+  if p_permissions is null or cardinality(p_permissions) = 0 then
+    raise exception 'permissions must name at least one of %', memory_http.permissions()
+      using errcode = 'invalid_parameter_value', detail = 'permissions';
+  end if;
+  select p into v_bad from unnest(p_permissions) p
+   where p is null or not p = any (memory_http.permissions()) limit 1;
+  if found then
+    raise exception 'unknown permission %; permissions are %',
+      coalesce(quote_literal(v_bad), 'NULL'), memory_http.permissions()
+      using errcode = 'invalid_parameter_value', detail = 'permissions';
+  end if;
+
+  -- 256 bits: sha256 over three random UUIDs (366 bits from the server's
+  -- strong random source; no pgcrypto needed).
+  v_secret := sha256(uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
+                     || uuid_send(gen_random_uuid()));
+  key_id := gen_random_uuid();
+  token := 'cmk_' || replace(key_id::text, '-', '') || '_' || encode(v_secret, 'hex');
+  prefix := left(token, 16);
+  insert into memory_internal.api_keys as k
+    (org_id, project_id, key_id, name, prefix, secret_hash, permissions, created_by)
+  values (v_org, p_project, key_id, btrim(p_name), prefix, sha256(v_secret),
+          array(select distinct p from unnest(p_permissions) p order by p),
+          memory_internal.api_actor())
+  returning k.name, k.project_id, k.permissions, k.created_at
+    into name, project_id, permissions, created_at;
+  perform memory_internal.audit(v_org, p_project, 'api_key.create', 'api_key:' || key_id,
+                                jsonb_build_object('permissions', cardinality(permissions)));
+end
+$$;
+
+
+--
+-- Name: FUNCTION create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone) IS 'Create an API key for a project of the current org with the given permissions (memory_http.permissions()). The token (cmk_<key id>_<secret>) is returned here only; the store keeps a sha256 of the secret.';
+
+
+--
+-- Name: create_project(text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.create_project(p_name text) RETURNS TABLE(project_id uuid, org_id uuid, name text, created_at timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_project uuid;
+begin
+  perform memory_internal.require_api('project:manage', null);
+  if p_name is null or length(btrim(p_name)) not between 1 and 200 then
+    raise exception 'name must be 1 to 200 characters' using errcode = 'invalid_parameter_value',
+      detail = 'name';
+  end if;
+  v_project := memory.create_project(memory_internal.current_org(), p_name);
+  perform memory_internal.audit(memory_internal.current_org(), v_project, 'project.create',
+                                'project:' || v_project);
+  return query select * from memory.get_project(v_project);
+end
+$$;
+
+
+--
+-- Name: FUNCTION create_project(p_name text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.create_project(p_name text) IS 'API: create a project in the authorized key''s org (needs project:manage); audited.';
+
+
+--
+-- Name: create_webhook(uuid, text, text[]); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.create_webhook(p_project uuid, p_url text, p_event_types text[] DEFAULT NULL::text[]) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_result jsonb;
+begin
+  perform memory_internal.require_api('configuration:write', p_project);
+  v_result := memory.create_webhook(p_project, p_url, p_event_types);
+  -- Never the secret, nor the URL (it may carry credentials): counts only.
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.create',
+    'webhook:' || (v_result ->> 'endpoint_id'),
+    jsonb_build_object('event_types', jsonb_array_length(v_result -> 'event_types')));
+  return v_result;
+end
+$$;
+
+
+--
+-- Name: FUNCTION create_webhook(p_project uuid, p_url text, p_event_types text[]); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.create_webhook(p_project uuid, p_url text, p_event_types text[]) IS 'API: memory.create_webhook as the authorized key (needs configuration:write); audited. The answer carries the secret (shown only here).';
+
+
+--
+-- Name: declare_predicate(uuid, text, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.declare_predicate(p_project uuid, p_predicate text, p_cardinality text) RETURNS TABLE(predicate text, cardinality text, declared_at timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory.declare_predicate(p_project, p_predicate, p_cardinality);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'predicate.declare',
+    'predicate:' || memory.normalize_text(p_predicate));
+  return query select d.predicate, d.cardinality, d.declared_at from memory.predicates_of(p_project) d
+                where d.predicate = memory.normalize_text(p_predicate);
+end
+$$;
+
+
+--
+-- Name: FUNCTION declare_predicate(p_project uuid, p_predicate text, p_cardinality text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.declare_predicate(p_project uuid, p_predicate text, p_cardinality text) IS 'API: memory.declare_predicate as the authorized key (needs configuration:write); audited.';
+
+
+--
+-- Name: delete_project(uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.delete_project(p_project uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api('project:manage', p_project);
+  return memory.delete_project(p_project, memory_internal.api_actor());
+end
+$$;
+
+
+--
+-- Name: FUNCTION delete_project(p_project uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.delete_project(p_project uuid) IS 'API: memory.delete_project as the authorized key (needs project:manage); audited by delete_project.';
+
+
+--
+-- Name: delete_webhook(uuid, uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.delete_webhook(p_project uuid, p_endpoint uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_result jsonb;
+begin
+  perform memory_internal.require_api('configuration:write', p_project);
+  v_result := memory.delete_webhook(p_project, p_endpoint);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.delete',
+    'webhook:' || p_endpoint);
+  return v_result;
+end
+$$;
+
+
+--
+-- Name: FUNCTION delete_webhook(p_project uuid, p_endpoint uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.delete_webhook(p_project uuid, p_endpoint uuid) IS 'API: memory.delete_webhook as the authorized key (needs configuration:write); audited.';
+
+
+--
+-- Name: fact_history(uuid, uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.fact_history(p_project uuid, p_fact uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.project_org(p_project);
+  if not exists (select from memory_internal.fact_versions(p_project) v where v.fact_id = p_fact) then
+    raise exception 'fact % not found in project %', p_fact, p_project using errcode = 'no_data_found';
+  end if;
+  return jsonb_build_object('fact_id', p_fact, 'events', coalesce((
+    select jsonb_agg(memory_internal.fact_event_json(
+             h.event_id, h.occurred_at, h.event_type, h.fact_id, h.old_fact_id, h.new_fact_id,
+             h.old_range, h.new_range, h.actor, h.reason, h.subject, h.predicate, h.object,
+             h.content)
+           order by h.occurred_at, h.event_id)
+      from memory.fact_history(p_project, p_fact) h), '[]'));
+end
+$$;
+
+
+--
+-- Name: FUNCTION fact_history(p_project uuid, p_fact uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.fact_history(p_project uuid, p_fact uuid) IS 'memory.fact_history as JSON with windows as bounds; no_data_found for a fact not in the project.';
+
+
+--
+-- Name: ingest(uuid, text, jsonb, text, jsonb); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text DEFAULT NULL::text, p_session_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_result jsonb;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_result := memory.ingest(p_project, p_session, p_messages, p_idempotency_key, p_session_metadata);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'memory.ingest',
+    'session:' || (v_result ->> 'session_id'),
+    jsonb_build_object('episodes', jsonb_array_length(v_result -> 'episode_ids'),
+                       'replayed', v_result -> 'replayed'));
+  return v_result;
+end
+$$;
+
+
+--
+-- Name: FUNCTION ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) IS 'API: memory.ingest as the authorized key (needs project:write); audited with counts.';
+
+
+--
+-- Name: list_api_keys(uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.list_api_keys(p_project uuid) RETURNS TABLE(key_id uuid, project_id uuid, name text, prefix text, permissions text[], created_at timestamp with time zone, created_by text, revoked_at timestamp with time zone, last_used_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  -- The owner may read keys of every org (key_lookup): filter explicitly.
+  return query
+    select k.key_id, k.project_id, k.name, k.prefix, k.permissions, k.created_at, k.created_by,
+           k.revoked_at, k.last_used_at
+      from memory_internal.api_keys k
+     where k.org_id = v_org and k.project_id = p_project
+     order by k.created_at, k.key_id;
+end
+$$;
+
+
+--
+-- Name: FUNCTION list_api_keys(p_project uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.list_api_keys(p_project uuid) IS 'API keys of a project of the current org, revoked ones included; never a secret or its hash.';
+
+
+--
+-- Name: list_projects(); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.list_projects() RETURNS TABLE(project_id uuid, org_id uuid, name text, created_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_manage boolean;
+  v_own uuid := nullif(current_setting('chronomem.api_project_id', true), '')::uuid;
+begin
+  perform memory_internal.require_api_key();
+  v_manage := coalesce('project:manage' = any (
+    nullif(current_setting('chronomem.api_permissions', true), '')::text[]), false);
+  return query
+    select p.project_id, p.org_id, p.name, p.created_at
+      from memory.projects p
+     where p.org_id = memory_internal.current_org()
+       and (v_manage or p.project_id = v_own)
+     order by p.created_at, p.project_id;
+end
+$$;
+
+
+--
+-- Name: FUNCTION list_projects(); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.list_projects() IS 'API: the projects of the authorized key''s org that the key may see, oldest first: every one for a project:manage key, only its own project otherwise.';
+
+
+--
+-- Name: merge_entities(uuid, text, text, boolean); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid;
+  v_report jsonb;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_org := memory_internal.project_org(p_project);
+  perform memory_internal.check_entity_name_length('keep', p_keep);
+  perform memory_internal.check_entity_name_length('absorb', p_absorb);
+  v_report := memory.merge_entities(p_project, p_keep, p_absorb, p_dry_run);
+  if not p_dry_run then
+    perform memory_internal.audit(v_org, p_project, 'entity.merge',
+      'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id' - 'aliases');
+  end if;
+  return jsonb_build_object(
+           'entity', memory_internal.entity_api_answer(v_org, (v_report ->> 'entity_id')::uuid))
+         || (v_report - 'entity_id');
+end
+$$;
+
+
+--
+-- Name: FUNCTION merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean) IS 'API: memory.merge_entities as the authorized key (needs project:write); audited with the counts (a dry run is not). Returns the kept entity and what the merge moved (or would move).';
+
+
+--
+-- Name: org(); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.org() RETURNS TABLE(org_id uuid, name text, created_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api_key();
+  return query select o.org_id, o.name, o.created_at
+                 from memory.orgs o where o.org_id = memory_internal.current_org();
+end
+$$;
+
+
+--
+-- Name: FUNCTION org(); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.org() IS 'API: the authorized key''s org (id, name, created_at); any valid key. Never another org.';
+
+
+--
+-- Name: permissions(); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.permissions() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select array['project:read', 'project:write', 'project:manage',
+                 'configuration:read', 'configuration:write',
+                 'members:read', 'members:write']::text[]
+  $$;
+
+
+--
+-- Name: FUNCTION permissions(); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.permissions() IS 'The fixed vocabulary of API key permissions. project:read/write: the key''s project''s memory (facts, episodes, search); configuration:read/write: its predicates; project:manage: every project of the org (create projects, manage keys) and implies every other permission; members:read/write: reserved.';
+
+
+--
+-- Name: refresh_communities(uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.refresh_communities(p_project uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_result jsonb;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_result := memory.refresh_communities(p_project);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'communities.refresh',
+    'project:' || p_project,
+    jsonb_build_object('computed', v_result -> 'computed', 'communities', v_result -> 'communities'));
+  return v_result;
+end
+$$;
+
+
+--
+-- Name: FUNCTION refresh_communities(p_project uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.refresh_communities(p_project uuid) IS 'API: memory.refresh_communities as the authorized key (needs project:write): compute the project''s communities now if its graph changed since the last run. Audited.';
+
+
+--
+-- Name: retract_fact(uuid, uuid, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.retract_fact(p_project uuid, p_fact uuid, p_reason text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  -- retract_fact writes the audit row (retract_fact, fact:<id>) itself.
+  return memory.retract_fact(p_project, p_fact, p_reason, memory_internal.api_actor());
+end
+$$;
+
+
+--
+-- Name: FUNCTION retract_fact(p_project uuid, p_fact uuid, p_reason text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.retract_fact(p_project uuid, p_fact uuid, p_reason text) IS 'API: memory.retract_fact as the authorized key (needs project:write); audited by retract_fact.';
+
+
+--
+-- Name: revoke_api_key(uuid, uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_revoked timestamptz;
+begin
+  select k.revoked_at into v_revoked from memory_internal.api_keys k
+   where k.org_id = v_org and k.project_id = p_project and k.key_id = p_key
+     for update;
+  if not found then
+    raise exception 'API key % not found in project %', p_key, p_project
+      using errcode = 'no_data_found';
+  end if;
+  key_id := p_key;
+  if v_revoked is not null then
+    status := 'already_revoked';
+    revoked_at := v_revoked;
+    return;
+  end if;
+  update memory_internal.api_keys k set revoked_at = now()
+   where k.org_id = v_org and k.key_id = p_key
+  returning k.revoked_at into revoked_at;
+  status := 'revoked';
+  perform memory_internal.audit(v_org, p_project, 'api_key.revoke', 'api_key:' || p_key);
+end
+$$;
+
+
+--
+-- Name: FUNCTION revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone) IS 'Revoke an API key of a project of the current org: every later request with it is refused. Idempotent.';
+
+
+--
+-- Name: rotate_webhook_secret(uuid, uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.rotate_webhook_secret(p_project uuid, p_endpoint uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_result jsonb;
+begin
+  perform memory_internal.require_api('configuration:write', p_project);
+  v_result := memory.rotate_webhook_secret(p_project, p_endpoint);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.rotate_secret',
+    'webhook:' || p_endpoint);
+  return v_result;
+end
+$$;
+
+
+--
+-- Name: FUNCTION rotate_webhook_secret(p_project uuid, p_endpoint uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.rotate_webhook_secret(p_project uuid, p_endpoint uuid) IS 'API: memory.rotate_webhook_secret as the authorized key (needs configuration:write); audited (never the secret).';
+
+
+--
+-- Name: search(uuid, text, public.vector, public.vector, timestamp with time zone, timestamp with time zone, integer, text[], text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector DEFAULT NULL::public.vector, p_computed_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_k integer DEFAULT 10, p_legs text[] DEFAULT NULL::text[], p_fusion text DEFAULT 'scores'::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.project_org(p_project);
+  return memory.search(p_project, p_query,
+                       memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
+                       p_at, p_known_at, p_k, p_legs, p_fusion);
+end
+$$;
+
+
+--
+-- Name: FUNCTION search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) IS 'memory.search for the API: a client embedding of the wrong dimension is an error, a server-computed one is dropped.';
+
+
+--
+-- Name: split_entity(uuid, text, boolean); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.split_entity(p_project uuid, p_name text, p_dry_run boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid;
+  v_report jsonb;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_org := memory_internal.project_org(p_project);
+  perform memory_internal.check_entity_name_length('name', p_name);
+  v_report := memory.split_entity(p_project, p_name, p_dry_run);
+  if not p_dry_run then
+    perform memory_internal.audit(v_org, p_project, 'entity.split',
+      'entity:' || (v_report ->> 'entity_id'), v_report - 'entity_id');
+  end if;
+  -- (A dry run's entity is gone with its rollback: only its name is known.)
+  return jsonb_build_object(
+           'entity', memory_internal.entity_api_answer(v_org, (v_report ->> 'entity_id')::uuid))
+         || (v_report - 'entity_id');
+end
+$$;
+
+
+--
+-- Name: FUNCTION split_entity(p_project uuid, p_name text, p_dry_run boolean); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.split_entity(p_project uuid, p_name text, p_dry_run boolean) IS 'API: memory.split_entity as the authorized key (needs project:write); audited with the counts (a dry run is not). Returns the new entity (null for a dry run) and what the split moved (or would move).';
+
+
+--
+-- Name: timeline(uuid, text, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.timeline(p_project uuid, p_subject text, p_predicate text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.project_org(p_project);
+  if p_subject is null or btrim(p_subject) = '' then
+    raise exception 'subject must not be empty' using errcode = 'invalid_parameter_value',
+      detail = 'subject';
+  end if;
+  return jsonb_build_object('subject', p_subject, 'facts', coalesce((
+    select jsonb_agg(jsonb_build_object(
+             'fact_id', t.fact_id, 'predicate', t.predicate, 'object', t.object,
+             'content', t.content, 'valid_from', t.valid_from,
+             'window_from', lower(t.valid_range), 'window_until', upper(t.valid_range),
+             'window_empty', isempty(t.valid_range), 'recorded_at', t.recorded_at,
+             'retracted_at', t.invalid_at, 'status', t.status,
+             'events', coalesce((
+               select jsonb_agg(jsonb_build_object(
+                        'event', e ->> 'event', 'at', (e ->> 'at')::timestamptz,
+                        'new_fact_id', e -> 'new_fact_id', 'actor', e -> 'actor',
+                        'reason', e -> 'reason') order by o)
+                 from jsonb_array_elements(t.events) with ordinality u(e, o)), '[]'))
+           order by n)
+      from memory.subject_timeline(p_project, p_subject, p_predicate) with ordinality t(
+             fact_id, predicate, object, content, valid_from, valid_range, recorded_at,
+             invalid_at, status, events, n)), '[]'));
+end
+$$;
+
+
+--
+-- Name: FUNCTION timeline(p_project uuid, p_subject text, p_predicate text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.timeline(p_project uuid, p_subject text, p_predicate text) IS 'memory.subject_timeline as JSON (windows as bounds), for the API.';
+
+
+--
+-- Name: update_webhook(uuid, uuid, text, text[], boolean); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.update_webhook(p_project uuid, p_endpoint uuid, p_url text DEFAULT NULL::text, p_event_types text[] DEFAULT NULL::text[], p_enabled boolean DEFAULT NULL::boolean) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_result jsonb;
+begin
+  perform memory_internal.require_api('configuration:write', p_project);
+  v_result := memory.update_webhook(p_project, p_endpoint, p_url, p_event_types, p_enabled);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.update',
+    'webhook:' || p_endpoint,
+    jsonb_build_object('url', p_url is not null, 'event_types', p_event_types is not null,
+                       'enabled', p_enabled is not null));
+  return v_result;
+end
+$$;
+
+
+--
+-- Name: FUNCTION update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean) IS 'API: memory.update_webhook as the authorized key (needs configuration:write); audited with which fields changed.';
+
+
+--
+-- Name: upsert_entity(uuid, text, text, text, text[]); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.upsert_entity(p_project uuid, p_name text, p_entity_type text DEFAULT NULL::text, p_summary text DEFAULT NULL::text, p_aliases text[] DEFAULT '{}'::text[]) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid;
+  v_id uuid;
+  v_alias text;
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  v_org := memory_internal.project_org(p_project);
+  perform memory_internal.check_entity_name_length('name', p_name);
+  if length(p_summary) > 8192 then
+    raise exception 'summary is longer than 8192 characters'
+      using errcode = 'invalid_parameter_value';
+  elsif cardinality(p_aliases) > 100 then
+    raise exception 'aliases: at most 100 per call, got %', cardinality(p_aliases)
+      using errcode = 'invalid_parameter_value';
+  end if;
+  foreach v_alias in array coalesce(p_aliases, '{}') loop
+    perform memory_internal.check_entity_name_length('aliases: an alias', v_alias);
+  end loop;
+  v_id := memory.upsert_entity(p_project, p_name, p_entity_type, p_summary);
+  foreach v_alias in array coalesce(p_aliases, '{}') loop
+    perform memory.add_alias(p_project, p_name, v_alias);
+  end loop;
+  perform memory_internal.audit(v_org, p_project, 'entity.upsert', 'entity:' || v_id,
+    jsonb_build_object('aliases', coalesce(cardinality(p_aliases), 0)));
+  return memory_internal.entity_api_answer(v_org, v_id);
+end
+$$;
+
+
+--
+-- Name: FUNCTION upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]) IS 'API: memory.upsert_entity and memory.add_alias for each alias, as the authorized key (needs project:write), in one transaction; audited. Facts stored with any of the names as a plain-name object become the entity''s.';
+
+
+--
+-- Name: webhook_deliveries(uuid, uuid, integer, bigint); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer DEFAULT 100, p_before bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_rows jsonb;
+  v_n integer;
+begin
+  perform memory_internal.check_limit(p_limit, 1000);
+  if not exists (select from memory.webhook_endpoints e
+                  where e.org_id = v_org and e.project_id = p_project
+                    and e.endpoint_id = p_endpoint) then
+    raise exception 'webhook endpoint % not found in project %', p_endpoint, p_project
+      using errcode = 'no_data_found';
+  end if;
+  -- One row more than asked says whether there is a next page.
+  select coalesce(jsonb_agg(to_jsonb(d) order by d.delivery_id desc), '[]'), count(*)
+    into v_rows, v_n
+    from memory.webhook_deliveries(p_project, p_endpoint, p_limit + 1, p_before) d;
+  if v_n > p_limit then
+    v_rows := v_rows - p_limit;
+  end if;
+  return jsonb_build_object(
+    'deliveries', v_rows,
+    'next_cursor', case when v_n > p_limit then v_rows -> (p_limit - 1) -> 'delivery_id' end);
+end
+$$;
+
+
+--
+-- Name: FUNCTION webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint) IS 'API: an endpoint''s delivery log (memory.webhook_deliveries) as JSON, newest first; pass next_cursor as p_before for the next page. no_data_found for an endpoint not in the project.';
+
+
+--
+-- Name: wipe(uuid, text, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.wipe(p_project uuid, p_session text DEFAULT NULL::text, p_subject text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api('project:write', p_project);
+  -- wipe writes the audit row (wipe, scope, counts) itself.
+  return memory.wipe(p_project, p_session, p_subject, memory_internal.api_actor());
+end
+$$;
+
+
+--
+-- Name: FUNCTION wipe(p_project uuid, p_session text, p_subject text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.wipe(p_project uuid, p_session text, p_subject text) IS 'API: memory.wipe as the authorized key (needs project:write); audited by wipe.';
+
+
+--
 -- Name: add_name_tokens(uuid[], uuid[], uuid[], text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -5639,7 +4795,7 @@ CREATE FUNCTION memory_internal.add_name_tokens(p_org uuid[], p_project uuid[], 
   select distinct o.org_id, o.project_id, w.token, o.entity_id
     from unnest(p_org, p_project, p_entity, p_name) o(org_id, project_id, entity_id, name)
    -- the outer distinct, not name_tokens() per row: a function call and a
-   -- sort per name cost the writer more than one distinct over the batch
+   -- sort per name costs the writer more than one distinct over the batch
    cross join lateral unnest(string_to_array(o.name, ' ')) w(token)
       on conflict do nothing
 $$;
@@ -6180,6 +5336,59 @@ COMMENT ON FUNCTION memory_internal.check_max_rounds(p_max_rounds integer) IS 'R
 
 
 --
+-- Name: job_kinds(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.job_kinds() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select array['enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities', 'purge'] $$;
+
+
+--
+-- Name: FUNCTION job_kinds(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.job_kinds() IS 'Every job kind, in the order queue_stats lists them: the one list, which memory.jobs'' check constraint (jobs_kind_check) calls.';
+
+
+--
+-- Name: jobs; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.jobs (
+    org_id uuid NOT NULL,
+    job_id bigint NOT NULL,
+    project_id uuid,
+    kind text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    status text DEFAULT 'queued'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 5 NOT NULL,
+    run_at timestamp with time zone DEFAULT now() NOT NULL,
+    locked_by text,
+    locked_until timestamp with time zone,
+    last_error text,
+    result jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT jobs_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT jobs_check CHECK (((status = 'running'::text) = (locked_until IS NOT NULL))),
+    CONSTRAINT jobs_kind_check CHECK ((kind = ANY (memory_internal.job_kinds()))),
+    CONSTRAINT jobs_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'done'::text, 'dead'::text])))
+);
+
+ALTER TABLE ONLY memory.jobs FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE jobs; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.jobs IS 'The work queue: enrich (one LLM call per episode), embed, deliver_webhook and periodic jobs. queued -> running -> done, or back to queued with backoff, or dead after max_attempts; waiting = cannot run until configuration changes (e.g. no LLM endpoint).';
+
+
+--
 -- Name: claim_delivery(text, interval, uuid, bigint, text, integer, integer, uuid[]); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -6220,7 +5429,7 @@ $$;
 -- Name: FUNCTION claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs) IS 'For memory.claim_jobs: lease one deliver_webhook job unless its org or endpoint already has its cap of deliveries in flight, counted and claimed under the org''s advisory lock.';
+COMMENT ON FUNCTION memory_internal.claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs) IS 'For memory_worker.claim_jobs: lease one deliver_webhook job unless its org or endpoint already has its cap of deliveries in flight, counted and claimed under the org''s advisory lock.';
 
 
 --
@@ -6294,8 +5503,8 @@ begin
   -- changes.  First in synchronous rounds (every entity at once: the
   -- result does not depend on row order), at most 10.  Those oscillate on
   -- some graphs and never settle (two linked entities trading labels: on
-  -- 3,000 people, 40 employers and 3,000 "knows", 60 rounds left 60-300
-  -- entities flipping), so the rest of the rounds are semi-synchronous
+  -- 3,000 people, 40 employers and 3,000 "knows", 60-300 entities still
+  -- flip after 60 rounds), so the rest of the rounds are semi-synchronous
   -- (Cordasco & Gargano 2010): the entities are coloured so that no two
   -- linked ones share a colour, and one colour moves at a time, which is as
   -- if each moved alone.  Then every move makes more links join entities of
@@ -6358,10 +5567,10 @@ begin
   delete from memory.communities where org_id = p_org and project_id = p_project;
   -- A community's label is the name of its member with the most links
   -- (ties: the first name).  Each member's links are counted once, for
-  -- all (counted per member, naming cost entities x links: 3.2 s of the
-  -- job at 3,000 entities and 6,000 edges; 0.6 s counted once), and its
-  -- name read by key (with nested loops off, a join would hash the
-  -- org's entities of every project).
+  -- all (counted per member, naming costs entities x links, about five
+  -- times as much at 3,000 entities and 6,000 edges), and its name read
+  -- by key (with nested loops off, a join would hash the org's entities
+  -- of every project).
   with members as (
     select t.label, t.entity_id, d.links, en.name
       from memory_internal.community_labels t
@@ -6448,8 +5657,9 @@ begin
   return query
     with named as materialized (
       -- The facts by their ids, in the order of their key: with sorts off
-      -- only an index by (org, project, fact) gives it, where a probe per id
-      -- planned without statistics read the project's versions by another.
+      -- only an index by (org, project, fact) gives it, where a probe per
+      -- id planned without statistics can read the project's versions by
+      -- another.
       select n.id
         from (select f.subject_id, f.object_entity_id
                 from memory.facts_at(p_project, p_at, p_known_at) f
@@ -7018,8 +6228,9 @@ begin
   -- Entities whose name or an alias occurs there as whole words.  Every
   -- word of such a name is a word said, so the candidates are the entities
   -- with a name token said (entity_name_tokens: names and aliases); each is
-  -- then tested whole.  (Testing every entity of the project per fact, as
-  -- a plan made without statistics did, took 91 s at 3,000 entities.)
+  -- then tested whole.  (A plan made without statistics would test every
+  -- entity of the project per fact:
+  -- docs/decisions/007-plans-made-without-statistics.md.)
   v_cand := array(select distinct t.entity_id from memory_internal.entity_name_tokens t
                    where t.org_id = ep.org_id and t.project_id = ep.project_id
                      and t.token = any (memory_internal.name_tokens(btrim(v_said))));
@@ -7208,8 +6419,8 @@ CREATE FUNCTION memory_internal.find_entities(p_org uuid, p_project uuid, p_norm
      where y.org_id = p_org and y.project_id = p_project and y.normalized_alias = any (p_normalized)
        -- An entity's own name wins over another entity's alias.  (The own
        -- names among the given ones, found above: a test of the name key
-       -- here was planned, without statistics, as a read of the project's
-       -- entities per alias.)
+       -- here would be planned, without statistics, as a read of the
+       -- project's entities per alias.)
        and not exists (select from own o where o.normalized = y.normalized_alias)
   $$;
 
@@ -7852,7 +7063,7 @@ CREATE FUNCTION memory_internal.question_period(p_query text) RETURNS tstzrange
     LANGUAGE plpgsql STABLE PARALLEL SAFE
     AS $$
 -- PL/pgSQL, not SQL: each expression's plan is cached, where the SQL form
--- cost ~10 ms a call from memory.search (planned anew every time).
+-- would be planned anew on every call from memory.search (~10 ms a call).
 declare
   c_mon constant text := '(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?'
                          '|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?';
@@ -8303,7 +7514,7 @@ begin
   if v_key is null or memory_internal.current_org() is null then
     raise exception 'no API key authorized in this transaction'
       using errcode = 'invalid_authorization_specification',
-            hint = 'Call memory.authorize(token, permission, project) first.';
+            hint = 'Call memory_http.authorize(token, permission, project) first.';
   end if;
   if p_project is not null then
     perform memory_internal.project_org(p_project);
@@ -8335,7 +7546,7 @@ begin
   if v_key is null or memory_internal.current_org() is null then
     raise exception 'no API key authorized in this transaction'
       using errcode = 'invalid_authorization_specification',
-            hint = 'Call memory.authorize_key(token) first.';
+            hint = 'Call memory_http.authorize_key(token) first.';
   end if;
   return v_key;
 end
@@ -8427,7 +7638,7 @@ begin
 
   -- (Each write only when it has rows: a statement costs its start-up
   -- even then.)  The rows are found by their keys (= any): as a join alone,
-  -- a plan made with no statistics read the org's whole key range.
+  -- a plan made with no statistics reads the org's whole key range.
   if v_shrinks > 0 then
     update memory.facts f set valid_range = c.want, range_changed_at = memory_internal.txn_instant()
       from unnest(v_ids, v_new, v_grew, v_is_new) c(id, want, grew, is_new)
@@ -8537,8 +7748,8 @@ begin
   -- And those sharing a whole content word with it: the question's words
   -- from the rarest (in the project's names), while the names they bring
   -- stay within the budget, and always the rarest.  A word most names
-  -- share ("person" in 3,000 "person <n>") made every one of them a
-  -- candidate, each a word_similarity (53 of 82 ms per search); such names
+  -- share ("person" in 3,000 "person <n>") would make every one of them a
+  -- candidate, each a word_similarity (most of a search's time); such names
   -- are still found by a rarer word, as a run of the question, or when
   -- that word is the question's rarest.  Counted up to one past the
   -- budget (a word past it is never picked beside another).
@@ -8578,7 +7789,7 @@ begin
      where m.created_at <= p_known_at
        -- The shared word first: it costs no trigrams, and most candidates
        -- pass by it (the words of a name: name_tokens without its distinct,
-       -- a function call per name that cost more than the test).
+       -- a function call per name that costs more than the test).
        and (string_to_array(m.name, ' ') && v_words or m.name <% p_qnorm)
      group by m.entity_id
      order by 2 desc, 3 desc, 1
@@ -8683,7 +7894,7 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
       -- scan of the primary key with the candidates as an array key, so a
       -- common word's postings are read only around them.  content_tsv
       -- itself is in no covering index (a btree entry must fit in 2704
-      -- bytes), and reading it meant a wide heap row per candidate.  A
+      -- bytes), and reading it would mean a wide heap row per candidate.  A
       -- whole word's postings are read as a range (the same rows: every
       -- one is a candidate), sparing the probe by an array of ~1,600
       -- candidates.  Both reads are index-only (episode_terms_impact_idx
@@ -8702,8 +7913,9 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
             and t.org_id = q.org_id and t.project_id = p_project and t.lexeme = w.lexeme
             and t.episode_id = any (array(select m.episode_id from matched m))) t
     ), scored as (
-      -- Summed in the words' byte order (content_tsv's order, which the sum
-      -- followed when it read the vector), so equal scores stay equal.
+      -- Summed in the words' byte order (content_tsv's order), one fixed
+      -- order, so that equal scores stay equal: a floating-point sum
+      -- depends on its order.
       select x.episode_id,
              sum(ln(1 + (x.n - x.df + 0.5) / (x.df + 0.5))
                  * x.tf * (1.2 + 1) / (x.tf + 1.2 * (1 - 0.75 + 0.75 * x.dl / x.avgdl))
@@ -8938,8 +8150,8 @@ begin
   loop
     if v_cap = v_budget then
       -- A lateral aggregate, counted once per word (as a scalar subquery
-      -- the planner copied it into the filter, the sort and the window,
-      -- and counted three times).
+      -- the planner copies it into the filter, the sort and the window,
+      -- and counts three times).
       v_counts := array(select k.n
                           from unnest(v_lexemes) with ordinality l(lexeme, o)
                          cross join lateral (
@@ -8974,8 +8186,9 @@ begin
     end if;
     if v_least > v_cap and v_cap = v_budget then
       -- Every word is past the budget: counts capped alike do not tell
-      -- which is rarest (the first by spelling was picked, "job" in 7,430
-      -- facts before "tomas" in 1,023).  Count again, 16 times further.
+      -- which is rarest (the first by spelling would be picked, "job" in
+      -- 7,430 facts before "tomas" in 1,023).  Count again, 16 times
+      -- further.
       v_cap := v_budget * 16;
       continue;
     end if;
@@ -9247,7 +8460,7 @@ begin
   -- the wanted ones that are missing (in that order: the exclusion
   -- constraint holds after each statement).  Both read each key's edges
   -- by one probe of edges_key_idx: as a join, a plan made while the
-  -- planner guessed the project had one edge scanned all of them for every
+  -- planner guesses the project has one edge scans all of them for every
   -- key (tests/py/test_write_plans.py).  The probe is by the whole key,
   -- behind offset 0, with expired_at tested outside it (or the partial
   -- GiST indexes apply), in record-time order: with no statistics on
@@ -9256,10 +8469,11 @@ begin
   -- edges_key_idx gives that order (sql/0019), so it wins the tie.
   -- The edges to expire are locked as they are found, and the update
   -- takes them by their row address (a TID scan, the one plan for it):
-  -- an UPDATE joined to them by id was planned, on a memory.edges
+  -- an UPDATE joined to them by id is planned, on a memory.edges
   -- analyzed while empty, as a scan of the org's edges by edges_pkey
-  -- repeated for every key (95 -> 790 ms per batch of 100 over 30
-  -- batches).  The locks keep those addresses current until the update.
+  -- repeated for every key, slower with every batch
+  -- (docs/decisions/007-plans-made-without-statistics.md).
+  -- The locks keep those addresses current until the update.
   v_gone := array(
     select c.ctid
       from (select distinct s, t, r from unnest(p_sources, p_targets, p_relations) u(s, t, r)) k
@@ -9496,8 +8710,8 @@ begin
   if tg_op = 'INSERT' then
     -- Impact uses the project's mean length with these episodes counted
     -- (this trigger runs before 40_text_stats_insert adds them), read once
-    -- per project (materialized: a plan that re-ran it per posting cost
-    -- more than the postings).
+    -- per project (materialized: a plan that re-ran it per posting would
+    -- cost more than the postings).
     with a as materialized (
       select g.org_id, g.project_id,
              memory_internal.episode_mean_length(g.org_id, g.project_id, g.tokens, g.docs) as avgdl
@@ -9534,7 +8748,8 @@ begin
     end loop;
   elsif tg_op = 'DELETE' then
     -- The postings, by their key from the deleted rows' content_tsv (no
-    -- foreign key cascades to them: sql/0025).
+    -- foreign key cascades to them:
+    -- docs/decisions/007-plans-made-without-statistics.md).
     delete from memory_internal.episode_terms t
      using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
      where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
@@ -9768,8 +8983,8 @@ CREATE FUNCTION memory_internal.tg_facts__terms() RETURNS trigger
 begin
   if tg_op = 'INSERT' then
     -- Unsorted: every posting is a new key (its fact is new), and sorting
-    -- them first (text under the database collation) cost more than the
-    -- inserts gained from the order.
+    -- them first (text under the database collation) costs more than the
+    -- inserts gain from the order.
     insert into memory_internal.fact_terms (org_id, project_id, lexeme, fact_id, tf, doc_len)
     select n.org_id, n.project_id, u.lexeme, n.fact_id, u.tf, u.doc_len
       from new_rows n
@@ -9796,7 +9011,7 @@ $$;
 -- Name: FUNCTION tg_facts__terms(); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.tg_facts__terms() IS 'Keeps the postings of fact versions (memory_internal.fact_terms: one per version and distinct lexeme of its content_tsv) as they are inserted or (by the owner) rewritten; deletion cascades.';
+COMMENT ON FUNCTION memory_internal.tg_facts__terms() IS 'Keeps the postings of fact versions (memory_internal.fact_terms: one per version and distinct lexeme of its content_tsv) as they are inserted, deleted (by their key: fact_terms has no foreign key) or (by the owner) rewritten.';
 
 
 --
@@ -10168,6 +9383,829 @@ COMMENT ON FUNCTION memory_internal.webhook_wants(p_event_types text[], p_type t
 
 
 --
+-- Name: apply_extraction(uuid, jsonb, real, integer); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real DEFAULT 0.5, p_turns integer DEFAULT 6) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  ep memory.episodes;
+  v_report jsonb := '{}';
+  v_failed text[] := '{}';
+  v_facts jsonb;
+  v_kept jsonb;
+  v_dropped_low integer;
+  v_dropped_dead integer;
+  v_malformed jsonb;
+  v_ignored jsonb;
+  v_skipped integer;
+  v_result jsonb;
+  v_closed integer := 0; v_unknown integer := 0;
+  v_n integer;
+  x jsonb;
+  v_target memory.facts;
+  v_section text;
+  v_offered uuid[];
+begin
+  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  if ep.episode_id is null then
+    raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
+  end if;
+  if p_payload is null or jsonb_typeof(p_payload) <> 'object' then
+    raise exception 'extraction payload must be a JSON object' using errcode = 'invalid_parameter_value';
+  end if;
+  -- What the model was shown, before this answer adds entities or facts.
+  v_offered := array(select memory_internal.extraction_fact_ids(p_episode, p_turns));
+  foreach v_section in array array['entities', 'facts', 'contradictions', 'notes'] loop
+    if coalesce(jsonb_typeof(p_payload -> v_section), 'array') <> 'array' then
+      raise exception 'extraction payload: % must be an array', v_section
+        using errcode = 'invalid_parameter_value';
+    end if;
+  end loop;
+
+  -- Entities: names (with type and summary) and their aliases.  An entry
+  -- whose name is not a string, or whose type, summary or aliases are of
+  -- another JSON type, is skipped and counted (a number would otherwise be
+  -- an entity named by its digits).
+  begin
+    v_n := 0;
+    v_skipped := 0;
+    for x in select * from jsonb_array_elements(coalesce(p_payload -> 'entities', '[]')) loop
+      if jsonb_typeof(x) is distinct from 'object'
+         or jsonb_typeof(x -> 'name') is distinct from 'string'
+         or coalesce(jsonb_typeof(x -> 'type'), 'null') not in ('string', 'null')
+         or coalesce(jsonb_typeof(x -> 'summary'), 'null') not in ('string', 'null')
+         or coalesce(jsonb_typeof(x -> 'aliases'), 'null') not in ('array', 'null')
+         or exists (select from jsonb_array_elements(case when jsonb_typeof(x -> 'aliases') = 'array'
+                                                          then x -> 'aliases' else '[]' end) a
+                     where jsonb_typeof(a) <> 'string') then
+        v_skipped := v_skipped + 1;
+        continue;
+      end if;
+      perform memory.upsert_entity(ep.project_id, x ->> 'name', x ->> 'type', x ->> 'summary');
+      perform memory.add_alias(ep.project_id, x ->> 'name', a)
+         from jsonb_array_elements_text(coalesce(x -> 'aliases', '[]')) a
+        where memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(a)) is null;
+      v_n := v_n + 1;
+    end loop;
+    v_report := v_report || jsonb_build_object('entities',
+      jsonb_build_object('upserted', v_n, 'skipped_malformed', v_skipped));
+  exception when others then
+    v_failed := v_failed || 'entities'::text;
+    v_report := v_report || jsonb_build_object('entities', jsonb_build_object('error', sqlerrm));
+  end;
+
+  -- Facts: through assert_facts, so supersession, tombstones and world-time
+  -- order apply; valid_from defaults to the episode's instant.  Facts below
+  -- the confidence floor and windows that end before they start are
+  -- dropped here.  The model's answer is not a client's request: keys
+  -- outside a fact's documented set are left out (and listed in
+  -- ignored_keys), and a fact with a field of the wrong JSON type (subject
+  -- 123, confidence "high") is dropped and reported in malformed, so that
+  -- neither fails the job; any other invalid fact still fails the section.
+  begin
+    select coalesce(jsonb_agg(case when jsonb_typeof(t.e) = 'object'
+                                   then (select coalesce(jsonb_object_agg(j.k, j.v), '{}')
+                                           from jsonb_each(t.e) j(k, v)
+                                          where j.k = any (memory_internal.fact_keys()))
+                                   else t.e end order by t.ord), '[]'),
+           coalesce((select jsonb_agg(distinct k order by k)
+                       from jsonb_array_elements(coalesce(p_payload -> 'facts', '[]')) a(e)
+                      cross join lateral jsonb_object_keys(case when jsonb_typeof(a.e) = 'object'
+                                                                then a.e else '{}' end) k
+                      where k <> all (memory_internal.fact_keys())), '[]')
+      into v_facts, v_ignored
+      from jsonb_array_elements(coalesce(p_payload -> 'facts', '[]')) with ordinality t(e, ord);
+    select coalesce(jsonb_agg(f.e order by f.ord) filter (where k.keep), '[]'),
+           count(*) filter (where coalesce(f.low, false) and f.shape is null),
+           count(*) filter (where coalesce(f.dead, false) and not coalesce(f.low, false) and f.shape is null),
+           coalesce(jsonb_agg(jsonb_build_object('index', f.ord - 1, 'error',
+                                                 jsonb_build_object('field', f.shape[1], 'message', f.shape[2]))
+                              order by f.ord) filter (where f.shape is not null), '[]')
+      into v_kept, v_dropped_low, v_dropped_dead, v_malformed
+      from (select t.e, t.ord, memory_internal.fact_shape_problem(t.e) as shape,
+                   jsonb_typeof(t.e -> 'confidence') = 'number'
+                     and (t.e ->> 'confidence')::numeric < p_min_confidence as low,
+                   jsonb_typeof(t.e -> 'valid_to') = 'string'
+                     and memory_internal.try_timestamptz(t.e ->> 'valid_to')
+                         <= coalesce(memory_internal.try_timestamptz(t.e ->> 'valid_from'), ep.occurred_at)
+                     as dead
+              from jsonb_array_elements(v_facts) with ordinality t(e, ord)) f
+      cross join lateral (select f.shape is null and not coalesce(f.low, false)
+                                 and not coalesce(f.dead, false) as keep) k
+      group by ();
+    v_result := memory.assert_facts(ep.project_id, v_kept, 'extraction', p_episode, false, 'extraction');
+    -- Any other invalid fact fails the whole section (rolled back,
+    -- reported), so the job is retried rather than a fact silently lost.
+    if (v_result ->> 'invalid')::integer > 0 then
+      raise exception 'facts: % invalid: %', v_result ->> 'invalid',
+        (select jsonb_agg(r) from jsonb_array_elements(v_result -> 'results') r
+          where r ->> 'status' = 'invalid')
+        using errcode = 'invalid_parameter_value';
+    end if;
+    v_report := v_report || jsonb_build_object('facts',
+      (v_result - 'results') || jsonb_build_object(
+        'dropped_low_confidence', v_dropped_low, 'dropped_born_dead', v_dropped_dead,
+        'dropped_malformed', jsonb_array_length(v_malformed), 'malformed', v_malformed,
+        'ignored_keys', v_ignored,
+        'errors', (select coalesce(jsonb_agg(r), '[]') from jsonb_array_elements(v_result -> 'results') r
+                    where r ->> 'status' = 'invalid')));
+  exception when others then
+    v_failed := v_failed || 'facts'::text;
+    v_report := v_report || jsonb_build_object('facts', jsonb_build_object('error', sqlerrm));
+  end;
+
+  -- Contradictions: the model names fact ids it was shown; each is closed
+  -- at the episode's instant with a 'contradicted' event.  Any other id (a
+  -- fact of the project the context did not offer included) is unknown: a
+  -- model must not close facts it never saw.
+  begin
+    for x in select * from jsonb_array_elements(coalesce(p_payload -> 'contradictions', '[]')) loop
+      if not memory_internal.is_uuid(x ->> 'fact_id') then
+        v_unknown := v_unknown + 1;
+        continue;
+      end if;
+      select v.* into v_target from memory_internal.fact_versions(ep.project_id) v
+       where v.fact_id = (x ->> 'fact_id')::uuid and v.invalid_at is null
+         and v.fact_id = any (v_offered);
+      if v_target.fact_id is null then
+        v_unknown := v_unknown + 1;
+        continue;
+      end if;
+      if memory.close_fact(ep.project_id, v_target.fact_id, ep.occurred_at,
+                           coalesce(x ->> 'reason', 'contradicted by episode ' || p_episode),
+                           'contradicted', 'extraction') ->> 'status' = 'contradicted' then
+        v_closed := v_closed + 1;
+      end if;
+    end loop;
+    v_report := v_report || jsonb_build_object('contradictions',
+      jsonb_build_object('closed', v_closed, 'unknown_ids', v_unknown));
+  exception when others then
+    v_failed := v_failed || 'contradictions'::text;
+    v_report := v_report || jsonb_build_object('contradictions', jsonb_build_object('error', sqlerrm));
+  end;
+
+  -- Notes: preferences and summaries that are not triples.
+  begin
+    insert into memory.notes (org_id, project_id, episode_id, kind, subject_id, content)
+    select ep.org_id, ep.project_id, p_episode, n.e ->> 'kind',
+           case when coalesce(n.e ->> 'subject', '') <> '' then
+             memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(n.e ->> 'subject')) end,
+           btrim(n.e ->> 'content')
+      from jsonb_array_elements(coalesce(p_payload -> 'notes', '[]')) n(e)
+    on conflict (org_id, project_id, episode_id, kind, content) do nothing;
+    get diagnostics v_n = row_count;
+    v_report := v_report || jsonb_build_object('notes', jsonb_build_object('inserted', v_n));
+  exception when others then
+    v_failed := v_failed || 'notes'::text;
+    v_report := v_report || jsonb_build_object('notes', jsonb_build_object('error', sqlerrm));
+  end;
+
+  -- Subscribers hear of a fully applied episode (counts only, no content);
+  -- a partial one is retried instead.
+  perform memory_internal.enqueue_webhook_event(
+            ep.org_id, ep.project_id, 'episode.enriched',
+            jsonb_build_object('episode_id', p_episode, 'session_id', ep.session_id) || v_report)
+    where cardinality(v_failed) = 0;
+  return v_report || jsonb_build_object('episode_id', p_episode, 'failed_sections', to_jsonb(v_failed));
+end
+$$;
+
+
+--
+-- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) IS 'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant, and only facts memory_worker.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';
+
+
+--
+-- Name: claim_jobs(text, text[], integer, interval); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer DEFAULT 1, p_lease interval DEFAULT '00:05:00'::interval) RETURNS SETOF memory.jobs
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+declare
+  v_claimed integer := 0;
+  v_n integer;
+  v_kinds text[] := array(select k from unnest(p_kinds) k where k is distinct from 'deliver_webhook');
+  v_org_cap integer;
+  v_endpoint_cap integer;
+  v_full_orgs uuid[];
+  v_full_endpoints text[];
+  v_held uuid[] := '{}';
+  v_cand record;
+  v_try record;
+  v_job memory.jobs;
+begin
+  if p_worker is null or p_worker = '' then
+    raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
+  end if;
+  if p_limit is null or p_limit < 1 or p_limit > 1000 then
+    raise exception 'limit must be between 1 and 1000' using errcode = 'invalid_parameter_value';
+  end if;
+  -- A job whose worker died on its last attempt is dead, not running forever.
+  update memory.jobs j
+     set status = 'dead', locked_by = null, locked_until = null, finished_at = clock_timestamp(),
+         last_error = format('lease expired on attempt %s of %s (worker %s)',
+                             j.attempts, j.max_attempts, j.locked_by)
+   where (j.org_id, j.job_id) in (
+           select c.org_id, c.job_id from memory.jobs c
+            where c.status = 'running' and c.locked_until < clock_timestamp()
+              and c.attempts >= c.max_attempts
+              for update skip locked);
+  -- Deliveries first: a lane that takes them (workers/runner.py keeps one
+  -- lane apart from them) runs them before other kinds, within the caps.
+  if 'deliver_webhook' = any (p_kinds) then
+    v_org_cap := memory_internal.webhook_in_flight_cap('org');
+    v_endpoint_cap := memory_internal.webhook_in_flight_cap('endpoint');
+    -- Orgs and endpoints at their cap now (read without a lock; each claim
+    -- counts again under the org's lock): their deliveries are not candidates.
+    -- The running rows are few (one per lane at most): jobs_lease_idx.
+    select coalesce(array_agg(distinct r.org_id) filter (where r.org_n >= v_org_cap), '{}'),
+           coalesce(array_agg(r.org_id::text || ' ' || r.endpoint_id)
+                      filter (where r.endpoint_n >= v_endpoint_cap), '{}')
+      into v_full_orgs, v_full_endpoints
+      from (select x.org_id, x.payload ->> 'endpoint_id' as endpoint_id,
+                   count(*) over (partition by x.org_id) as org_n,
+                   count(*) over (partition by x.org_id, x.payload ->> 'endpoint_id') as endpoint_n
+              from memory.jobs x
+             where x.status = 'running' and x.locked_until >= clock_timestamp()
+               and x.kind = 'deliver_webhook') r;
+    -- Expired leases first, then ready deliveries, each in its index's order.
+    for v_cand in
+      select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
+       where x.status = 'running' and x.locked_until < clock_timestamp()
+         and x.attempts < x.max_attempts and x.kind = 'deliver_webhook'
+         and not x.org_id = any (v_full_orgs)
+         and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
+       order by x.locked_until
+         for update skip locked
+    loop
+      v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
+                                              v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
+      v_held := v_try.p_held;
+      v_job := v_try.claimed;
+      if v_job.job_id is not null then
+        return next v_job;
+        v_claimed := v_claimed + 1;
+        exit when v_claimed >= p_limit;
+      end if;
+    end loop;
+    if v_claimed < p_limit then
+      for v_cand in
+        select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
+         where x.status = 'queued' and x.run_at <= clock_timestamp() and x.kind = 'deliver_webhook'
+           and not x.org_id = any (v_full_orgs)
+           and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
+         order by x.run_at, x.job_id
+           for update skip locked
+      loop
+        v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
+                                                v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
+        v_held := v_try.p_held;
+        v_job := v_try.claimed;
+        if v_job.job_id is not null then
+          return next v_job;
+          v_claimed := v_claimed + 1;
+          exit when v_claimed >= p_limit;
+        end if;
+      end loop;
+    end if;
+  end if;
+  if cardinality(v_kinds) > 0 and v_claimed < p_limit then
+    -- Expired leases first, then ready jobs: two statements, so each walks its
+    -- own partial index in order (one OR-ed condition made the planner sort
+    -- every ready row of a long queue).
+    return query
+    update memory.jobs j
+       set attempts = j.attempts + 1, locked_by = p_worker,
+           locked_until = clock_timestamp() + p_lease
+     where (j.org_id, j.job_id) in (
+             select c.org_id, c.job_id from memory.jobs c
+              where c.status = 'running' and c.locked_until < clock_timestamp()
+                and c.attempts < c.max_attempts and c.kind = any (v_kinds)
+              order by c.locked_until
+              limit p_limit - v_claimed
+                for update skip locked)
+    returning j.*;
+    get diagnostics v_n = row_count;
+    v_claimed := v_claimed + v_n;
+    if v_claimed < p_limit then
+      return query
+      update memory.jobs j
+         set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+             locked_until = clock_timestamp() + p_lease
+       where (j.org_id, j.job_id) in (
+               select c.org_id, c.job_id from memory.jobs c
+                where c.status = 'queued' and c.run_at <= clock_timestamp()
+                  and c.kind = any (v_kinds)
+                order by c.run_at, c.job_id
+                limit p_limit - v_claimed
+                  for update skip locked)
+      returning j.*;
+      get diagnostics v_n = row_count;
+      v_claimed := v_claimed + v_n;
+    end if;
+  end if;
+end
+$$;
+
+
+--
+-- Name: FUNCTION claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued.';
+
+
+--
+-- Name: complete_job(uuid, bigint, text, jsonb); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb DEFAULT NULL::jsonb) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    with done as (
+      update memory.jobs j
+         set status = 'done', result = p_result, locked_by = null, locked_until = null,
+             finished_at = clock_timestamp(), last_error = null
+       where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+         and memory_internal.in_scope(j.org_id)
+      returning 1)
+    select exists (select from done)
+  $$;
+
+
+--
+-- Name: FUNCTION complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb) IS 'Mark a leased job done. False when the lease was lost (another worker reclaimed it): the caller''s work must then be idempotent, as every job''s is.';
+
+
+--
+-- Name: embedding_inputs(uuid, text, uuid[]); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]) RETURNS TABLE(id uuid, input text)
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    select e.episode_id, e.content from memory.episodes e
+     where p_kind = 'episode' and e.project_id = p_project and e.episode_id = any (p_ids)
+    union all
+    select f.fact_id, f.content from memory_internal.fact_versions(p_project) f
+     where p_kind = 'fact' and f.fact_id = any (p_ids)
+    union all
+    select n.entity_id, n.name || coalesce(': ' || n.summary, '') from memory.entities n
+     where p_kind = 'entity' and n.project_id = p_project and n.entity_id = any (p_ids)
+  $$;
+
+
+--
+-- Name: FUNCTION embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]) IS 'The text the embed job embeds for each id: episode content, fact content, entity name and summary.';
+
+
+--
+-- Name: enqueue_due_jobs(); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.enqueue_due_jobs() RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    with due as (
+      select s.org_id, s.kind from memory.job_schedules s
+       where s.next_run_at <= clock_timestamp()
+         for update skip locked
+    ), advanced as (
+      update memory.job_schedules s set next_run_at = clock_timestamp() + s.every
+        from due d where s.org_id = d.org_id and s.kind = d.kind
+      returning s.org_id, s.kind
+    ), queued as (
+      insert into memory.jobs (org_id, kind, payload)
+      select a.org_id, a.kind, '{}' from advanced a
+      returning 1)
+    select count(*)::integer from queued
+  $$;
+
+
+--
+-- Name: FUNCTION enqueue_due_jobs(); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.enqueue_due_jobs() IS 'Turn due periodic schedules (per org) into jobs; safe to call from several workers at once.';
+
+
+--
+-- Name: extend_lease(uuid, bigint, text, interval); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval DEFAULT '00:05:00'::interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  if p_lease is null or p_lease < interval '1 second' or p_lease > interval '1 day' then
+    raise exception 'lease must be between 1 second and 1 day, got %', p_lease
+      using errcode = 'invalid_parameter_value';
+  end if;
+  -- Only the holder renews; once another worker reclaimed the job (locked_by
+  -- changed) or it finished, the answer is false and nothing changes.
+  update memory.jobs j set locked_until = clock_timestamp() + p_lease
+   where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+     and memory_internal.in_scope(j.org_id);
+  return found;
+end
+$$;
+
+
+--
+-- Name: FUNCTION extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval) IS 'Renew the lease of a running job held by p_worker to now + p_lease (the worker''s heartbeat). False when the job is no longer that worker''s: reclaimed after an expired lease, or finished.';
+
+
+--
+-- Name: extraction_context(uuid, integer); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.extraction_context(p_episode uuid, p_turns integer DEFAULT 6) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  ep memory.episodes;
+  v_ids uuid[];
+  v_turns jsonb;
+  v_facts jsonb;
+  v_predicates jsonb;
+begin
+  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  if ep.episode_id is null then
+    raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
+  end if;
+  select coalesce(jsonb_agg(jsonb_build_object('role', t.role, 'content', t.content,
+                                               'occurred_at', t.occurred_at) order by t.seq), '[]')
+    into v_turns
+    from (select e.* from memory.episodes e
+           where e.org_id = ep.org_id and e.session_id = ep.session_id and e.seq < ep.seq
+           order by e.seq desc limit greatest(p_turns, 0)) t;
+
+  -- Current facts about the entities the episode and its recent turns name
+  -- (exact normalized-name or alias occurrence), as they hold at the
+  -- episode's instant: the ids the model may list as contradicted.
+  v_ids := array(select memory_internal.extraction_fact_ids(p_episode, p_turns));
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'fact_id', f.fact_id, 'subject', f.subject, 'predicate', f.predicate,
+           'object', f.object, 'content', f.content, 'valid_from', f.valid_from,
+           'valid_until', f.valid_until) order by f.subject, f.predicate), '[]')
+    into v_facts
+    from memory.readable_facts_at(ep.project_id, ep.occurred_at) f
+   where f.fact_id = any (v_ids);
+
+  select coalesce(jsonb_agg(jsonb_build_object('predicate', d.predicate, 'cardinality', d.cardinality)
+                            order by d.predicate), '[]')
+    into v_predicates
+    from memory.predicates_of(ep.project_id) d;
+
+  return jsonb_build_object(
+    'episode', jsonb_build_object('episode_id', ep.episode_id, 'role', ep.role,
+                                  'content', ep.content, 'occurred_at', ep.occurred_at),
+    'recent_turns', v_turns,
+    'known_facts', v_facts,
+    'predicates', v_predicates);
+end
+$$;
+
+
+--
+-- Name: FUNCTION extraction_context(p_episode uuid, p_turns integer); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.extraction_context(p_episode uuid, p_turns integer) IS 'What the extraction model sees for an episode: the episode, its last turns, the project''s facts about the entities they name (as of the episode''s instant, with ids it may contradict) and the declared predicates.';
+
+
+--
+-- Name: fail_job(uuid, bigint, text, text, boolean); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean DEFAULT true) RETURNS text
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    update memory.jobs j
+       set status = case when p_retryable and j.attempts < j.max_attempts then 'queued' else 'dead' end,
+           -- Exponential backoff: 2, 4, 8 ... seconds, at most an hour.
+           run_at = clock_timestamp() + least(interval '1 hour', interval '1 second' * power(2, j.attempts)),
+           last_error = left(p_error, 4000), locked_by = null, locked_until = null,
+           finished_at = case when p_retryable and j.attempts < j.max_attempts then null else clock_timestamp() end
+     where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+         and memory_internal.in_scope(j.org_id)
+    returning j.status
+  $$;
+
+
+--
+-- Name: FUNCTION fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean) IS 'Record a failed attempt: queued again with exponential backoff, or dead (kept with its last error) after max_attempts or when not retryable. Returns the new status.';
+
+
+--
+-- Name: log_webhook_attempt(bigint, integer, text, integer, boolean); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  j memory.jobs;
+  v_outcome text;
+begin
+  select x.* into j from memory.jobs x
+   where x.org_id = memory_internal.current_org() and x.job_id = p_job
+     and x.kind = 'deliver_webhook' and x.status = 'running';
+  if j.job_id is null then
+    raise exception 'no running deliver_webhook job % in this org', p_job using errcode = 'no_data_found';
+  end if;
+  v_outcome := case when p_status_code between 200 and 299 then 'delivered'
+                    when coalesce(p_retryable, false) and j.attempts < j.max_attempts then 'retrying'
+                    else 'failed' end;
+  insert into memory.webhook_delivery_log
+    (org_id, project_id, job_id, event_id, event_type, endpoint_id, attempt, status_code,
+     outcome, error, duration_ms)
+  values (j.org_id, j.project_id, j.job_id, j.payload ->> 'event_id', j.payload ->> 'event_type',
+          (j.payload ->> 'endpoint_id')::uuid, j.attempts, p_status_code, v_outcome,
+          left(p_error, 1000), greatest(coalesce(p_duration_ms, 0), 0));
+  return v_outcome;
+end
+$$;
+
+
+--
+-- Name: FUNCTION log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean) IS 'For the worker: log one delivery attempt of a running deliver_webhook job (in the attempt''s transaction). Returns the outcome: delivered (2xx), retrying (p_retryable and attempts remain) or failed.';
+
+
+--
+-- Name: park_job(uuid, bigint, text, text); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.park_job(p_org uuid, p_job bigint, p_worker text, p_reason text) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    with parked as (
+      update memory.jobs j
+         set status = 'waiting', attempts = greatest(j.attempts - 1, 0), last_error = p_reason,
+             locked_by = null, locked_until = null
+       where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
+         and memory_internal.in_scope(j.org_id)
+      returning 1)
+    select exists (select from parked)
+  $$;
+
+
+--
+-- Name: FUNCTION park_job(p_org uuid, p_job bigint, p_worker text, p_reason text); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.park_job(p_org uuid, p_job bigint, p_worker text, p_reason text) IS 'Set a job aside as waiting (e.g. enrich with no LLM endpoint configured), with the reason; the attempt does not count.';
+
+
+--
+-- Name: purge_done_jobs(interval); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.purge_done_jobs(p_older_than interval DEFAULT '7 days'::interval) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    -- The periodic kinds' done jobs (those the org has a schedule for)
+    -- after a day at most: the communities job runs every 5 minutes per
+    -- org, and what it did is also in memory.community_runs.
+    with gone as (
+      delete from memory.jobs j
+       where j.org_id = memory_internal.current_org() and j.status = 'done'
+         and j.finished_at < clock_timestamp()
+                             - case when exists (select from memory.job_schedules s
+                                                  where s.org_id = j.org_id and s.kind = j.kind)
+                                    then least(p_older_than, interval '1 day')
+                                    else p_older_than end
+      returning 1)
+    select count(*)::integer from gone
+  $$;
+
+
+--
+-- Name: FUNCTION purge_done_jobs(p_older_than interval); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.purge_done_jobs(p_older_than interval) IS 'Delete the current org''s finished jobs older than the given age, and those of the periodic kinds (the org''s job_schedules: reconcile_edges, communities, purge) older than a day (the periodic purge job).';
+
+
+--
+-- Name: queue_community_refreshes(integer); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.queue_community_refreshes(p_max_rounds integer DEFAULT 20) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.current_org();
+  v_queued uuid[];
+  v_pending integer;
+  v_unchanged integer;
+begin
+  -- Refused here, not in each project's job (which would fail for good).
+  perform memory_internal.check_max_rounds(p_max_rounds);
+  with projects as (
+    select p.project_id,
+           (r.project_id is null or r.edges <> d.edges or r.edges_digest <> d.edges_digest)
+             as changed,
+           exists (select from memory.jobs j
+                    where j.org_id = v_org and j.kind = 'communities'
+                      and j.project_id = p.project_id and j.status = 'queued') as pending
+      from memory.projects p
+      left join memory.community_runs r
+        on r.org_id = p.org_id and r.project_id = p.project_id
+     cross join lateral memory_internal.current_edges_digest(p.project_id) d
+     where p.org_id = v_org),
+  queued as (
+    insert into memory.jobs (org_id, project_id, kind, payload)
+    select v_org, x.project_id, 'communities', jsonb_build_object('max_rounds', p_max_rounds)
+      from projects x where x.changed and not x.pending
+     order by x.project_id
+    returning project_id)
+  select coalesce((select array_agg(q.project_id order by q.project_id) from queued q), '{}'),
+         (select count(*) from projects x where x.changed and x.pending),
+         (select count(*) from projects x where not x.changed)
+    into v_queued, v_pending, v_unchanged;
+  return jsonb_build_object('queued', to_jsonb(v_queued), 'pending', v_pending,
+                            'unchanged', v_unchanged);
+end
+$$;
+
+
+--
+-- Name: FUNCTION queue_community_refreshes(p_max_rounds integer); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.queue_community_refreshes(p_max_rounds integer) IS 'The periodic communities job of the org in scope: queues a communities job for each project whose current edges changed since its last computation (memory.community_runs) and that has none queued; that job runs memory.refresh_communities(project, max_rounds). Reads without locks. Returns {queued: [project ids], pending: count already queued, unchanged: count}.';
+
+
+--
+-- Name: resume_waiting_jobs(text[]); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.resume_waiting_jobs(p_kinds text[]) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    with resumed as (
+      update memory.jobs j set status = 'queued', run_at = clock_timestamp(), last_error = null
+       where j.status = 'waiting' and j.kind = any (p_kinds)
+      returning 1)
+    select count(*)::integer from resumed
+  $$;
+
+
+--
+-- Name: FUNCTION resume_waiting_jobs(p_kinds text[]); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.resume_waiting_jobs(p_kinds text[]) IS 'Queue waiting jobs of these kinds again (a worker that can now run them calls it at start).';
+
+
+--
+-- Name: store_embeddings(text, uuid[], public.vector[]); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET enable_sort TO 'off'
+    AS $$
+declare
+  v_n integer;
+begin
+  if p_kind is null or p_kind not in ('episode', 'fact', 'entity') then
+    raise exception 'kind must be episode, fact or entity' using errcode = 'invalid_parameter_value';
+  end if;
+  if cardinality(p_ids) is distinct from cardinality(p_vectors) then
+    raise exception 'ids and vectors differ in length' using errcode = 'invalid_parameter_value';
+  end if;
+  if p_kind = 'episode' then
+    update memory.episodes e set embedding = u.v
+      from unnest(p_ids, p_vectors) u(id, v) where e.episode_id = u.id;
+  elsif p_kind = 'fact' then
+    -- The write lock (shared) of each project holding one of the versions,
+    -- in project order, before the versions are read again and stored: a
+    -- wipe holds it exclusively, so none runs between that read and this
+    -- transaction's end, and one that ran before left nothing to read.
+    -- (The guarantee a foreign key's check would give; there is none:
+    -- docs/decisions/003-fact-embeddings-beside-facts.md.)
+    perform pg_advisory_xact_lock_shared(memory_internal.project_lock_key(x.project_id))
+       from (select distinct f.project_id
+               from memory.projects p
+              cross join lateral (
+                    select v.project_id
+                      from memory_internal.fact_versions(p.project_id) v
+                     where v.fact_id = any (p_ids)
+                     order by v.fact_id) f
+              where p.org_id = memory_internal.current_org()
+              order by 1) x;
+    -- Versions of the org's projects only (a wiped id is skipped), their
+    -- project from the version itself; the last vector given for an id wins.
+    -- A NULL vector clears, as it does for episodes and entities.
+    with given as (
+      select distinct on (u.id) u.id, u.v
+        from unnest(p_ids, p_vectors) with ordinality u(id, v, i)
+       order by u.id, u.i desc),
+    cleared as (
+      delete from memory.fact_embeddings e
+       using given g
+       where g.v is null and e.org_id = memory_internal.current_org() and e.fact_id = g.id
+      returning e.fact_id),
+    upserted as (
+      -- The ids in each project of the org, in fact_id order with sorts
+      -- off: only an index holding fact_id after the project serves that,
+      -- whatever the statistics (planned on a new install, an index by
+      -- (org, project) alone costs the same, and would read the project's
+      -- every version).
+      insert into memory.fact_embeddings (org_id, project_id, fact_id, embedding)
+      select f.org_id, f.project_id, f.fact_id, g.v
+        from memory.projects p
+       cross join lateral (
+             select v.org_id, v.project_id, v.fact_id
+               from memory_internal.fact_versions(p.project_id) v
+              where v.fact_id = any (p_ids)
+              order by v.fact_id) f
+        join given g on g.id = f.fact_id and g.v is not null
+       where p.org_id = memory_internal.current_org()
+          on conflict (org_id, fact_id) do update set embedding = excluded.embedding
+      returning fact_id)
+    select (select count(*) from cleared) + (select count(*) from upserted) into v_n;
+    return v_n;
+  else
+    update memory.entities n set embedding = u.v
+      from unnest(p_ids, p_vectors) u(id, v) where n.entity_id = u.id;
+  end if;
+  get diagnostics v_n = row_count;
+  return v_n;
+end
+$$;
+
+
+--
+-- Name: FUNCTION store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]) IS 'Write embeddings computed by the embed worker (rows of the current org only).';
+
+
+--
+-- Name: webhook_target(uuid); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.webhook_target(p_endpoint uuid) RETURNS TABLE(url text, secret text, enabled boolean)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    select e.url, s.secret, e.enabled and s.secret is not null
+      from memory.webhook_endpoints e
+      left join memory_internal.webhook_secrets s
+        on s.org_id = e.org_id and s.endpoint_id = e.endpoint_id
+     where e.org_id = memory_internal.current_org() and e.endpoint_id = p_endpoint
+  $$;
+
+
+--
+-- Name: FUNCTION webhook_target(p_endpoint uuid); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.webhook_target(p_endpoint uuid) IS 'For the worker: where to send an endpoint''s deliveries and the secret to sign them with (current org). A deleted endpoint (its row kept for its delivery log) has no secret and is not enabled; no row: no such endpoint in the org.';
+
+
+--
 -- Name: audit_log; Type: TABLE; Schema: memory; Owner: -
 --
 
@@ -10386,7 +10424,7 @@ ALTER TABLE ONLY memory.fact_embeddings FORCE ROW LEVEL SECURITY;
 -- Name: TABLE fact_embeddings; Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON TABLE memory.fact_embeddings IS 'Embedding of each fact version''s content, written by the embed job (memory.store_embeddings); a version without a row here has none yet. Which versions hold at an instant is memory.facts_at''s to say: join it by (org_id, fact_id).';
+COMMENT ON TABLE memory.fact_embeddings IS 'Embedding of each fact version''s content, written by the embed job (memory_worker.store_embeddings); a version without a row here has none yet. Which versions hold at an instant is memory.facts_at''s to say: join it by (org_id, fact_id).';
 
 
 --
@@ -10489,7 +10527,7 @@ ALTER TABLE ONLY memory.job_schedules FORCE ROW LEVEL SECURITY;
 -- Name: TABLE job_schedules; Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON TABLE memory.job_schedules IS 'Periodic jobs per org: memory.enqueue_due_jobs() turns due rows into jobs.';
+COMMENT ON TABLE memory.job_schedules IS 'Periodic jobs per org: memory_worker.enqueue_due_jobs() turns due rows into jobs.';
 
 
 --
@@ -10739,7 +10777,7 @@ ALTER TABLE ONLY memory_internal.api_keys FORCE ROW LEVEL SECURITY;
 -- Name: TABLE api_keys; Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON TABLE memory_internal.api_keys IS 'API keys of the HTTP API: one project each, permissions from a fixed vocabulary, the secret stored as a sha256 hash only. Read through memory.list_api_keys; checked by memory.authenticate / memory.authorize.';
+COMMENT ON TABLE memory_internal.api_keys IS 'API keys of the HTTP API: one project each, permissions from a fixed vocabulary, the secret stored as a sha256 hash only. Read through memory_http.list_api_keys; checked by memory_http.authenticate / memory_http.authorize.';
 
 
 --
@@ -11027,7 +11065,7 @@ ALTER TABLE ONLY memory_internal.webhook_secrets FORCE ROW LEVEL SECURITY;
 -- Name: TABLE webhook_secrets; Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON TABLE memory_internal.webhook_secrets IS 'The current signing secret of each webhook endpoint (whsec_ + base64 of 24 random bytes). Shown once by memory.create_webhook and memory.rotate_webhook_secret; read by the worker through memory.webhook_target.';
+COMMENT ON TABLE memory_internal.webhook_secrets IS 'The current signing secret of each webhook endpoint (whsec_ + base64 of 24 random bytes). Shown once by memory.create_webhook and memory.rotate_webhook_secret; read by the worker through memory_worker.webhook_target.';
 
 
 --
@@ -12545,11 +12583,25 @@ GRANT USAGE ON SCHEMA memory TO chronomem_analyst;
 
 
 --
+-- Name: SCHEMA memory_http; Type: ACL; Schema: -; Owner: -
+--
+
+GRANT USAGE ON SCHEMA memory_http TO chronomem_app;
+
+
+--
 -- Name: SCHEMA memory_internal; Type: ACL; Schema: -; Owner: -
 --
 
 GRANT USAGE ON SCHEMA memory_internal TO chronomem_app;
 GRANT USAGE ON SCHEMA memory_internal TO chronomem_analyst;
+
+
+--
+-- Name: SCHEMA memory_worker; Type: ACL; Schema: -; Owner: -
+--
+
+GRANT USAGE ON SCHEMA memory_worker TO chronomem_app;
 
 
 --
@@ -12561,202 +12613,6 @@ GRANT ALL ON FUNCTION memory.add_alias(p_project uuid, p_entity text, p_alias te
 
 
 --
--- Name: FUNCTION api_assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_create_project(p_name text); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_create_project(p_name text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_create_project(p_name text) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_create_webhook(p_project uuid, p_url text, p_event_types text[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_create_webhook(p_project uuid, p_url text, p_event_types text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_create_webhook(p_project uuid, p_url text, p_event_types text[]) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_declare_predicate(p_project uuid, p_predicate text, p_cardinality text); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_declare_predicate(p_project uuid, p_predicate text, p_cardinality text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_declare_predicate(p_project uuid, p_predicate text, p_cardinality text) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_delete_project(p_project uuid); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_delete_project(p_project uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_delete_project(p_project uuid) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_delete_webhook(p_project uuid, p_endpoint uuid); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_delete_webhook(p_project uuid, p_endpoint uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_delete_webhook(p_project uuid, p_endpoint uuid) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_fact_history(p_project uuid, p_fact uuid); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_fact_history(p_project uuid, p_fact uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_fact_history(p_project uuid, p_fact uuid) TO chronomem_app;
-GRANT ALL ON FUNCTION memory.api_fact_history(p_project uuid, p_fact uuid) TO chronomem_analyst;
-
-
---
--- Name: FUNCTION api_ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_list_projects(); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_list_projects() FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_list_projects() TO chronomem_app;
-
-
---
--- Name: FUNCTION api_merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_org(); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_org() FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_org() TO chronomem_app;
-
-
---
--- Name: FUNCTION api_permissions(); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_permissions() FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_permissions() TO chronomem_app;
-GRANT ALL ON FUNCTION memory.api_permissions() TO chronomem_analyst;
-
-
---
--- Name: FUNCTION api_refresh_communities(p_project uuid); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_refresh_communities(p_project uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_refresh_communities(p_project uuid) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_retract_fact(p_project uuid, p_fact uuid, p_reason text); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_retract_fact(p_project uuid, p_fact uuid, p_reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_retract_fact(p_project uuid, p_fact uuid, p_reason text) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_rotate_webhook_secret(p_project uuid, p_endpoint uuid); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_rotate_webhook_secret(p_project uuid, p_endpoint uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_rotate_webhook_secret(p_project uuid, p_endpoint uuid) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_split_entity(p_project uuid, p_name text, p_dry_run boolean); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_split_entity(p_project uuid, p_name text, p_dry_run boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_split_entity(p_project uuid, p_name text, p_dry_run boolean) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_timeline(p_project uuid, p_subject text, p_predicate text); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_timeline(p_project uuid, p_subject text, p_predicate text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_timeline(p_project uuid, p_subject text, p_predicate text) TO chronomem_app;
-GRANT ALL ON FUNCTION memory.api_timeline(p_project uuid, p_subject text, p_predicate text) TO chronomem_analyst;
-
-
---
--- Name: FUNCTION api_update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]) TO chronomem_app;
-
-
---
--- Name: FUNCTION api_webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint) TO chronomem_app;
-GRANT ALL ON FUNCTION memory.api_webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint) TO chronomem_analyst;
-
-
---
--- Name: FUNCTION api_wipe(p_project uuid, p_session text, p_subject text); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.api_wipe(p_project uuid, p_session text, p_subject text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.api_wipe(p_project uuid, p_session text, p_subject text) TO chronomem_app;
-
-
---
--- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) TO chronomem_app;
-
-
---
 -- Name: FUNCTION assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -12765,82 +12621,11 @@ GRANT ALL ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_sourc
 
 
 --
--- Name: FUNCTION authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) TO chronomem_app;
-
-
---
--- Name: FUNCTION authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) TO chronomem_app;
-
-
---
--- Name: FUNCTION authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) TO chronomem_app;
-
-
---
--- Name: FUNCTION authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) TO chronomem_app;
-
-
---
--- Name: FUNCTION bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) TO chronomem_app;
-
-
---
--- Name: FUNCTION job_kinds(); Type: ACL; Schema: memory_internal; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory_internal.job_kinds() FROM PUBLIC;
-
-
---
--- Name: TABLE jobs; Type: ACL; Schema: memory; Owner: -
---
-
-GRANT SELECT ON TABLE memory.jobs TO chronomem_app;
-GRANT SELECT ON TABLE memory.jobs TO chronomem_analyst;
-
-
---
--- Name: FUNCTION claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) TO chronomem_app;
-
-
---
 -- Name: FUNCTION close_fact(p_project uuid, p_fact uuid, p_at timestamp with time zone, p_reason text, p_kind text, p_actor text); Type: ACL; Schema: memory; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory.close_fact(p_project uuid, p_fact uuid, p_at timestamp with time zone, p_reason text, p_kind text, p_actor text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.close_fact(p_project uuid, p_fact uuid, p_at timestamp with time zone, p_reason text, p_kind text, p_actor text) TO chronomem_app;
-
-
---
--- Name: FUNCTION complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb) TO chronomem_app;
 
 
 --
@@ -12867,14 +12652,6 @@ GRANT ALL ON FUNCTION memory.context(p_project uuid, p_query text, p_query_embed
 REVOKE ALL ON FUNCTION memory.counters(p_project uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.counters(p_project uuid) TO chronomem_app;
 GRANT ALL ON FUNCTION memory.counters(p_project uuid) TO chronomem_analyst;
-
-
---
--- Name: FUNCTION create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone) TO chronomem_app;
 
 
 --
@@ -12961,44 +12738,12 @@ GRANT ALL ON FUNCTION memory.embedding_dim() TO chronomem_analyst;
 
 
 --
--- Name: FUNCTION embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]) TO chronomem_app;
-
-
---
 -- Name: FUNCTION embedding_model(); Type: ACL; Schema: memory; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory.embedding_model() FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.embedding_model() TO chronomem_app;
 GRANT ALL ON FUNCTION memory.embedding_model() TO chronomem_analyst;
-
-
---
--- Name: FUNCTION enqueue_due_jobs(); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.enqueue_due_jobs() FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.enqueue_due_jobs() TO chronomem_app;
-
-
---
--- Name: FUNCTION extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval) TO chronomem_app;
-
-
---
--- Name: FUNCTION extraction_context(p_episode uuid, p_turns integer); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.extraction_context(p_episode uuid, p_turns integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.extraction_context(p_episode uuid, p_turns integer) TO chronomem_app;
 
 
 --
@@ -13046,14 +12791,6 @@ GRANT ALL ON FUNCTION memory.facts_at(p_project uuid, p_at timestamp with time z
 
 
 --
--- Name: FUNCTION fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean) TO chronomem_app;
-
-
---
 -- Name: FUNCTION get_project(p_project uuid); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -13077,14 +12814,6 @@ GRANT ALL ON FUNCTION memory.graph_neighbors(p_project uuid, p_entity text, p_de
 
 REVOKE ALL ON FUNCTION memory.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) TO chronomem_app;
-
-
---
--- Name: FUNCTION list_api_keys(p_project uuid); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.list_api_keys(p_project uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.list_api_keys(p_project uuid) TO chronomem_app;
 
 
 --
@@ -13133,14 +12862,6 @@ GRANT ALL ON FUNCTION memory.list_webhooks(p_project uuid) TO chronomem_analyst;
 
 
 --
--- Name: FUNCTION log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean) TO chronomem_app;
-
-
---
 -- Name: FUNCTION merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -13166,14 +12887,6 @@ GRANT ALL ON FUNCTION memory.normalize_text(p_text text) TO chronomem_analyst;
 
 
 --
--- Name: FUNCTION park_job(p_org uuid, p_job bigint, p_worker text, p_reason text); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.park_job(p_org uuid, p_job bigint, p_worker text, p_reason text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.park_job(p_org uuid, p_job bigint, p_worker text, p_reason text) TO chronomem_app;
-
-
---
 -- Name: FUNCTION predicates_of(p_project uuid); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -13187,24 +12900,8 @@ GRANT ALL ON FUNCTION memory.predicates_of(p_project uuid) TO chronomem_analyst;
 --
 
 REVOKE ALL ON FUNCTION memory.project_backlog(p_project uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.project_backlog(p_project uuid) TO chronomem_analyst;
 GRANT ALL ON FUNCTION memory.project_backlog(p_project uuid) TO chronomem_app;
-
-
---
--- Name: FUNCTION purge_done_jobs(p_older_than interval); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.purge_done_jobs(p_older_than interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.purge_done_jobs(p_older_than interval) TO chronomem_app;
-
-
---
--- Name: FUNCTION queue_community_refreshes(p_max_rounds integer); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.queue_community_refreshes(p_max_rounds integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.queue_community_refreshes(p_max_rounds integer) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.project_backlog(p_project uuid) TO chronomem_analyst;
 
 
 --
@@ -13248,14 +12945,6 @@ GRANT ALL ON FUNCTION memory.refresh_communities(p_project uuid, p_max_rounds in
 
 
 --
--- Name: FUNCTION resume_waiting_jobs(p_kinds text[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.resume_waiting_jobs(p_kinds text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.resume_waiting_jobs(p_kinds text[]) TO chronomem_app;
-
-
---
 -- Name: FUNCTION retract_fact(p_project uuid, p_fact uuid, p_reason text, p_actor text); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -13269,14 +12958,6 @@ GRANT ALL ON FUNCTION memory.retract_fact(p_project uuid, p_fact uuid, p_reason 
 
 REVOKE ALL ON FUNCTION memory.retry_dead_jobs(p_kind text, p_project uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.retry_dead_jobs(p_kind text, p_project uuid) TO chronomem_app;
-
-
---
--- Name: FUNCTION revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone) TO chronomem_app;
 
 
 --
@@ -13320,14 +13001,6 @@ GRANT ALL ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_
 
 REVOKE ALL ON FUNCTION memory.split_entity(p_project uuid, p_name text, p_dry_run boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.split_entity(p_project uuid, p_name text, p_dry_run boolean) TO chronomem_app;
-
-
---
--- Name: FUNCTION store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]) TO chronomem_app;
 
 
 --
@@ -13392,19 +13065,259 @@ GRANT ALL ON FUNCTION memory.webhook_event_types() TO chronomem_analyst;
 
 
 --
--- Name: FUNCTION webhook_target(p_endpoint uuid); Type: ACL; Schema: memory; Owner: -
---
-
-REVOKE ALL ON FUNCTION memory.webhook_target(p_endpoint uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.webhook_target(p_endpoint uuid) TO chronomem_app;
-
-
---
 -- Name: FUNCTION wipe(p_project uuid, p_session text, p_subject text, p_actor text); Type: ACL; Schema: memory; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory.wipe(p_project uuid, p_session text, p_subject text, p_actor text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.wipe(p_project uuid, p_session text, p_subject text, p_actor text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.assert_facts(p_project uuid, p_facts jsonb, p_override_tombstones boolean) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.authorize_own_project(p_token text, p_permission text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.create_api_key(p_project uuid, p_name text, p_permissions text[], OUT key_id uuid, OUT token text, OUT prefix text, OUT name text, OUT project_id uuid, OUT permissions text[], OUT created_at timestamp with time zone) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION create_project(p_name text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.create_project(p_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.create_project(p_name text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION create_webhook(p_project uuid, p_url text, p_event_types text[]); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.create_webhook(p_project uuid, p_url text, p_event_types text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.create_webhook(p_project uuid, p_url text, p_event_types text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION declare_predicate(p_project uuid, p_predicate text, p_cardinality text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.declare_predicate(p_project uuid, p_predicate text, p_cardinality text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.declare_predicate(p_project uuid, p_predicate text, p_cardinality text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION delete_project(p_project uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.delete_project(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.delete_project(p_project uuid) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION delete_webhook(p_project uuid, p_endpoint uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.delete_webhook(p_project uuid, p_endpoint uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.delete_webhook(p_project uuid, p_endpoint uuid) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION fact_history(p_project uuid, p_fact uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.fact_history(p_project uuid, p_fact uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.fact_history(p_project uuid, p_fact uuid) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION list_api_keys(p_project uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.list_api_keys(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.list_api_keys(p_project uuid) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION list_projects(); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.list_projects() FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.list_projects() TO chronomem_app;
+
+
+--
+-- Name: FUNCTION merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION org(); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.org() FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.org() TO chronomem_app;
+
+
+--
+-- Name: FUNCTION permissions(); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.permissions() FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.permissions() TO chronomem_app;
+
+
+--
+-- Name: FUNCTION refresh_communities(p_project uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.refresh_communities(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.refresh_communities(p_project uuid) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION retract_fact(p_project uuid, p_fact uuid, p_reason text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.retract_fact(p_project uuid, p_fact uuid, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.retract_fact(p_project uuid, p_fact uuid, p_reason text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.revoke_api_key(p_project uuid, p_key uuid, OUT key_id uuid, OUT status text, OUT revoked_at timestamp with time zone) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION rotate_webhook_secret(p_project uuid, p_endpoint uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.rotate_webhook_secret(p_project uuid, p_endpoint uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.rotate_webhook_secret(p_project uuid, p_endpoint uuid) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION split_entity(p_project uuid, p_name text, p_dry_run boolean); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.split_entity(p_project uuid, p_name text, p_dry_run boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.split_entity(p_project uuid, p_name text, p_dry_run boolean) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION timeline(p_project uuid, p_subject text, p_predicate text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.timeline(p_project uuid, p_subject text, p_predicate text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.timeline(p_project uuid, p_subject text, p_predicate text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.update_webhook(p_project uuid, p_endpoint uuid, p_url text, p_event_types text[], p_enabled boolean) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.upsert_entity(p_project uuid, p_name text, p_entity_type text, p_summary text, p_aliases text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.webhook_deliveries(p_project uuid, p_endpoint uuid, p_limit integer, p_before bigint) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION wipe(p_project uuid, p_session text, p_subject text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.wipe(p_project uuid, p_session text, p_subject text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.wipe(p_project uuid, p_session text, p_subject text) TO chronomem_app;
 
 
 --
@@ -13566,6 +13479,21 @@ GRANT ALL ON FUNCTION memory_internal.check_limit(p_limit integer, p_max integer
 --
 
 REVOKE ALL ON FUNCTION memory_internal.check_max_rounds(p_max_rounds integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION job_kinds(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.job_kinds() FROM PUBLIC;
+
+
+--
+-- Name: TABLE jobs; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.jobs TO chronomem_app;
+GRANT SELECT ON TABLE memory.jobs TO chronomem_analyst;
 
 
 --
@@ -14479,6 +14407,126 @@ REVOKE ALL ON FUNCTION memory_internal.webhook_view(e memory.webhook_endpoints) 
 --
 
 REVOKE ALL ON FUNCTION memory_internal.webhook_wants(p_event_types text[], p_type text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.complete_job(p_org uuid, p_job bigint, p_worker text, p_result jsonb) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.embedding_inputs(p_project uuid, p_kind text, p_ids uuid[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION enqueue_due_jobs(); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.enqueue_due_jobs() FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.enqueue_due_jobs() TO chronomem_app;
+
+
+--
+-- Name: FUNCTION extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.extend_lease(p_org uuid, p_job bigint, p_worker text, p_lease interval) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION extraction_context(p_episode uuid, p_turns integer); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.extraction_context(p_episode uuid, p_turns integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.extraction_context(p_episode uuid, p_turns integer) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.fail_job(p_org uuid, p_job bigint, p_worker text, p_error text, p_retryable boolean) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.log_webhook_attempt(p_job bigint, p_status_code integer, p_error text, p_duration_ms integer, p_retryable boolean) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION park_job(p_org uuid, p_job bigint, p_worker text, p_reason text); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.park_job(p_org uuid, p_job bigint, p_worker text, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.park_job(p_org uuid, p_job bigint, p_worker text, p_reason text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION purge_done_jobs(p_older_than interval); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.purge_done_jobs(p_older_than interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.purge_done_jobs(p_older_than interval) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION queue_community_refreshes(p_max_rounds integer); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.queue_community_refreshes(p_max_rounds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.queue_community_refreshes(p_max_rounds integer) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION resume_waiting_jobs(p_kinds text[]); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.resume_waiting_jobs(p_kinds text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.resume_waiting_jobs(p_kinds text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.store_embeddings(p_kind text, p_ids uuid[], p_vectors public.vector[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION webhook_target(p_endpoint uuid); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.webhook_target(p_endpoint uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.webhook_target(p_endpoint uuid) TO chronomem_app;
 
 
 --

@@ -2,7 +2,7 @@
 request, and that transaction scoped by the API key before anything else runs.
 
 Connections are autocommit outside the explicit request transaction, so the org scope
-that memory.authorize sets (transaction-local) ends with the request; the pool's reset
+that memory_http.authorize sets (transaction-local) ends with the request; the pool's reset
 clears session-level scope too, in case anything ever set it.
 """
 
@@ -99,8 +99,8 @@ class OrgShare:
 class Access:
     """What a request needs: its bearer token, the permission, and the project (None
     for org-level actions such as creating a project). own_project: the route names no
-    project and the permission is checked on the key's own (memory.authorize_own_project).
-    permission None: any valid key will do (memory.authorize_key)."""
+    project and the permission is checked on the key's own (memory_http.authorize_own_project).
+    permission None: any valid key will do (memory_http.authorize_key)."""
 
     token: str
     permission: str | None
@@ -164,7 +164,7 @@ class Database:
         *,
         many: bool = False,
     ) -> Any:
-        """One transaction: memory.authorize(token, permission, project) (or its
+        """One transaction: memory_http.authorize(token, permission, project) (or its
         own-project / any-key variant), then `query`.
 
         `params` may be a function of the connection, called once the key is authorized
@@ -177,15 +177,15 @@ class Database:
             conn.transaction(),
         ):
             if access.permission is None:
-                conn.execute("select 1 from memory.authorize_key(%s::text)", (access.token,))
+                conn.execute("select 1 from memory_http.authorize_key(%s::text)", (access.token,))
             elif access.own_project:
                 conn.execute(
-                    "select 1 from memory.authorize_own_project(%s::text, %s::text)",
+                    "select 1 from memory_http.authorize_own_project(%s::text, %s::text)",
                     (access.token, access.permission),
                 )
             else:
                 conn.execute(
-                    "select 1 from memory.authorize(%s::text, %s::text, %s::uuid)",
+                    "select 1 from memory_http.authorize(%s::text, %s::text, %s::uuid)",
                     (access.token, access.permission, access.project),
                 )
             if not self.share.knows(access.token):
@@ -200,11 +200,11 @@ class Database:
             return None if row is None else next(iter(row.values()))
 
     def authenticate(self, token: str) -> bool:
-        """Whether `token` is a valid, unrevoked API key (memory.authenticate; the
+        """Whether `token` is a valid, unrevoked API key (memory_http.authenticate; the
         transaction, and the org scope it sets, ends here)."""
         with self.share.hold(token), self.pool.connection() as conn, conn.transaction():
             row = conn.execute(
-                "select key_id from memory.authenticate(%s::text)", (token,)
+                "select key_id from memory_http.authenticate(%s::text)", (token,)
             ).fetchone()
         return row is not None and row["key_id"] is not None
 

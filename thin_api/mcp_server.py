@@ -1,6 +1,6 @@
 """The MCP server (official `mcp` SDK): Chronomem's memory as tools for agents.
 
-Eight tools, each one memory.authorize (the key, the tool's permission, the project
+Eight tools, each one memory_http.authorize (the key, the tool's permission, the project
 given as an argument) plus the same SQL function the matching HTTP route calls, in one
 transaction through thin_api.db.Database. No business rules here.
 
@@ -146,7 +146,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             WRITE,
             project_id,
-            "select memory.api_ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
+            "select memory_http.ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
             (project_id, session, Jsonb(rows), None, None),
         )
 
@@ -177,7 +177,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             WRITE,
             project_id,
-            "select memory.api_assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
+            "select memory_http.assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
             (project_id, Jsonb(batch.sent), override_tombstones),
         )
         return batch.answer(answer)
@@ -204,7 +204,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             READ,
             project_id,
-            "select memory.api_search(%s::uuid, %s::text, %s::vector, %s::vector, "
+            "select memory_http.search(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text)",
             lambda conn: (
                 project_id,
@@ -235,7 +235,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             READ,
             project_id,
-            "select memory.api_context(%s::uuid, %s::text, %s::vector, %s::vector, "
+            "select memory_http.context(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
             lambda conn: (
                 project_id,
@@ -279,7 +279,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             READ,
             project_id,
-            "select memory.api_fact_history(%s::uuid, %s::uuid)",
+            "select memory_http.fact_history(%s::uuid, %s::uuid)",
             (project_id, fact_id),
         )
 
@@ -330,7 +330,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             READ,
             project_id,
-            "select memory.api_timeline(%s::uuid, %s::text, %s::text)",
+            "select memory_http.timeline(%s::uuid, %s::text, %s::text)",
             (project_id, subject, predicate),
         )
         return timeline
@@ -371,7 +371,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             WRITE,
             project_id,
-            "select memory.api_retract_fact(%s::uuid, %s::uuid, %s::text)",
+            "select memory_http.retract_fact(%s::uuid, %s::uuid, %s::text)",
             (project_id, fact_id, reason),
         )
 
@@ -389,7 +389,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             CONFIG_WRITE,
             project_id,
-            "select * from memory.api_declare_predicate(%s::uuid, %s::text, %s::text)",
+            "select * from memory_http.declare_predicate(%s::uuid, %s::text, %s::text)",
             (project_id, predicate, cardinality),
             row=True,
         )
@@ -412,7 +412,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             WRITE,
             project_id,
-            "select memory.api_upsert_entity(%s::uuid, %s::text, %s::text, %s::text, %s::text[])",
+            "select memory_http.upsert_entity(%s::uuid, %s::text, %s::text, %s::text, %s::text[])",
             (project_id, name, entity_type, summary, aliases or []),
         )
         return entity
@@ -433,7 +433,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             WRITE,
             project_id,
-            "select memory.api_merge_entities(%s::uuid, %s::text, %s::text, %s::boolean)",
+            "select memory_http.merge_entities(%s::uuid, %s::text, %s::text, %s::boolean)",
             (project_id, keep, absorb, dry_run),
         )
         return merged
@@ -451,7 +451,7 @@ def build_server(backend: Backend) -> MCPServer:
             ctx,
             WRITE,
             project_id,
-            "select memory.api_split_entity(%s::uuid, %s::text, %s::boolean)",
+            "select memory_http.split_entity(%s::uuid, %s::text, %s::boolean)",
             (project_id, name, dry_run),
         )
         return split

@@ -1,7 +1,7 @@
 """Embeddings: an OpenAI-compatible endpoint, or the local all-MiniLM-L6-v2 model.
 
-`embed_rows` is the embed job's body: it reads the texts with memory.embedding_inputs,
-embeds them and writes them with memory.store_embeddings, through the `Plpy`
+`embed_rows` is the embed job's body: it reads the texts with memory_worker.embedding_inputs,
+embeds them and writes them with memory_worker.store_embeddings, through the `Plpy`
 interface only (so it could run inside PostgreSQL too, see workers/plpy.py).
 """
 
@@ -162,11 +162,11 @@ def embed_rows(
     if problem := dimension_problem(embedder, db_dim):
         raise ParkJob(problem)
     rows = plpy.prepare(
-        "select id::text as id, input from memory.embedding_inputs($1, $2, $3)",
+        "select id::text as id, input from memory_worker.embedding_inputs($1, $2, $3)",
         ["uuid", "text", "uuid[]"],
     ).execute([project_id, kind, list(ids)])
     store = plpy.prepare(
-        "select memory.store_embeddings($1, $2, $3) as n", ["text", "uuid[]", "vector[]"]
+        "select memory_worker.store_embeddings($1, $2, $3) as n", ["text", "uuid[]", "vector[]"]
     )
     stored = 0
     for start in range(0, len(rows), BATCH):

@@ -1,8 +1,8 @@
 """The enrich job: one model call per episode, its answer applied by SQL.
 
-`enrich_episode` reads what the model may see (memory.extraction_context), asks the
+`enrich_episode` reads what the model may see (memory_worker.extraction_context), asks the
 model once for JSON in the schema below, validates the answer with pydantic and hands
-it to memory.apply_extraction, which decides everything (entities, supersession,
+it to memory_worker.apply_extraction, which decides everything (entities, supersession,
 windows, contradictions, confidence floor). It talks to the database only through
 the `Plpy` interface, so it can also run inside PostgreSQL (see workers/plpy.py).
 """
@@ -160,7 +160,7 @@ def enrich_episode(
     if extractor is None:
         raise ParkJob(NO_LLM_REASON)
     found = plpy.prepare(
-        "select memory.extraction_context($1, $2)::text as ctx "
+        "select memory_worker.extraction_context($1, $2)::text as ctx "
         "from memory.episodes where episode_id = $1",
         ["uuid", "integer"],
     ).execute([episode_id, turns])
@@ -169,7 +169,7 @@ def enrich_episode(
     extraction = extractor.extract(json.loads(found[0]["ctx"]))
     payload = extraction.model_dump(mode="json", exclude_none=True)
     rows = plpy.prepare(
-        "select memory.apply_extraction($1, $2, $3, $4)::text as report",
+        "select memory_worker.apply_extraction($1, $2, $3, $4)::text as report",
         ["uuid", "jsonb", "real", "integer"],
     ).execute([episode_id, json.dumps(payload), min_confidence, turns])
     report: dict[str, Any] = json.loads(rows[0]["report"])

@@ -49,13 +49,15 @@ def build_handlers(
         return report
 
     def purge(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
-        return {"jobs_purged": _scalar(conn, "select memory.purge_done_jobs()")}
+        return {"jobs_purged": _scalar(conn, "select memory_worker.purge_done_jobs()")}
 
     def communities(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
         if job.project_id is None:
             # The periodic job, per org: a job of this kind for each project whose
-            # graph changed since its last computation (memory.queue_community_refreshes).
-            queued: dict[str, Any] = _scalar(conn, "select memory.queue_community_refreshes()")
+            # graph changed since its last computation (memory_worker.queue_community_refreshes).
+            queued: dict[str, Any] = _scalar(
+                conn, "select memory_worker.queue_community_refreshes()"
+            )
             return queued
         # One project's: computed again only if its current edges still differ, under
         # its locks, which it holds for this computation only.

@@ -47,7 +47,7 @@ def preflight(dsn: str, extractor: Extractor | None, embedder: Embedder) -> None
                 f"run `chronomem reembed --dim {embedder.dim} --model {embedder.name}`"
             )
         kinds = ["embed", "enrich"] if extractor is not None else ["embed"]
-        resumed = _scalar(conn, "select memory.resume_waiting_jobs(%s)", (kinds,))
+        resumed = _scalar(conn, "select memory_worker.resume_waiting_jobs(%s)", (kinds,))
     log.info(
         "worker configured",
         extra={

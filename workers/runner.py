@@ -1,19 +1,19 @@
 """The worker: claims jobs from memory.jobs and runs them, as the app role.
 
 Threads, each with its own connection:
-- N lanes: claim one job (memory.claim_jobs, under a lease), run its handler in one
+- N lanes: claim one job (memory_worker.claim_jobs, under a lease), run its handler in one
   transaction that starts with memory.use_org(job's org) and ends with
-  memory.complete_job, so the work and "done" commit together (a crash rolls both
+  memory_worker.complete_job, so the work and "done" commit together (a crash rolls both
   back; the lease then expires and another lane reclaims the job). With two lanes or
   more, lane 0 claims every kind but deliver_webhook: a delivery waits on a tenant's
   server for up to its deadline, and however many of them are slow, one lane is left
   for extraction, embeddings and the periodic jobs. How many deliveries of one org (and
-  to one endpoint) run at once, across lanes and workers, memory.claim_jobs decides,
+  to one endpoint) run at once, across lanes and workers, memory_worker.claim_jobs decides,
   from the caps each lane's session carries (chronomem.webhook_max_in_flight_*);
 - one control thread: LISTEN chronomem_jobs to wake the lanes (polling is only the
-  fallback), and memory.enqueue_due_jobs() for the periodic jobs;
+  fallback), and memory_worker.enqueue_due_jobs() for the periodic jobs;
 - one heartbeat thread: renews the lease of every job a lane holds
-  (memory.extend_lease) every third of the lease, so a job that outlasts its lease (a
+  (memory_worker.extend_lease) every third of the lease, so a job that outlasts its lease (a
   slow model) is not reclaimed and run twice while a live lane still works on it.
 
 Nothing here decides a rule about memory: it moves jobs between SQL functions.
@@ -44,7 +44,7 @@ log = logging.getLogger("chronomem.worker")
 
 CHANNEL = "chronomem_jobs"
 DELIVERY = "deliver_webhook"
-SCHEDULE_INTERVAL = 30.0  # seconds between memory.enqueue_due_jobs() calls
+SCHEDULE_INTERVAL = 30.0  # seconds between memory_worker.enqueue_due_jobs() calls
 
 
 class _LeaseLost(Exception):
@@ -76,7 +76,7 @@ class Worker:
         webhook_settings: WebhookSettings | None = None,
     ) -> None:
         """webhook_settings: the in-flight caps the lanes' claims apply; None leaves
-        memory.claim_jobs' defaults (or the database's chronomem.webhook_* settings)."""
+        memory_worker.claim_jobs' defaults (or the database's chronomem.webhook_* settings)."""
         self.dsn = dsn
         self.handlers = dict(handlers)
         self.kinds = sorted(self.handlers)
@@ -111,7 +111,7 @@ class Worker:
             self._threads.append(beat)
         if until_idle:
             with connect(self.dsn, f"{self.name}/control") as conn:
-                conn.execute("select memory.enqueue_due_jobs()")
+                conn.execute("select memory_worker.enqueue_due_jobs()")
         else:
             control = threading.Thread(target=self._control, name="control", daemon=True)
             self._threads.append(control)
@@ -205,7 +205,7 @@ class Worker:
     def _claim(self, conn: psycopg.Connection[Any], worker: str, kinds: list[str]) -> Job | None:
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
-                "select * from memory.claim_jobs(%s, %s, 1, %s)", (worker, kinds, self.lease)
+                "select * from memory_worker.claim_jobs(%s, %s, 1, %s)", (worker, kinds, self.lease)
             )
             row = cur.fetchone()
         return None if row is None else Job.from_row(row)
@@ -240,7 +240,7 @@ class Worker:
         except ParkJob as err:
             with conn.transaction():
                 row = conn.execute(
-                    "select memory.park_job(%s, %s, %s, %s)",
+                    "select memory_worker.park_job(%s, %s, %s, %s)",
                     (job.org_id, job.job_id, worker, err.reason),
                 ).fetchone()
             if row and row[0]:
@@ -264,7 +264,7 @@ class Worker:
         self, conn: psycopg.Connection[Any], worker: str, job: Job, result: dict[str, Any]
     ) -> bool:
         row = conn.execute(
-            "select memory.complete_job(%s, %s, %s, %s)",
+            "select memory_worker.complete_job(%s, %s, %s, %s)",
             (job.org_id, job.job_id, worker, Jsonb(result)),
         ).fetchone()
         return bool(row and row[0])
@@ -273,7 +273,7 @@ class Worker:
         self, conn: psycopg.Connection[Any], worker: str, job: Job, error: str, retryable: bool
     ) -> str | None:
         row = conn.execute(
-            "select memory.fail_job(%s, %s, %s, %s, %s)",
+            "select memory_worker.fail_job(%s, %s, %s, %s, %s)",
             (job.org_id, job.job_id, worker, error, retryable),
         ).fetchone()
         return None if row is None else row[0]
@@ -302,7 +302,7 @@ class Worker:
                     conn.execute("set lock_timeout = '1s'")
                 for worker, job in held:
                     row = conn.execute(
-                        "select memory.extend_lease(%s, %s, %s, %s)",
+                        "select memory_worker.extend_lease(%s, %s, %s, %s)",
                         (job.org_id, job.job_id, worker, self.lease),
                     ).fetchone()
                     if not (row and row[0]):
@@ -325,7 +325,9 @@ class Worker:
                     self._wake_all()  # jobs may have come while we were not listening
                     while not self._stop.is_set():
                         if time.monotonic() >= next_schedule:
-                            queued = conn.execute("select memory.enqueue_due_jobs()").fetchone()
+                            queued = conn.execute(
+                                "select memory_worker.enqueue_due_jobs()"
+                            ).fetchone()
                             if queued and queued[0]:
                                 log.info("periodic jobs queued", extra={"count": queued[0]})
                             next_schedule = time.monotonic() + self.schedule_interval

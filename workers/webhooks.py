@@ -3,7 +3,7 @@
 The event (id, type, body) was fixed in SQL when the writing transaction queued it
 (functions/087_webhooks.sql); here, per attempt:
 
-- the endpoint's URL and current secret come from memory.webhook_target (a rotated
+- the endpoint's URL and current secret come from memory_worker.webhook_target (a rotated
   secret signs every attempt from then on; a disabled or deleted endpoint gets nothing);
 - the host is resolved once (getaddrinfo); every address it gives must be public
   (unless CHRONOMEM_WEBHOOK_ALLOW_PRIVATE), and the connection goes to those checked
@@ -20,12 +20,12 @@ The event (id, type, body) was fixed in SQL when the writing transaction queued 
   "{id}.{timestamp}.{body}">``, keyed with the base64-decoded part of ``whsec_...``,
   computed by the ``svix`` library's own signer;
 - the body is the stored text, byte for byte;
-- every attempt is logged through memory.log_webhook_attempt in the attempt's
+- every attempt is logged through memory_worker.log_webhook_attempt in the attempt's
   transaction: a 2xx completes the job; a 5xx, 408, 429, the deadline, a connection
   error or a name that does not resolve is retried with the queue's backoff; any other
   status (4xx, a redirect) and a destination that is not a public address are not.
 
-How many deliveries run at once (per org, per endpoint) is decided by memory.claim_jobs
+How many deliveries run at once (per org, per endpoint) is decided by memory_worker.claim_jobs
 (functions/080_jobs.sql), which reads the caps of WebhookSettings from the claiming
 session (workers/runner.py sets them).
 """
@@ -243,7 +243,7 @@ def make_deliver_handler(
         if not isinstance(body, str):
             raise PermanentError("deliver_webhook job body must be the JSON text to send")
         target = conn.execute(
-            "select url, secret, enabled from memory.webhook_target(%s)", (endpoint,)
+            "select url, secret, enabled from memory_worker.webhook_target(%s)", (endpoint,)
         ).fetchone()
         if target is None or not target[2]:
             return {"skipped": "endpoint disabled or deleted", "event_id": event_id}
@@ -280,7 +280,7 @@ def make_deliver_handler(
         duration_ms = round((time.monotonic() - started) * 1000)
 
         row = conn.execute(
-            "select memory.log_webhook_attempt(%s, %s, %s, %s, %s)",
+            "select memory_worker.log_webhook_attempt(%s, %s, %s, %s, %s)",
             (job.job_id, status, error, duration_ms, retryable),
         ).fetchone()
         outcome = None if row is None else row[0]

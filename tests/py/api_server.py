@@ -120,7 +120,7 @@ class Tenant:
         with psycopg.connect(self.app_dsn) as conn:
             conn.execute("select memory.use_org(%s)", (self.org,))
             row = conn.execute(
-                "select token from memory.create_api_key(%s, 'test key', %s)",
+                "select token from memory_http.create_api_key(%s, 'test key', %s)",
                 (project or self.project, permissions),
             ).fetchone()
         assert row is not None
@@ -137,7 +137,7 @@ class Tenant:
 def make_tenant(app_dsn: str, name: str) -> Tenant:
     with psycopg.connect(app_dsn) as conn:
         row = conn.execute(
-            "select memory.bootstrap_api_key(null, %s, 'main', 'root', %s)",
+            "select memory_http.bootstrap_api_key(null, %s, 'main', 'root', %s)",
             (name, ALL_PERMISSIONS),
         ).fetchone()
     assert row is not None

@@ -217,12 +217,13 @@ def a_state(w: World) -> dict[str, Any]:
         ),
         "episodes": w.a.rows("select episode_id from memory.episodes order by 1"),
         "keys": w.a.rows(
-            "select key_id, revoked_at from memory.list_api_keys(%s) order by 1", (w.a.project,)
+            "select key_id, revoked_at from memory_http.list_api_keys(%s) order by 1",
+            (w.a.project,),
         ),
         "predicates": w.a.rows("select * from memory.predicates_of(%s)", (w.a.project,)),
         "webhooks": w.a.rows(
             "select e.*, t.* from memory.webhook_endpoints e "
-            "left join lateral memory.webhook_target(e.endpoint_id) t on true "
+            "left join lateral memory_worker.webhook_target(e.endpoint_id) t on true "
             "where e.project_id = %s order by e.endpoint_id",
             (w.a.project,),
         ),
@@ -464,26 +465,27 @@ def test_pooled_connections_never_carry_an_org(world: World) -> None:
 
 def test_sql_api_refuses_without_an_authorized_key(world: World) -> None:
     """The audited write functions check the transaction's key themselves, so a route
-    that forgot memory.authorize would be refused, not run unscoped."""
+    that forgot memory_http.authorize would be refused, not run unscoped."""
     with psycopg.connect(world.a.app_dsn) as conn:
         with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification):
-            conn.execute("select memory.api_wipe(%s)", (world.a.project,))
+            conn.execute("select memory_http.wipe(%s)", (world.a.project,))
         conn.rollback()
         # Scoped to the org by use_org (not by a key): still refused.
         conn.execute("select memory.use_org(%s)", (world.a.org,))
         with pytest.raises(psycopg.errors.InvalidAuthorizationSpecification):
-            conn.execute("select memory.api_assert_facts(%s, '[]')", (world.a.project,))
+            conn.execute("select memory_http.assert_facts(%s, '[]')", (world.a.project,))
         conn.rollback()
         # A's key cannot act on B's project even when called directly.
         conn.execute(
-            "select memory.authorize(%s, 'project:write', %s)", (world.a.token, world.a.project)
+            "select memory_http.authorize(%s, 'project:write', %s)",
+            (world.a.token, world.a.project),
         )
         with pytest.raises(psycopg.errors.NoDataFound):
-            conn.execute("select memory.api_wipe(%s)", (world.b.project,))
+            conn.execute("select memory_http.wipe(%s)", (world.b.project,))
         conn.rollback()
         # A failed authentication leaves no org scope behind.
-        conn.execute("select memory.authenticate(%s)", (world.a.token,))
-        row = conn.execute("select * from memory.authenticate('cmk_bad')").fetchone()
+        conn.execute("select memory_http.authenticate(%s)", (world.a.token,))
+        row = conn.execute("select * from memory_http.authenticate('cmk_bad')").fetchone()
         assert row == (None, None, None, None)
         scope = conn.execute("select memory_internal.current_org()").fetchone()
         assert scope == (None,)

@@ -113,7 +113,7 @@ def test_crud_and_secret_shown_once(http: httpx.Client, tenant_a: Tenant) -> Non
     assert SECRET.fullmatch(new_secret) and new_secret != made["secret"]
     assert new_secret not in http.get(hooks(t), headers=auth(t.token)).text
     # The worker signs with the new secret only.
-    [target] = t.rows("select secret from memory.webhook_target(%s)", (uuid.UUID(wid),))
+    [target] = t.rows("select secret from memory_worker.webhook_target(%s)", (uuid.UUID(wid),))
     assert target["secret"] == new_secret
 
     deleted = http.delete(f"{hooks(t)}/{wid}", headers=auth(t.token))

@@ -142,7 +142,7 @@ def _project_lock_key(project: uuid.UUID) -> str:
 def test_the_periodic_job_queues_each_changed_project_without_locks(
     app_dsn: str, admin_dsn: str
 ) -> None:
-    """The periodic job (memory.queue_community_refreshes) queues one job per project
+    """The periodic job (memory_worker.queue_community_refreshes) queues one job per project
     whose graph changed, each of which takes that project's locks only while it runs:
     with one project's write lock held exclusively (as a wipe or a merge holds it),
     the sweep neither waits nor fails, and queues both; a second sweep queues nothing
@@ -168,9 +168,11 @@ def test_the_periodic_job_queues_each_changed_project_without_locks(
             with conn.transaction():
                 conn.execute("select memory.use_org(%s)", (org,))
                 conn.execute("set local lock_timeout = '300ms'")
-                answer = conn.execute("select memory.queue_community_refreshes()").fetchone()[0]  # type: ignore[index]
+                answer = conn.execute(
+                    "select memory_worker.queue_community_refreshes()"
+                ).fetchone()[0]  # type: ignore[index]
         assert answer == {"queued": [str(p) for p in projects], "pending": 0, "unchanged": 0}
-        again = one_in(conn, org, "select memory.queue_community_refreshes()")
+        again = one_in(conn, org, "select memory_worker.queue_community_refreshes()")
         assert again == {"queued": [], "pending": 2, "unchanged": 0}, again
         jobs = rows_in(
             conn,
@@ -183,7 +185,7 @@ def test_the_periodic_job_queues_each_changed_project_without_locks(
         with conn.transaction():
             conn.execute("select memory.use_org(%s)", (org,))
             claimed = conn.execute(
-                "select org_id, job_id, project_id from memory.claim_jobs('t', "
+                "select org_id, job_id, project_id from memory_worker.claim_jobs('t', "
                 "array['communities'], 10)"
             ).fetchall()
             assert sorted(c[2] for c in claimed) == projects, claimed
@@ -193,12 +195,12 @@ def test_the_periodic_job_queues_each_changed_project_without_locks(
                 ]  # type: ignore[index]
                 assert result["computed"] is True, result
                 conn.execute(
-                    "select memory.complete_job(%s, %s, 't', %s::jsonb)",
+                    "select memory_worker.complete_job(%s, %s, 't', %s::jsonb)",
                     (job_org, job, json.dumps(result)),
                 )
         for p in projects:
             assert _groups(conn, org, p) == [("Ann", ["Ann", "Ben", "Cat"])]
-        settled = one_in(conn, org, "select memory.queue_community_refreshes()")
+        settled = one_in(conn, org, "select memory_worker.queue_community_refreshes()")
         assert settled == {"queued": [], "pending": 0, "unchanged": 2}, settled
         # Control: a new edge in one project queues that project alone.
         one_in(
@@ -207,5 +209,5 @@ def test_the_periodic_job_queues_each_changed_project_without_locks(
             "select memory.assert_facts(%s, %s::jsonb)",
             (projects[1], _knows(("Cat", "Dan"))),
         )
-        changed = one_in(conn, org, "select memory.queue_community_refreshes()")
+        changed = one_in(conn, org, "select memory_worker.queue_community_refreshes()")
         assert changed == {"queued": [str(projects[1])], "pending": 0, "unchanged": 1}, changed

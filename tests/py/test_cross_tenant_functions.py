@@ -1,7 +1,8 @@
 """Cross-tenant suite over every SQL function the app role may execute.
 
-The table CASES has one entry per function of schema `memory` that chronomem_app can
-EXECUTE; test_every_app_function_has_a_case reads that list from the catalog, so a
+The table CASES has one entry per function of the schemas `memory` (the SQL API),
+`memory_http` (the HTTP and MCP layer) and `memory_worker` (the worker protocol) that
+chronomem_app can EXECUTE; test_every_app_function_has_a_case reads that list from the catalog, so a
 new function without a case fails the build.
 
 For a function that takes tenant-owned ids, each probe runs as the app role scoped to
@@ -42,6 +43,9 @@ ALL_PERMISSIONS = [
 ]
 # Placeholders that name something of org A's; the random run replaces each.
 A_IDS = ("org", "project", "fact", "episode", "entity", "endpoint", "key", "job", "delivery_job")
+# The schemas whose functions the app role calls: the SQL API, the HTTP layer's and the
+# worker's.
+SCHEMAS = ("memory", "memory_http", "memory_worker")
 THIN_API = Path(__file__).resolve().parents[2] / "thin_api"
 
 
@@ -63,7 +67,7 @@ LEASE = """do $$ begin
   for i in 1..50 loop
     exit when exists (select from memory.jobs where job_id = {job} and status = 'running'
                                                   and locked_by = 'xt');
-    perform memory.claim_jobs('xt', array['{kind}'], 1000);
+    perform memory_worker.claim_jobs('xt', array['{kind}'], 1000);
   end loop;
 end $$"""
 LEASE_ENRICH = LEASE.format(job="%(job)s", kind="enrich")
@@ -75,6 +79,8 @@ WORKER_ONLY = (
 )
 
 P = "memory."
+H = "memory_http."
+W = "memory_worker."
 CASES: dict[str, Case] = {
     # ---- tenancy, projects -------------------------------------------------------
     P + "normalize_text(text)": Case(
@@ -129,21 +135,21 @@ CASES: dict[str, Case] = {
         ),
         control="select count(*) > 0 from memory.fact_history(%(project)s, %(fact)s)",
     ),
-    P + "api_fact_history(uuid,uuid)": Case(
+    H + "fact_history(uuid,uuid)": Case(
         probes=(
-            "select memory.api_fact_history(%(project)s, %(fact)s)",
-            "select memory.api_fact_history(%(b_project)s, %(fact)s)",
+            "select memory_http.fact_history(%(project)s, %(fact)s)",
+            "select memory_http.fact_history(%(b_project)s, %(fact)s)",
         ),
-        control="select jsonb_array_length(memory.api_fact_history(%(project)s, %(fact)s) "
+        control="select jsonb_array_length(memory_http.fact_history(%(project)s, %(fact)s) "
         "-> 'events') > 0",
     ),
     P + "subject_timeline(uuid,text,text)": Case(
         probes=("select * from memory.subject_timeline(%(project)s, 'Alice')",),
         control="select count(*) > 0 from memory.subject_timeline(%(project)s, 'Alice')",
     ),
-    P + "api_timeline(uuid,text,text)": Case(
-        probes=("select memory.api_timeline(%(project)s, 'Alice')",),
-        control="select jsonb_array_length(memory.api_timeline(%(project)s, 'Alice') "
+    H + "timeline(uuid,text,text)": Case(
+        probes=("select memory_http.timeline(%(project)s, 'Alice')",),
+        control="select jsonb_array_length(memory_http.timeline(%(project)s, 'Alice') "
         "-> 'facts') > 0",
     ),
     P + "list_facts(uuid,timestamptz,timestamptz,text,text,uuid,integer)": (
@@ -176,12 +182,12 @@ CASES: dict[str, Case] = {
               "object_type": "entity"}]') ->> 'inserted')::int = 1""",
         mutates=True,
     ),
-    P + "api_assert_facts(uuid,jsonb,boolean)": Case(
+    H + "assert_facts(uuid,jsonb,boolean)": Case(
         probes=(
-            "select memory.api_assert_facts(%(project)s, "
+            "select memory_http.assert_facts(%(project)s, "
             """'[{"subject": "Alice", "predicate": "likes", "object": "coffee"}]')""",
         ),
-        control="select (memory.api_assert_facts(%(project)s, "
+        control="select (memory_http.assert_facts(%(project)s, "
         """'[{"subject": "Alice", "predicate": "likes", "object": "coffee"}]')
            ->> 'inserted')::int = 1""",
         mutates=True,
@@ -194,12 +200,12 @@ CASES: dict[str, Case] = {
         control="select memory.retract_fact(%(project)s, %(fact)s) is not null",
         mutates=True,
     ),
-    P + "api_retract_fact(uuid,uuid,text)": Case(
+    H + "retract_fact(uuid,uuid,text)": Case(
         probes=(
-            "select memory.api_retract_fact(%(project)s, %(fact)s)",
-            "select memory.api_retract_fact(%(b_project)s, %(fact)s)",
+            "select memory_http.retract_fact(%(project)s, %(fact)s)",
+            "select memory_http.retract_fact(%(b_project)s, %(fact)s)",
         ),
-        control="select memory.api_retract_fact(%(project)s, %(fact)s) is not null",
+        control="select memory_http.retract_fact(%(project)s, %(fact)s) is not null",
         mutates=True,
     ),
     P + "close_fact(uuid,uuid,timestamptz,text,text,text)": Case(
@@ -215,9 +221,9 @@ CASES: dict[str, Case] = {
         control="select memory.declare_predicate(%(project)s, 'xt pred', 'one') is not null",
         mutates=True,
     ),
-    P + "api_declare_predicate(uuid,text,text)": Case(
-        probes=("select * from memory.api_declare_predicate(%(project)s, 'likes', 'one')",),
-        control="select count(*) = 1 from memory.api_declare_predicate(%(project)s, "
+    H + "declare_predicate(uuid,text,text)": Case(
+        probes=("select * from memory_http.declare_predicate(%(project)s, 'likes', 'one')",),
+        control="select count(*) = 1 from memory_http.declare_predicate(%(project)s, "
         "'xt pred', 'one')",
         mutates=True,
     ),
@@ -232,9 +238,9 @@ CASES: dict[str, Case] = {
         control="select memory.add_alias(%(project)s, 'Alice', 'Ace') is not null",
         mutates=True,
     ),
-    P + "api_upsert_entity(uuid,text,text,text,text[])": Case(
-        probes=("select memory.api_upsert_entity(%(project)s, 'Alice', null, 'changed')",),
-        control="select memory.api_upsert_entity(%(project)s, 'Mallory', null, null, "
+    H + "upsert_entity(uuid,text,text,text,text[])": Case(
+        probes=("select memory_http.upsert_entity(%(project)s, 'Alice', null, 'changed')",),
+        control="select memory_http.upsert_entity(%(project)s, 'Mallory', null, null, "
         "array['Mal']) ->> 'name' = 'Mallory'",
         mutates=True,
     ),
@@ -250,14 +256,14 @@ CASES: dict[str, Case] = {
         "%(entity)s::text",
         mutates=True,
     ),
-    P + "api_split_entity(uuid,text,boolean)": Case(
-        probes=("select memory.api_split_entity(%(project)s, 'Ally')",),
-        control="select memory.api_split_entity(%(project)s, 'Ally') #>> '{entity,name}' = 'Ally'",
+    H + "split_entity(uuid,text,boolean)": Case(
+        probes=("select memory_http.split_entity(%(project)s, 'Ally')",),
+        control="select memory_http.split_entity(%(project)s, 'Ally') #>> '{entity,name}' = 'Ally'",
         mutates=True,
     ),
-    P + "api_merge_entities(uuid,text,text,boolean)": Case(
-        probes=("select memory.api_merge_entities(%(project)s, 'Globex', 'Acme')",),
-        control="select memory.api_merge_entities(%(project)s, 'Globex', 'Acme') "
+    H + "merge_entities(uuid,text,text,boolean)": Case(
+        probes=("select memory_http.merge_entities(%(project)s, 'Globex', 'Acme')",),
+        control="select memory_http.merge_entities(%(project)s, 'Globex', 'Acme') "
         "#>> '{entity,name}' = 'Globex'",
         mutates=True,
     ),
@@ -282,17 +288,17 @@ CASES: dict[str, Case] = {
         control="select (memory.refresh_communities(%(project)s) ->> 'communities')::int > 0",
         mutates=True,
     ),
-    P + "queue_community_refreshes(integer)": Case(
+    W + "queue_community_refreshes(integer)": Case(
         # No id: it sweeps the caller's org. B's run must neither list A's projects nor
         # queue a job for one.
-        probes=("select memory.queue_community_refreshes()",),
+        probes=("select memory_worker.queue_community_refreshes()",),
         control="select x -> 'queued' ? %(project)s::text or (x ->> 'pending')::int "
-        "+ (x ->> 'unchanged')::int > 0 from memory.queue_community_refreshes() x",
+        "+ (x ->> 'unchanged')::int > 0 from memory_worker.queue_community_refreshes() x",
         mutates=True,
     ),
-    P + "api_refresh_communities(uuid)": Case(
-        probes=("select memory.api_refresh_communities(%(project)s)",),
-        control="select (memory.api_refresh_communities(%(project)s) ->> 'communities')::int > 0",
+    H + "refresh_communities(uuid)": Case(
+        probes=("select memory_http.refresh_communities(%(project)s)",),
+        control="select (memory_http.refresh_communities(%(project)s) ->> 'communities')::int > 0",
     ),
     P + "list_communities(uuid,text,integer,integer)": Case(
         probes=("select memory.list_communities(%(project)s)",),
@@ -314,12 +320,12 @@ CASES: dict[str, Case] = {
         """'[{"role": "user", "content": "more from Alice"}]') is not null""",
         mutates=True,
     ),
-    P + "api_ingest(uuid,text,jsonb,text,jsonb)": Case(
+    H + "ingest(uuid,text,jsonb,text,jsonb)": Case(
         probes=(
-            "select memory.api_ingest(%(project)s, 'xt chat', "
+            "select memory_http.ingest(%(project)s, 'xt chat', "
             """'[{"role": "user", "content": "intruder"}]')""",
         ),
-        control="select memory.api_ingest(%(project)s, 'xt chat', "
+        control="select memory_http.ingest(%(project)s, 'xt chat', "
         """'[{"role": "user", "content": "more from Alice"}]') is not null""",
         mutates=True,
     ),
@@ -341,12 +347,12 @@ CASES: dict[str, Case] = {
         control="select (memory.wipe(%(project)s) ->> 'facts')::int > 0",
         mutates=True,
     ),
-    P + "api_wipe(uuid,text,text)": Case(
+    H + "wipe(uuid,text,text)": Case(
         probes=(
-            "select memory.api_wipe(%(project)s)",
-            "select memory.api_wipe(%(project)s, 'xt chat')",
+            "select memory_http.wipe(%(project)s)",
+            "select memory_http.wipe(%(project)s, 'xt chat')",
         ),
-        control="select (memory.api_wipe(%(project)s, 'xt chat') ->> 'episodes')::int > 0",
+        control="select (memory_http.wipe(%(project)s, 'xt chat') ->> 'episodes')::int > 0",
         mutates=True,
     ),
     P + "delete_project(uuid,text)": Case(
@@ -354,9 +360,9 @@ CASES: dict[str, Case] = {
         control="select (memory.delete_project(%(project)s) #>> '{wiped,facts}')::int > 0",
         mutates=True,
     ),
-    P + "api_delete_project(uuid)": Case(
-        probes=("select memory.api_delete_project(%(project)s)",),
-        control="select (memory.api_delete_project(%(project)s) ->> 'deleted')::boolean",
+    H + "delete_project(uuid)": Case(
+        probes=("select memory_http.delete_project(%(project)s)",),
+        control="select (memory_http.delete_project(%(project)s) ->> 'deleted')::boolean",
         mutates=True,
     ),
     # ---- embeddings and extraction (the worker's calls) --------------------------
@@ -372,40 +378,42 @@ CASES: dict[str, Case] = {
         "from pg_attribute a where a.attrelid = 'memory.episodes'::regclass "
         "and a.attname = 'embedding')",
     ),
-    P + "embedding_inputs(uuid,text,uuid[])": Case(
+    W + "embedding_inputs(uuid,text,uuid[])": Case(
         probes=tuple(
-            f"select * from memory.embedding_inputs(%({p})s, '{kind}', array[%({i})s]::uuid[])"
+            f"select * from memory_worker.embedding_inputs(%({p})s, '{kind}', "
+            f"array[%({i})s]::uuid[])"
             for kind, i in (("episode", "episode"), ("fact", "fact"), ("entity", "entity"))
             for p in ("project", "b_project")
         ),
-        control="select (select count(*) from memory.embedding_inputs(%(project)s, 'episode', "
-        "array[%(episode)s]::uuid[])) + (select count(*) from memory.embedding_inputs("
-        "%(project)s, 'fact', array[%(fact)s]::uuid[])) + (select count(*) from "
-        "memory.embedding_inputs(%(project)s, 'entity', array[%(entity)s]::uuid[])) = 3",
+        control="select (select count(*) from memory_worker.embedding_inputs(%(project)s, "
+        "'episode', array[%(episode)s]::uuid[])) + (select count(*) from "
+        "memory_worker.embedding_inputs(%(project)s, 'fact', array[%(fact)s]::uuid[])) "
+        "+ (select count(*) from "
+        "memory_worker.embedding_inputs(%(project)s, 'entity', array[%(entity)s]::uuid[])) = 3",
     ),
-    P + "store_embeddings(text,uuid[],vector[])": Case(
+    W + "store_embeddings(text,uuid[],vector[])": Case(
         probes=tuple(
-            f"select memory.store_embeddings('{kind}', array[%({i})s]::uuid[], array[{VEC}])"
+            f"select memory_worker.store_embeddings('{kind}', array[%({i})s]::uuid[], array[{VEC}])"
             for kind, i in (("episode", "episode"), ("fact", "fact"), ("entity", "entity"))
         ),
-        control=f"select memory.store_embeddings('episode', array[%(episode)s]::uuid[], "
-        f"array[{VEC}]) + memory.store_embeddings('fact', array[%(fact)s]::uuid[], "
-        f"array[{VEC}]) + memory.store_embeddings('entity', array[%(entity)s]::uuid[], "
+        control=f"select memory_worker.store_embeddings('episode', array[%(episode)s]::uuid[], "
+        f"array[{VEC}]) + memory_worker.store_embeddings('fact', array[%(fact)s]::uuid[], "
+        f"array[{VEC}]) + memory_worker.store_embeddings('entity', array[%(entity)s]::uuid[], "
         f"array[{VEC}]) = 3",
         mutates=True,
     ),
-    P + "extraction_context(uuid,integer)": Case(
-        probes=("select memory.extraction_context(%(episode)s)",),
-        control="select jsonb_array_length(memory.extraction_context(%(episode)s) "
+    W + "extraction_context(uuid,integer)": Case(
+        probes=("select memory_worker.extraction_context(%(episode)s)",),
+        control="select jsonb_array_length(memory_worker.extraction_context(%(episode)s) "
         "-> 'known_facts') > 0",
     ),
-    P + "apply_extraction(uuid,jsonb,real,integer)": Case(
+    W + "apply_extraction(uuid,jsonb,real,integer)": Case(
         probes=(
-            "select memory.apply_extraction(%(episode)s, jsonb_build_object("
+            "select memory_worker.apply_extraction(%(episode)s, jsonb_build_object("
             "'contradictions', jsonb_build_array(jsonb_build_object('fact_id', %(fact)s)), "
             """'entities', '[{"name": "Intruder"}]'::jsonb))""",
         ),
-        control="select (memory.apply_extraction(%(episode)s, jsonb_build_object("
+        control="select (memory_worker.apply_extraction(%(episode)s, jsonb_build_object("
         "'contradictions', jsonb_build_array(jsonb_build_object('fact_id', %(fact)s)))) "
         "#>> '{contradictions,closed}')::int = 1",
         mutates=True,
@@ -441,39 +449,40 @@ CASES: dict[str, Case] = {
             control="select memory.context(%(project)s, 'Alice Globex')::text ~ 'Globex'",
         )
     ),
-    P + "api_search(uuid,text,vector,vector,timestamptz,timestamptz,integer,text[],text)": (
+    H + "search(uuid,text,vector,vector,timestamptz,timestamptz,integer,text[],text)": (
         Case(
-            probes=("select memory.api_search(%(project)s, 'Alice Globex')",),
-            control="select jsonb_array_length(memory.api_search(%(project)s, 'Alice Globex') "
+            probes=("select memory_http.search(%(project)s, 'Alice Globex')",),
+            control="select jsonb_array_length(memory_http.search(%(project)s, 'Alice Globex') "
             "-> 'results') > 0",
         )
     ),
-    P + "api_context(uuid,text,vector,vector,timestamptz,timestamptz,integer,integer)": (
+    H + "context(uuid,text,vector,vector,timestamptz,timestamptz,integer,integer)": (
         Case(
-            probes=("select memory.api_context(%(project)s, 'Alice Globex')",),
-            control="select memory.api_context(%(project)s, 'Alice Globex')::text ~ 'Globex'",
+            probes=("select memory_http.context(%(project)s, 'Alice Globex')",),
+            control="select memory_http.context(%(project)s, 'Alice Globex')::text ~ 'Globex'",
         )
     ),
     # ---- jobs --------------------------------------------------------------------
-    P + "claim_jobs(text,text[],integer,interval)": Case(neutral=WORKER_ONLY),
-    P + "resume_waiting_jobs(text[])": Case(neutral=WORKER_ONLY),
-    P + "enqueue_due_jobs()": Case(neutral=WORKER_ONLY),
-    P + "complete_job(uuid,bigint,text,jsonb)": Case(
+    W + "claim_jobs(text,text[],integer,interval)": Case(neutral=WORKER_ONLY),
+    W + "resume_waiting_jobs(text[])": Case(neutral=WORKER_ONLY),
+    W + "enqueue_due_jobs()": Case(neutral=WORKER_ONLY),
+    W + "complete_job(uuid,bigint,text,jsonb)": Case(
         setup=LEASE_ENRICH,
-        probes=("select memory.complete_job(%(org)s, %(job)s, 'xt')",),
-        control="select memory.complete_job(%(org)s, %(job)s, 'xt')",
+        probes=("select memory_worker.complete_job(%(org)s, %(job)s, 'xt')",),
+        control="select memory_worker.complete_job(%(org)s, %(job)s, 'xt')",
         mutates=True,
     ),
-    P + "fail_job(uuid,bigint,text,text,boolean)": Case(
+    W + "fail_job(uuid,bigint,text,text,boolean)": Case(
         setup=LEASE_ENRICH,
-        probes=("select memory.fail_job(%(org)s, %(job)s, 'xt', 'intruder', false)",),
-        control="select memory.fail_job(%(org)s, %(job)s, 'xt', 'control', false) = 'dead'",
+        probes=("select memory_worker.fail_job(%(org)s, %(job)s, 'xt', 'intruder', false)",),
+        control="select memory_worker.fail_job(%(org)s, %(job)s, 'xt', 'control', false) = 'dead'",
         mutates=True,
     ),
     P + "retry_dead_jobs(text,uuid)": Case(
         # A's enrich job, leased and failed for good: dead. Scoped to B, retrying
         # (even naming A's project) must leave it dead.
-        setup=LEASE_ENRICH + ";\nselect memory.fail_job(%(org)s, %(job)s, 'xt', 'gave up', false)",
+        setup=LEASE_ENRICH
+        + ";\nselect memory_worker.fail_job(%(org)s, %(job)s, 'xt', 'gave up', false)",
         probes=("select memory.retry_dead_jobs('enrich', %(project)s)",),
         control="select memory.retry_dead_jobs('enrich', %(project)s) = 1",
         mutates=True,
@@ -482,23 +491,23 @@ CASES: dict[str, Case] = {
         probes=("select memory.project_backlog(%(project)s)",),
         control="select memory.project_backlog(%(project)s) ? 'caught_up'",
     ),
-    P + "park_job(uuid,bigint,text,text)": Case(
+    W + "park_job(uuid,bigint,text,text)": Case(
         setup=LEASE_ENRICH,
-        probes=("select memory.park_job(%(org)s, %(job)s, 'xt', 'intruder')",),
-        control="select memory.park_job(%(org)s, %(job)s, 'xt', 'control')",
+        probes=("select memory_worker.park_job(%(org)s, %(job)s, 'xt', 'intruder')",),
+        control="select memory_worker.park_job(%(org)s, %(job)s, 'xt', 'control')",
         mutates=True,
     ),
-    P + "extend_lease(uuid,bigint,text,interval)": Case(
+    W + "extend_lease(uuid,bigint,text,interval)": Case(
         setup=LEASE_ENRICH,
-        probes=("select memory.extend_lease(%(org)s, %(job)s, 'xt', '1 hour')",),
-        control="select memory.extend_lease(%(org)s, %(job)s, 'xt', '1 hour')",
+        probes=("select memory_worker.extend_lease(%(org)s, %(job)s, 'xt', '1 hour')",),
+        control="select memory_worker.extend_lease(%(org)s, %(job)s, 'xt', '1 hour')",
         mutates=True,
     ),
-    P + "purge_done_jobs(interval)": Case(
+    W + "purge_done_jobs(interval)": Case(
         # No id: it acts on the caller's org. B's purge must leave A's done job.
-        setup=LEASE_ENRICH + ";\nselect memory.complete_job(%(org)s, %(job)s, 'xt')",
-        probes=("select memory.purge_done_jobs('-1 hour')",),
-        control="select memory.purge_done_jobs('-1 hour') > 0",
+        setup=LEASE_ENRICH + ";\nselect memory_worker.complete_job(%(org)s, %(job)s, 'xt')",
+        probes=("select memory_worker.purge_done_jobs('-1 hour')",),
+        control="select memory_worker.purge_done_jobs('-1 hour') > 0",
         mutates=True,
     ),
     P + "queue_stats()": Case(
@@ -516,89 +525,89 @@ CASES: dict[str, Case] = {
         "('text'::regtype, 'bigint'::regtype))",
     ),
     # ---- API keys and authentication ---------------------------------------------
-    P + "api_permissions()": Case(
+    H + "permissions()": Case(
         neutral="the fixed permission vocabulary (a constant)",
-        check="select memory.api_permissions() @> array['project:read', 'project:manage']",
+        check="select memory_http.permissions() @> array['project:read', 'project:manage']",
     ),
-    P + "create_api_key(uuid,text,text[])": Case(
+    H + "create_api_key(uuid,text,text[])": Case(
         probes=(
-            "select key_id is null from memory.create_api_key(%(project)s, 'x', "
+            "select key_id is null from memory_http.create_api_key(%(project)s, 'x', "
             "array['project:read'])",
         ),
-        control="select token like 'cmk_%%' from memory.create_api_key(%(project)s, 'x', "
+        control="select token like 'cmk_%%' from memory_http.create_api_key(%(project)s, 'x', "
         "array['project:read'])",
         mutates=True,
     ),
-    P + "list_api_keys(uuid)": Case(
-        probes=("select * from memory.list_api_keys(%(project)s)",),
-        control="select count(*) > 0 from memory.list_api_keys(%(project)s)",
+    H + "list_api_keys(uuid)": Case(
+        probes=("select * from memory_http.list_api_keys(%(project)s)",),
+        control="select count(*) > 0 from memory_http.list_api_keys(%(project)s)",
     ),
-    P + "revoke_api_key(uuid,uuid)": Case(
+    H + "revoke_api_key(uuid,uuid)": Case(
         probes=(
-            "select memory.revoke_api_key(%(project)s, %(key)s)",
-            "select memory.revoke_api_key(%(b_project)s, %(key)s)",
+            "select memory_http.revoke_api_key(%(project)s, %(key)s)",
+            "select memory_http.revoke_api_key(%(b_project)s, %(key)s)",
         ),
-        control="select memory.revoke_api_key(%(project)s, %(key)s) is not null",
+        control="select memory_http.revoke_api_key(%(project)s, %(key)s) is not null",
         mutates=True,
     ),
-    P + "authenticate(text)": Case(
+    H + "authenticate(text)": Case(
         # The token is the credential: A's real token scopes to A by design. A's key
         # id with a wrong secret must look exactly like an unknown key id.
         probes=(
-            "select *, memory_internal.current_org() from memory.authenticate('cmk_' || "
+            "select *, memory_internal.current_org() from memory_http.authenticate('cmk_' || "
             "replace(%(key)s::text, '-', '') || '_' || repeat('0', 64))",
         ),
-        control="select org_id = %(org)s from memory.authenticate(%(a_token)s)",
+        control="select org_id = %(org)s from memory_http.authenticate(%(a_token)s)",
     ),
-    P + "authorize(text,text,uuid)": Case(
+    H + "authorize(text,text,uuid)": Case(
         probes=(
-            "select * from memory.authorize(%(b_token)s, 'project:read', %(project)s)",
-            "select * from memory.authorize('cmk_' || replace(%(key)s::text, '-', '') || '_' "
+            "select * from memory_http.authorize(%(b_token)s, 'project:read', %(project)s)",
+            "select * from memory_http.authorize('cmk_' || replace(%(key)s::text, '-', '') || '_' "
             "|| repeat('0', 64), 'project:read', %(project)s)",
         ),
-        control="select org_id = %(org)s from memory.authorize(%(a_token)s, 'project:read', "
+        control="select org_id = %(org)s from memory_http.authorize(%(a_token)s, 'project:read', "
         "%(project)s)",
     ),
-    P + "authorize_key(text)": Case(
+    H + "authorize_key(text)": Case(
         probes=(
-            "select * from memory.authorize_key('cmk_' || replace(%(key)s::text, '-', '') "
+            "select * from memory_http.authorize_key('cmk_' || replace(%(key)s::text, '-', '') "
             "|| '_' || repeat('0', 64))",
         ),
-        control="select org_id = %(org)s from memory.authorize_key(%(a_token)s)",
+        control="select org_id = %(org)s from memory_http.authorize_key(%(a_token)s)",
     ),
-    P + "authorize_own_project(text,text)": Case(
+    H + "authorize_own_project(text,text)": Case(
         probes=(
-            "select * from memory.authorize_own_project('cmk_' || replace(%(key)s::text, "
+            "select * from memory_http.authorize_own_project('cmk_' || replace(%(key)s::text, "
             "'-', '') || '_' || repeat('0', 64), 'project:read')",
         ),
-        control="select project_id = %(project)s from memory.authorize_own_project("
+        control="select project_id = %(project)s from memory_http.authorize_own_project("
         "%(a_token)s, 'project:read')",
     ),
-    P + "bootstrap_api_key(uuid,text,text,text,text[])": Case(
+    H + "bootstrap_api_key(uuid,text,text,text,text[])": Case(
         probes=(
-            "select memory.bootstrap_api_key(%(org)s, null, 'intruder', 'k', "
+            "select memory_http.bootstrap_api_key(%(org)s, null, 'intruder', 'k', "
             "array['project:manage'])",
         ),
-        control="select memory.bootstrap_api_key(%(org)s, null, 'xt boot', 'k', "
+        control="select memory_http.bootstrap_api_key(%(org)s, null, 'xt boot', 'k', "
         "array['project:read']) ->> 'token' like 'cmk_%%'",
         mutates=True,
     ),
-    P + "api_create_project(text)": Case(
+    H + "create_project(text)": Case(
         # No id: it creates in the authorized key's org. B's call stays in B.
-        probes=("select org_id = %(b_org)s from memory.api_create_project('xt B project')",),
-        control="select org_id = %(org)s from memory.api_create_project('xt A project')",
+        probes=("select org_id = %(b_org)s from memory_http.create_project('xt B project')",),
+        control="select org_id = %(org)s from memory_http.create_project('xt A project')",
         mutates=True,
     ),
-    P + "api_org()": Case(
+    H + "org()": Case(
         neutral="names no id: the authorized key's org, never another",
-        check="select array_agg(org_id) = array[%(b_org)s] from memory.api_org()",
-        control="select array_agg(org_id) = array[%(org)s] from memory.api_org()",
+        check="select array_agg(org_id) = array[%(b_org)s] from memory_http.org()",
+        control="select array_agg(org_id) = array[%(org)s] from memory_http.org()",
     ),
-    P + "api_list_projects()": Case(
+    H + "list_projects()": Case(
         neutral="names no id: the projects of the authorized key's org",
         check="select count(*) > 0 and bool_and(org_id = %(b_org)s) "
-        "from memory.api_list_projects()",
-        control="select %(project)s in (select project_id from memory.api_list_projects())",
+        "from memory_http.list_projects()",
+        control="select %(project)s in (select project_id from memory_http.list_projects())",
     ),
     # ---- webhooks ----------------------------------------------------------------
     P + "webhook_event_types()": Case(
@@ -611,9 +620,9 @@ CASES: dict[str, Case] = {
         "? 'secret'",
         mutates=True,
     ),
-    P + "api_create_webhook(uuid,text,text[])": Case(
-        probes=("select memory.api_create_webhook(%(project)s, 'https://hooks.example.com/x')",),
-        control="select memory.api_create_webhook(%(project)s, "
+    H + "create_webhook(uuid,text,text[])": Case(
+        probes=("select memory_http.create_webhook(%(project)s, 'https://hooks.example.com/x')",),
+        control="select memory_http.create_webhook(%(project)s, "
         "'https://hooks.example.com/y') ? 'secret'",
         mutates=True,
     ),
@@ -629,12 +638,12 @@ CASES: dict[str, Case] = {
         control="select memory.rotate_webhook_secret(%(project)s, %(endpoint)s) ? 'secret'",
         mutates=True,
     ),
-    P + "api_rotate_webhook_secret(uuid,uuid)": Case(
+    H + "rotate_webhook_secret(uuid,uuid)": Case(
         probes=(
-            "select memory.api_rotate_webhook_secret(%(project)s, %(endpoint)s)",
-            "select memory.api_rotate_webhook_secret(%(b_project)s, %(endpoint)s)",
+            "select memory_http.rotate_webhook_secret(%(project)s, %(endpoint)s)",
+            "select memory_http.rotate_webhook_secret(%(b_project)s, %(endpoint)s)",
         ),
-        control="select memory.api_rotate_webhook_secret(%(project)s, %(endpoint)s) ? 'secret'",
+        control="select memory_http.rotate_webhook_secret(%(project)s, %(endpoint)s) ? 'secret'",
         mutates=True,
     ),
     P + "update_webhook(uuid,uuid,text,text[],boolean)": Case(
@@ -646,12 +655,12 @@ CASES: dict[str, Case] = {
         "p_enabled => false) ->> 'enabled')::boolean",
         mutates=True,
     ),
-    P + "api_update_webhook(uuid,uuid,text,text[],boolean)": Case(
+    H + "update_webhook(uuid,uuid,text,text[],boolean)": Case(
         probes=(
-            "select memory.api_update_webhook(%(project)s, %(endpoint)s, p_enabled => false)",
-            "select memory.api_update_webhook(%(b_project)s, %(endpoint)s, p_enabled => false)",
+            "select memory_http.update_webhook(%(project)s, %(endpoint)s, p_enabled => false)",
+            "select memory_http.update_webhook(%(b_project)s, %(endpoint)s, p_enabled => false)",
         ),
-        control="select not (memory.api_update_webhook(%(project)s, %(endpoint)s, "
+        control="select not (memory_http.update_webhook(%(project)s, %(endpoint)s, "
         "p_enabled => false) ->> 'enabled')::boolean",
         mutates=True,
     ),
@@ -663,28 +672,28 @@ CASES: dict[str, Case] = {
         control="select memory.delete_webhook(%(project)s, %(endpoint)s) ? 'deleted'",
         mutates=True,
     ),
-    P + "api_delete_webhook(uuid,uuid)": Case(
+    H + "delete_webhook(uuid,uuid)": Case(
         probes=(
-            "select memory.api_delete_webhook(%(project)s, %(endpoint)s)",
-            "select memory.api_delete_webhook(%(b_project)s, %(endpoint)s)",
+            "select memory_http.delete_webhook(%(project)s, %(endpoint)s)",
+            "select memory_http.delete_webhook(%(b_project)s, %(endpoint)s)",
         ),
-        control="select memory.api_delete_webhook(%(project)s, %(endpoint)s) ? 'deleted'",
+        control="select memory_http.delete_webhook(%(project)s, %(endpoint)s) ? 'deleted'",
         mutates=True,
     ),
-    P + "webhook_target(uuid)": Case(
-        probes=("select * from memory.webhook_target(%(endpoint)s)",),
-        control="select secret like 'whsec_%%' from memory.webhook_target(%(endpoint)s)",
+    W + "webhook_target(uuid)": Case(
+        probes=("select * from memory_worker.webhook_target(%(endpoint)s)",),
+        control="select secret like 'whsec_%%' from memory_worker.webhook_target(%(endpoint)s)",
     ),
-    P + "log_webhook_attempt(bigint,integer,text,integer,boolean)": Case(
+    W + "log_webhook_attempt(bigint,integer,text,integer,boolean)": Case(
         setup=LEASE_DELIVERY,
-        probes=("select memory.log_webhook_attempt(%(delivery_job)s, 200, null, 5, true)",),
-        control="select memory.log_webhook_attempt(%(delivery_job)s, 200, null, 5, true) "
+        probes=("select memory_worker.log_webhook_attempt(%(delivery_job)s, 200, null, 5, true)",),
+        control="select memory_worker.log_webhook_attempt(%(delivery_job)s, 200, null, 5, true) "
         "= 'delivered'",
         mutates=True,
     ),
     P + "webhook_deliveries(uuid,uuid,integer,bigint)": Case(
         setup=LEASE_DELIVERY
-        + ";\nselect memory.log_webhook_attempt(%(delivery_job)s, 500, 'x', 5, true)",
+        + ";\nselect memory_worker.log_webhook_attempt(%(delivery_job)s, 500, 'x', 5, true)",
         probes=(
             "select * from memory.webhook_deliveries(%(project)s, %(endpoint)s)",
             "select * from memory.webhook_deliveries(%(b_project)s, %(endpoint)s)",
@@ -692,14 +701,14 @@ CASES: dict[str, Case] = {
         ),
         control="select count(*) > 0 from memory.webhook_deliveries(%(project)s, %(endpoint)s)",
     ),
-    P + "api_webhook_deliveries(uuid,uuid,integer,bigint)": Case(
+    H + "webhook_deliveries(uuid,uuid,integer,bigint)": Case(
         setup=LEASE_DELIVERY
-        + ";\nselect memory.log_webhook_attempt(%(delivery_job)s, 500, 'x', 5, true)",
+        + ";\nselect memory_worker.log_webhook_attempt(%(delivery_job)s, 500, 'x', 5, true)",
         probes=(
-            "select memory.api_webhook_deliveries(%(project)s, %(endpoint)s)",
-            "select memory.api_webhook_deliveries(%(b_project)s, %(endpoint)s)",
+            "select memory_http.webhook_deliveries(%(project)s, %(endpoint)s)",
+            "select memory_http.webhook_deliveries(%(b_project)s, %(endpoint)s)",
         ),
-        control="select jsonb_array_length(memory.api_webhook_deliveries(%(project)s, "
+        control="select jsonb_array_length(memory_http.webhook_deliveries(%(project)s, "
         "%(endpoint)s) -> 'deliveries') > 0",
     ),
 }
@@ -725,7 +734,7 @@ def _tenant(
     conn.execute("select memory.use_org(%s)", (org,))
     project = _one(conn, "select memory.create_project(%s, 'main')", (org,))
     row = conn.execute(
-        "select token, key_id from memory.create_api_key(%s, 'root', %s)",
+        "select token, key_id from memory_http.create_api_key(%s, 'root', %s)",
         (project, ALL_PERMISSIONS),
     ).fetchone()
     assert row is not None
@@ -739,7 +748,7 @@ def build_world(conn: psycopg.Connection[Any]) -> World:
     org, project, a_token, _ = _tenant(conn, "xt tenant A")
     key = _one(
         conn,
-        "select key_id from memory.create_api_key(%s, 'spare', array['project:read'])",
+        "select key_id from memory_http.create_api_key(%s, 'spare', array['project:read'])",
         (project,),
     )
     endpoint = uuid.UUID(
@@ -836,7 +845,7 @@ def _outcome(conn: psycopg.Connection[Any], query: str, ids: Mapping[str, Any]) 
 
 def _as(conn: psycopg.Connection[Any], token: str) -> None:
     """Scope the transaction to a key's org (memory.use_org, plus the key for api_*)."""
-    row = conn.execute("select org_id from memory.authenticate(%s)", (token,)).fetchone()
+    row = conn.execute("select org_id from memory_http.authenticate(%s)", (token,)).fetchone()
     assert row is not None and row[0] is not None
 
 
@@ -855,13 +864,13 @@ def _digest(conn: psycopg.Connection[Any], w: World) -> dict[str, str]:
         (
             "keys",
             "select k.* from memory.projects p "
-            "cross join lateral memory.list_api_keys(p.project_id) k "
+            "cross join lateral memory_http.list_api_keys(p.project_id) k "
             "where p.project_id = %(project)s order by k.key_id",
         ),
         (
             "secrets",
             "select e.endpoint_id, t.* from memory.webhook_endpoints e "
-            "cross join lateral memory.webhook_target(e.endpoint_id) t order by 1",
+            "cross join lateral memory_worker.webhook_target(e.endpoint_id) t order by 1",
         ),
     ):
         out[name] = repr(conn.execute(query, w.ids).fetchall())
@@ -875,10 +884,14 @@ def test_every_app_function_has_a_case(app_dsn: str) -> None:
             r[0].replace("timestamp with time zone", "timestamptz")
             for r in conn.execute(
                 "select p.oid::regprocedure::text from pg_proc p "
-                "where p.pronamespace = 'memory'::regnamespace "
-                "and has_function_privilege('chronomem_app', p.oid, 'EXECUTE')"
+                "where p.pronamespace::regnamespace::text = any (%s) "
+                "and has_function_privilege('chronomem_app', p.oid, 'EXECUTE')",
+                (list(SCHEMAS),),
             )
         }
+    # The scan sees every schema (a wrong schema list would find nothing there).
+    for schema in SCHEMAS:
+        assert any(k.startswith(schema + ".") for k in executable), schema
     missing = sorted(executable - CASES.keys())
     stale = sorted(CASES.keys() - executable)
     assert not missing, f"functions the app role can execute without a cross-tenant case: {missing}"
@@ -915,7 +928,7 @@ def test_cross_tenant(world: World, conn: psycopg.Connection[Any], name: str) ->
         assert _one(conn, case.check, ids) is True, case.check
     if case.neutral == WORKER_ONLY:
         # Worker/operator functions across orgs: not reachable by a tenant.
-        fname = name.split("(")[0].removeprefix(P)
+        fname = name.split("(")[0].split(".")[-1]
         assert _one(
             conn,
             "select not has_function_privilege('chronomem_analyst', %s::regprocedure, 'EXECUTE')",

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
-SCHEMAS = ("memory", "memory_internal")
+SCHEMAS = ("memory", "memory_http", "memory_worker", "memory_internal")
 CALLERS = ("chronomem_app", "chronomem_analyst")
 # A temp relation created or named in a function body.
 TEMP_USE = r"pg_temp\s*\.|\m(temp|temporary)\s+(table|view|sequence)\M"
@@ -97,8 +97,11 @@ def _definer_schemas(admin: psycopg.Connection[Any]) -> set[str]:
 
 
 def test_callers_cannot_create_in_a_definer_search_path(admin: psycopg.Connection[Any]) -> None:
-    schemas = _definer_schemas(admin)
-    assert {"memory", "memory_internal", "public"} <= schemas
+    # The definer functions' search_paths, and the schemas that hold definer functions.
+    schemas = _definer_schemas(admin) | set(SCHEMAS)
+    assert {"memory", "memory_internal", "public"} <= _definer_schemas(admin)
+    # Each schema holds functions the scan sees (a misspelt schema would hold none).
+    assert {sig.split(".")[0] for sig, _, _, _ in _functions(admin)} == set(SCHEMAS)
     can_create = admin.execute(
         "select r, s from unnest(%s::text[]) r, unnest(%s::text[]) s "
         "where has_schema_privilege(r, s, 'CREATE') order by 1, 2",

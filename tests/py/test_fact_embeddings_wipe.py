@@ -30,7 +30,7 @@ def _project_with_fact(app_dsn: str, org: uuid.UUID, name: str) -> tuple[uuid.UU
 
 def _store(conn: psycopg.Connection[Any], fact: uuid.UUID) -> int:
     return conn.execute(  # type: ignore[no-any-return, index]
-        f"select memory.store_embeddings('fact', array[%s]::uuid[], array[{VEC}])", (fact,)
+        f"select memory_worker.store_embeddings('fact', array[%s]::uuid[], array[{VEC}])", (fact,)
     ).fetchone()[0]
 
 
@@ -118,7 +118,7 @@ def test_a_store_after_a_wipe_stores_nothing(app_dsn: str, admin_dsn: str, org: 
             app_dsn,
             admin_dsn,
             org,
-            f"select memory.store_embeddings('fact', array[%s]::uuid[], array[{VEC}])",
+            f"select memory_worker.store_embeddings('fact', array[%s]::uuid[], array[{VEC}])",
             (fact,),
         )
     assert stored == 0 and _embedded(app_dsn, org, fact) == 0, stored

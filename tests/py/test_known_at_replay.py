@@ -744,7 +744,7 @@ def test_search_finds_only_what_holds_at_its_instants(
         dim = project._one("select memory.embedding_dim()")
         embedding = "[" + ",".join(["0.5"] * dim) + "]"
         conn.execute(
-            "select memory.store_embeddings('fact', array_agg(v.fact_id), "
+            "select memory_worker.store_embeddings('fact', array_agg(v.fact_id), "
             "array_agg(%s::vector)) from memory_internal.fact_versions(%s) v",
             (embedding, project.id),
         )

@@ -656,7 +656,7 @@ def test_tables_carry_org_id_and_keys_include_it() -> None:
 # gets "not found", never a foreign key's refusal or an audit row of a deleted project).
 # store_embeddings locks every project of a set of versions in one statement, and skips
 # the versions a deletion took instead of failing.
-PROJECT_LOCK_TAKERS = frozenset({"memory_internal.hold_project", "memory.store_embeddings"})
+PROJECT_LOCK_TAKERS = frozenset({"memory_internal.hold_project", "memory_worker.store_embeddings"})
 _PROJECT_LOCK = re.compile(
     r"pg_advisory_xact_lock\w*\s*\(\s*memory_internal\.project_lock_key", re.I
 )

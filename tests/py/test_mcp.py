@@ -440,3 +440,40 @@ def test_stdio_refuses_a_bad_key(app_dsn: str) -> None:
         timeout=30,
     )
     assert done.returncode == 2 and "invalid API key" in done.stderr and done.stdout == ""
+
+
+def test_mcp_and_http_refuse_the_same_call_with_the_same_key(base: str, tenant: Tenant) -> None:
+    """One key, one call, over MCP and over its HTTP route: both refused the same way,
+    naming the same permission, by the database's authorization (memory_http.authorize);
+    with a key that grants it, both succeed (positive control)."""
+    p = str(tenant.project)
+    fact = {"subject": "Refusal", "predicate": "likes", "object": "tea"}
+    calls = [
+        # (tool, its arguments, method, route, body, the permission both need)
+        ("list_facts", {"project_id": p}, "GET", f"/v1/projects/{p}/facts", None, "project:read"),
+        ("add_facts", {"project_id": p, "facts": [fact]}, "POST", f"/v1/projects/{p}/facts",
+         {"facts": [fact]}, "project:write"),
+        ("declare_predicate", {"project_id": p, "predicate": "likes", "cardinality": "many"},
+         "PUT", f"/v1/projects/{p}/predicates/likes", {"cardinality": "many"},
+         "configuration:write"),
+    ]  # fmt: skip
+    narrow = tenant.key(["members:read"])  # grants none of them
+
+    async def run() -> None:
+        for token, refused in ((narrow, True), (tenant.token, False)):
+            headers = {"Authorization": f"Bearer {token}"}
+            async with http_client(base, token) as mcp:
+                for tool, args, method, route, body, permission in calls:
+                    result = await mcp.call_tool(tool, args)
+                    answer = httpx.request(method, base + route, json=body, headers=headers)
+                    if refused:
+                        text = error_text(result)
+                        assert "forbidden" in text and permission in text, (tool, text)
+                        error = answer.json()["error"]
+                        assert answer.status_code == 403, (route, answer.text)
+                        assert error["code"] == "forbidden" and permission in error["message"]
+                    else:
+                        ok(result)
+                        assert answer.status_code == 200, (route, answer.text)
+
+    asyncio.run(run())

@@ -296,7 +296,7 @@ def test_the_absorbed_entitys_notes_move_with_it(
           (p.id, '[{"role": "user", "content": "Mel likes hiking, Zoe likes chess"}]'))  # fmt: skip
     episode = p.one("select episode_id from memory.episodes where project_id = %s", (p.id,))
     p.one(
-        "select memory.apply_extraction(%s, %s::jsonb)",
+        "select memory_worker.apply_extraction(%s, %s::jsonb)",
         (episode, '{"entities": [], "facts": [], "contradictions": [], "notes": ['
                   '{"kind": "preference", "subject": "Mel", "content": "Mel likes hiking"},'
                   '{"kind": "preference", "subject": "Zoe", "content": "Zoe likes chess"}]}'),

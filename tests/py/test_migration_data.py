@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from chronomem.bootstrap import bootstrap
 from chronomem.dsn import with_params
@@ -296,3 +297,98 @@ def test_0035_keys_lose_default_ignorables_without_merging_and_instants_are_boun
     assert 'predicate "likes"' in joined and "overlap" in joined
     assert "WARNING" in joined and "episodes_occurred_at_years_check" in joined
     assert f"project {project}: 1 rows" in joined
+
+
+# Old signatures of a database at 0035 (functions/ of that revision created them in
+# memory); 0036 drops them, and functions/ creates them in memory_http and memory_worker.
+OLD_0035_FUNCTIONS = (
+    "memory.authenticate(text)",
+    "memory.authorize(text, text, uuid)",
+    "memory.api_permissions()",
+    "memory.api_search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], "
+    "text)",
+    "memory.claim_jobs(text, text[], integer, interval)",
+    "memory.store_embeddings(text, uuid[], vector[])",
+)
+
+
+def test_0036_a_key_stored_at_0035_authenticates_and_reads_after_the_move(
+    server_admin: str,
+) -> None:
+    """A database at 0035, with its functions in memory, an org, a project, an API key
+    and memory stored: after migrating, the key authenticates and authorizes through
+    memory_http, the reads of memory and the HTTP layer's writes work, the old
+    signatures are gone, and a second migrate changes nothing."""
+    owner, admin = at_revision(server_admin, "0035")
+    org, project, key = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    secret = bytes(range(32))
+    token = f"cmk_{key.hex}_{secret.hex()}"
+    with psycopg.connect(owner) as conn:
+        # Stand-ins for the old functions at their old signatures (their bodies do not
+        # matter: nothing calls them after 0036).
+        for sig in OLD_0035_FUNCTIONS:
+            name, args = sig.split("(", 1)
+            conn.execute(f"create function {name}({args} returns void language sql as 'select'")
+            conn.execute(f"grant execute on function {sig} to chronomem_app")
+    with psycopg.connect(admin) as conn:
+        conn.execute("insert into memory.orgs (org_id, name) values (%s, 'o')", (org,))
+        conn.execute(
+            "insert into memory.projects (org_id, project_id, name) values (%s, %s, 'p')",
+            (org, project),
+        )
+        conn.execute(
+            "insert into memory_internal.api_keys (org_id, project_id, key_id, name, prefix, "
+            "secret_hash, permissions, created_by) values (%s, %s, %s, 'k', %s, sha256(%s), "
+            "array['project:read', 'project:write'], 'test')",
+            (org, project, key, token[:16], secret),
+        )
+        conn.execute(
+            "insert into memory.sessions (org_id, project_id, external_id) values (%s, %s, 'chat')",
+            (org, project),
+        )
+        conn.execute(
+            "insert into memory.entities (org_id, project_id, name, normalized_name) "
+            "values (%s, %s, 'Alice', 'alice')",
+            (org, project),
+        )
+    migrate(owner)
+    with psycopg.connect(admin) as conn:
+        for sig in OLD_0035_FUNCTIONS:
+            assert conn.execute("select to_regprocedure(%s)", (sig,)).fetchone() == (None,), sig
+        # The same calls at their new names exist (positive control for the check above).
+        for sig in ("memory_http.authenticate(text)", "memory_worker.claim_jobs(text, text[], "
+                    "integer, interval)"):  # fmt: skip
+            assert conn.execute("select to_regprocedure(%s) is not null", (sig,)).fetchone() == (
+                True,
+            )
+        conn.execute("set role chronomem_app")
+        with conn.transaction():
+            row = conn.execute(
+                "select org_id, project_id, key_id from memory_http.authenticate(%s)", (token,)
+            ).fetchone()
+            assert row == (org, project, key)
+        with conn.transaction():
+            conn.execute("select memory_http.authorize(%s, 'project:read', %s)", (token, project))
+            sessions = conn.execute("select memory.list_sessions(%s)", (project,)).fetchone()
+            assert [s["session"] for s in sessions[0]["sessions"]] == ["chat"]  # type: ignore[index]
+            entities = conn.execute("select memory.list_entities(%s)", (project,)).fetchone()
+            assert [e["name"] for e in entities[0]["entities"]] == ["Alice"]  # type: ignore[index]
+        with conn.transaction():
+            conn.execute("select memory_http.authorize(%s, 'project:write', %s)", (token, project))
+            conn.execute(
+                "select memory_http.assert_facts(%s, %s)",
+                (project, Jsonb([{"subject": "Alice", "predicate": "likes", "object": "tea"}])),
+            )
+        with conn.transaction():
+            conn.execute("select memory_http.authorize(%s, 'project:read', %s)", (token, project))
+            facts = conn.execute("select memory.list_facts(%s)", (project,)).fetchone()
+            assert [(f["subject"], f["object"]) for f in facts[0]["facts"]] == [  # type: ignore[index]
+                ("Alice", "tea")
+            ]
+        # A wrong secret is refused, as before.
+        with conn.transaction():
+            bad = token[:-1] + ("0" if token[-1] != "0" else "1")
+            assert conn.execute(
+                "select key_id from memory_http.authenticate(%s)", (bad,)
+            ).fetchone() == (None,)
+    migrate(owner)  # idempotent on the migrated database

@@ -54,7 +54,7 @@ def test_reembed_to_8_dimensions(
                 (project, json.dumps([{"subject": "ann", "predicate": "likes", "object": "tea"}])),
             )
             stored = conn.execute(  # type: ignore[index]
-                "select memory.store_embeddings('fact', array_agg(fact_id), "
+                "select memory_worker.store_embeddings('fact', array_agg(fact_id), "
                 "array_fill(array_fill(0.5, array[384])::vector, array[count(*)::int])) "
                 "from memory.facts_at(%s)",
                 (project,),

@@ -53,7 +53,7 @@ def _assert(conn: psycopg.Connection[Any], project: uuid.UUID, facts: str) -> An
 def _embed(conn: psycopg.Connection[Any], facts: list[str]) -> Any:
     """Store an embedding for each fact, as the embed worker does."""
     return conn.execute(
-        "select memory.store_embeddings('fact', %s::uuid[], array_fill("
+        "select memory_worker.store_embeddings('fact', %s::uuid[], array_fill("
         "array_fill(0.5, array[memory.embedding_dim()])::vector, array[%s]))",
         (facts, len(facts)),
     ).fetchone()[0]  # type: ignore[index]

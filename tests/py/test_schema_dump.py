@@ -20,7 +20,7 @@ from psycopg import sql
 from chronomem import embedded, schema_dump
 from chronomem.dsn import with_params
 
-SCHEMAS = ("memory", "memory_internal", "public")
+SCHEMAS = ("memory", "memory_http", "memory_worker", "memory_internal", "public")
 ROLES = ("chronomem_app", "chronomem_analyst", "public")
 
 # What the catalog says of every object in the project's schemas, one row per fact,
@@ -221,6 +221,12 @@ def test_sql_reference_is_generated_from_the_comments(fresh_install: str) -> Non
     # Positive control: the reference carries the comments a reader looks for.
     assert "#### `memory.facts_at(" in generated
     assert "The effective-at predicate" in generated
+    # Each public-facing schema, with its audience (COMMENT ON SCHEMA) and functions.
+    for schema in ("memory", "memory_http", "memory_worker"):
+        assert f"## Schema `{schema}`" in generated
+    assert "#### `memory_http.authorize(" in generated
+    assert "#### `memory_worker.claim_jobs(" in generated
+    assert "Chronomem HTTP and MCP layer" in generated
     if generated != committed:
         diff = "".join(
             difflib.unified_diff(

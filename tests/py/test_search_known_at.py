@@ -82,7 +82,7 @@ def test_search_sees_a_retracted_fact_only_at_known_at_before_the_retraction(sto
     job, control = (uuid.UUID(r["fact_id"]) for r in result["results"])
     ids = store.one("select array_agg(fact_id) from memory.facts_at(%s)", (store.project,))
     store.one(
-        "select memory.store_embeddings('fact', %s, array_fill(%s::vector, array[%s]))",
+        "select memory_worker.store_embeddings('fact', %s, array_fill(%s::vector, array[%s]))",
         (ids, EMBEDDING, len(ids)),
     )
     recorded = store.now()

@@ -2,7 +2,7 @@
 
 - every attempt has one total deadline (connect, TLS, request, the answer's headers): a
   receiver that trickles its answer one byte a second is cut at the deadline;
-- the claim (memory.claim_jobs) caps the deliveries in flight per org and per endpoint,
+- the claim (memory_worker.claim_jobs) caps the deliveries in flight per org and per endpoint,
   under a per-org lock, and the rest wait in the queue;
 - with two lanes or more, one lane never takes deliveries, so an org's slow endpoints
   cannot hold every lane while another org's extraction or embedding waits;
@@ -348,7 +348,7 @@ def test_caps_are_checked_in_the_claim(
 
         def claim() -> list[int]:
             rows = conn.execute(
-                "select job_id from memory.claim_jobs('cap', array['deliver_webhook'], 10)"
+                "select job_id from memory_worker.claim_jobs('cap', array['deliver_webhook'], 10)"
             ).fetchall()
             return [r[0] for r in rows]
 
@@ -356,7 +356,7 @@ def test_caps_are_checked_in_the_claim(
         assert len(first) == 1
         assert claim() == []  # the endpoint's one delivery is in flight
         (queued,) = [j for j in t.jobs() if j["status"] == "queued"]
-        conn.execute("select memory.complete_job(%s, %s, 'cap')", (t.org, first[0]))
+        conn.execute("select memory_worker.complete_job(%s, %s, 'cap')", (t.org, first[0]))
         assert claim() == [queued["job_id"]]
         conn.execute("reset chronomem.webhook_max_in_flight_per_endpoint")
     assert {j["payload"]["endpoint_id"] for j in t.jobs()} == {endpoint}
@@ -559,7 +559,7 @@ def test_webhook_settings_and_their_limits(app_dsn: str) -> None:
     with psycopg.connect(app_dsn, autocommit=True) as conn:
         conn.execute("set chronomem.webhook_max_in_flight_per_org = '0'")
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="per_org"):
-            conn.execute("select * from memory.claim_jobs('w', array['deliver_webhook'])")
+            conn.execute("select * from memory_worker.claim_jobs('w', array['deliver_webhook'])")
     with pytest.raises(Undeliverable, match="invalid URL"):
         post_within_deadline(
             "ftp://x.test/", LOOPBACK, FakeDNS({}), ssl.create_default_context(), b"", {}

@@ -717,7 +717,7 @@ def test_other_orgs_never_receive_or_see(app_dsn: str, receiver: Receiver, worke
     ]:
         with pytest.raises(psycopg.errors.NoDataFound):
             b.rows(query, params)
-    assert b.rows("select * from memory.webhook_target(%s)", (endpoint_a,)) == []
+    assert b.rows("select * from memory_worker.webhook_target(%s)", (endpoint_a,)) == []
     assert (
         b.rows("select * from memory.webhook_endpoints where endpoint_id = %s", (endpoint_a,)) == []
     )
@@ -730,7 +730,7 @@ def test_other_orgs_never_receive_or_see(app_dsn: str, receiver: Receiver, worke
         for w in a.rows("select * from memory.list_webhooks(%s)", (a.project,))
     ] == [endpoint_a]
     assert len(a.log()) == 1
-    assert a.rows("select secret from memory.webhook_target(%s)", (endpoint_a,)) == [
+    assert a.rows("select secret from memory_worker.webhook_target(%s)", (endpoint_a,)) == [
         {"secret": hook_a["secret"]}
     ]
 
@@ -791,7 +791,7 @@ def test_secrets_are_shown_once_and_never_to_the_analyst(
         conn.commit()
         for query in (
             "select * from memory_internal.webhook_secrets",
-            f"select * from memory.webhook_target('{hook['endpoint_id']}')",
+            f"select * from memory_worker.webhook_target('{hook['endpoint_id']}')",
             f"select memory.rotate_webhook_secret('{tenant.project}', '{hook['endpoint_id']}')",
             f"select memory.create_webhook('{tenant.project}', 'http://127.0.0.1/x')",
         ):
@@ -815,7 +815,7 @@ def test_delete_stops_deliveries_and_hides_the_endpoint(tenant: Tenant, receiver
     assert deleted == {"endpoint_id": hook["endpoint_id"], "deleted": True}
     assert tenant.rows("select * from memory.list_webhooks(%s)", (tenant.project,)) == []
     assert tenant.rows(
-        "select url, secret, enabled from memory.webhook_target(%s)", (hook["endpoint_id"],)
+        "select url, secret, enabled from memory_worker.webhook_target(%s)", (hook["endpoint_id"],)
     ) == [{"url": hook["url"], "secret": None, "enabled": False}]
     for query in (
         "select memory.delete_webhook(%s, %s)",

@@ -524,7 +524,7 @@ def test_extraction_context_reads_the_named_entities_only(
 
     def context(conn: psycopg.Connection[Any], episode: uuid.UUID) -> list[str]:
         known = conn.execute(
-            "select memory.extraction_context(%s) -> 'known_facts'", (episode,)
+            "select memory_worker.extraction_context(%s) -> 'known_facts'", (episode,)
         ).fetchone()[0]  # type: ignore[index]
         return sorted(f"{f['subject']} {f['object']}" for f in known)
 

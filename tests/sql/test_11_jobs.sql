@@ -37,7 +37,7 @@ create procedure pg_temp.claim(p_tag text, p_worker text, p_kinds text[], p_leas
   language sql as $$
   insert into pg_temp.claimed
   select p_tag, c.org_id, c.job_id, c.kind, c.status, c.attempts, c.locked_by, c.locked_until
-    from memory.claim_jobs(p_worker, p_kinds, 1000, p_lease) c $$;
+    from memory_worker.claim_jobs(p_worker, p_kinds, 1000, p_lease) c $$;
 create function pg_temp.got(p_tag text, p_id bigint) returns boolean language sql stable as $$
   select exists (select from pg_temp.claimed c where c.tag = p_tag and c.job_id = p_id) $$;
 -- 'status attempts locked_by' of a job.
@@ -164,27 +164,27 @@ select is((select count(*)::int from pg_temp.claimed c where c.tag = 'c2' and c.
 select is((select count(*)::int from pg_temp.claimed c where c.tag = 'c2' and c.org_id = pg_temp.id('org') and c.kind = 'embed'),
           (select v::int from snap where k = 'queued_embed'),
           'positive control: the second claim gets the queued embed jobs nobody held');
-select matches(pg_get_functiondef('memory.claim_jobs(text, text[], integer, interval)'::regprocedure),
+select matches(pg_get_functiondef('memory_worker.claim_jobs(text, text[], integer, interval)'::regprocedure),
                'for update skip locked', 'claim_jobs locks its candidates FOR UPDATE SKIP LOCKED');
 
 -- D. Completing: only the lease holder.
-insert into snap values ('complete_e1_w2', memory.complete_job(pg_temp.id('org'), pg_temp.j('e1'), 'w2', '{"x": 1}'));
+insert into snap values ('complete_e1_w2', memory_worker.complete_job(pg_temp.id('org'), pg_temp.j('e1'), 'w2', '{"x": 1}'));
 select is((select v from snap where k = 'complete_e1_w2'), 'false', 'complete_job by another worker: false');
 select is(pg_temp.st(pg_temp.j('e1')) || ' ' || coalesce((pg_temp.job(pg_temp.j('e1'))).result::text, 'no result'),
           'running 1 w1 no result', '... and the job is unchanged');
-insert into snap values ('complete_e1', memory.complete_job(pg_temp.id('org'), pg_temp.j('e1'), 'w1', '{"facts": 2}'));
+insert into snap values ('complete_e1', memory_worker.complete_job(pg_temp.id('org'), pg_temp.j('e1'), 'w1', '{"facts": 2}'));
 select is((select v from snap where k = 'complete_e1'), 'true', 'complete_job by the holder: true');
 select is((select j.status || ' ' || j.result::text || ' ' || coalesce(j.locked_by, '-') || ' ' || (j.locked_until is null)
                   || ' ' || (j.finished_at is not null) from pg_temp.job(pg_temp.j('e1')) j),
           'done {"facts": 2} - true true', 'done, with its result, lease released, finished_at set');
-select is(memory.complete_job(pg_temp.id('org'), pg_temp.j('e1'), 'w1'), false, 'completing it again: false');
+select is(memory_worker.complete_job(pg_temp.id('org'), pg_temp.j('e1'), 'w1'), false, 'completing it again: false');
 
 -- E. Failing: backoff, then dead after max_attempts; not retryable: dead at once.
 call pg_temp.set_job(pg_temp.j('e2'), 'max_attempts = 3');
-insert into snap values ('fail_e2_w2', coalesce(memory.fail_job(pg_temp.id('org'), pg_temp.j('e2'), 'w2', 'not mine'), 'NULL'));
+insert into snap values ('fail_e2_w2', coalesce(memory_worker.fail_job(pg_temp.id('org'), pg_temp.j('e2'), 'w2', 'not mine'), 'NULL'));
 select is((select v from snap where k = 'fail_e2_w2'), 'NULL', 'fail_job by another worker: NULL');
 select is(pg_temp.st(pg_temp.j('e2')), 'running 1 w1', '... and the job is unchanged');
-insert into snap values ('fail_e2', memory.fail_job(pg_temp.id('org'), pg_temp.j('e2'), 'w1', 'model timeout'));
+insert into snap values ('fail_e2', memory_worker.fail_job(pg_temp.id('org'), pg_temp.j('e2'), 'w1', 'model timeout'));
 select is((select v from snap where k = 'fail_e2'), 'queued', 'a failed attempt is queued again');
 select is((select j.status || ' ' || j.attempts || ' ' || j.last_error || ' ' || (j.locked_until is null)
                   || ' ' || (j.run_at between now() + interval '2 seconds' and clock_timestamp() + interval '2 seconds')
@@ -196,20 +196,20 @@ call pg_temp.set_job(pg_temp.j('e2'), 'run_at = now() - interval ''1 second''');
 call pg_temp.claim('c4', 'w1', array['enrich']);
 select is(pg_temp.got('c4', pg_temp.j('e2')) || ' ' || pg_temp.st(pg_temp.j('e2')), 'true running 2 w1',
           'claimable once due: attempt 2');
-insert into snap values ('fail_e2_2', memory.fail_job(pg_temp.id('org'), pg_temp.j('e2'), 'w1', 'model timeout again'));
+insert into snap values ('fail_e2_2', memory_worker.fail_job(pg_temp.id('org'), pg_temp.j('e2'), 'w1', 'model timeout again'));
 select is((select v from snap where k = 'fail_e2_2') || ' '
           || ((pg_temp.job(pg_temp.j('e2'))).run_at between now() + interval '4 seconds' and clock_timestamp() + interval '4 seconds'),
           'queued true', 'the second failure backs off 2^2 seconds');
 call pg_temp.set_job(pg_temp.j('e2'), 'run_at = now() - interval ''1 second''');
 call pg_temp.claim('c5', 'w1', array['enrich']);
-insert into snap values ('fail_e2_3', memory.fail_job(pg_temp.id('org'), pg_temp.j('e2'), 'w1', 'gave up'));
+insert into snap values ('fail_e2_3', memory_worker.fail_job(pg_temp.id('org'), pg_temp.j('e2'), 'w1', 'gave up'));
 select is((select v from snap where k = 'fail_e2_3'), 'dead', 'the failure of attempt max_attempts: dead');
 select is((select j.status || ' ' || j.attempts || ' ' || j.last_error || ' ' || (j.finished_at is not null)
              from pg_temp.job(pg_temp.j('e2')) j), 'dead 3 gave up true', 'a dead job keeps its last error');
 call pg_temp.set_job(pg_temp.j('e2'), 'run_at = now() - interval ''1 second''');
 call pg_temp.claim('c6', 'w1', array['enrich']);
 select ok(not pg_temp.got('c6', pg_temp.j('e2')), 'a dead job is never claimed again');
-insert into snap values ('fail_e3', memory.fail_job(pg_temp.id('org'), pg_temp.j('e3'), 'w1', 'bad payload', false));
+insert into snap values ('fail_e3', memory_worker.fail_job(pg_temp.id('org'), pg_temp.j('e3'), 'w1', 'bad payload', false));
 select is((select v from snap where k = 'fail_e3') || ' ' || pg_temp.st(pg_temp.j('e3')),
           'dead dead 1 -', 'not retryable: dead at the first failure');
 
@@ -219,18 +219,18 @@ call pg_temp.set_job(pg_temp.j('e4'), 'locked_until = now() - interval ''1 secon
 call pg_temp.claim('c7', 'w2', array['enrich']);
 select is(pg_temp.got('c7', pg_temp.j('e4')) || ' ' || pg_temp.st(pg_temp.j('e4')), 'true running 2 w2',
           'a running job whose lease expired is claimed again (attempt 2, new holder)');
-insert into snap values ('complete_e4', memory.complete_job(pg_temp.id('org'), pg_temp.j('e4'), 'w1'));
+insert into snap values ('complete_e4', memory_worker.complete_job(pg_temp.id('org'), pg_temp.j('e4'), 'w1'));
 select is((select v from snap where k = 'complete_e4') || ' ' || pg_temp.st(pg_temp.j('e4')),
           'false running 2 w2', 'the old holder''s completion is refused (lease lost)');
-insert into snap values ('extend_e4_w1', memory.extend_lease(pg_temp.id('org'), pg_temp.j('e4'), 'w1', interval '1 hour'));
+insert into snap values ('extend_e4_w1', memory_worker.extend_lease(pg_temp.id('org'), pg_temp.j('e4'), 'w1', interval '1 hour'));
 select is((select v from snap where k = 'extend_e4_w1') || ' ' || pg_temp.st(pg_temp.j('e4'))
           || ' ' || ((pg_temp.job(pg_temp.j('e4'))).locked_until < now() + interval '10 minutes'),
           'false running 2 w2 true', 'the old holder cannot renew the lease it lost, and nothing changes');
-insert into snap values ('extend_e4_w2', memory.extend_lease(pg_temp.id('org'), pg_temp.j('e4'), 'w2', interval '1 hour'));
+insert into snap values ('extend_e4_w2', memory_worker.extend_lease(pg_temp.id('org'), pg_temp.j('e4'), 'w2', interval '1 hour'));
 select is((select v from snap where k = 'extend_e4_w2') || ' ' || pg_temp.st(pg_temp.j('e4')) || ' '
           || ((pg_temp.job(pg_temp.j('e4'))).locked_until between now() + interval '1 hour' and clock_timestamp() + interval '1 hour'),
           'true running 2 w2 true', 'positive control: the holder renews its lease to now + the lease (the heartbeat)');
-select throws_ok($$ select memory.extend_lease(pg_temp.id('org'), pg_temp.j('e4'), 'w2', interval '0 seconds') $$,
+select throws_ok($$ select memory_worker.extend_lease(pg_temp.id('org'), pg_temp.j('e4'), 'w2', interval '0 seconds') $$,
                  '22023', 'lease must be between 1 second and 1 day, got 00:00:00', 'a lease of nothing is refused, naming the value');
 call pg_temp.set_job(pg_temp.j('b_enrich'), 'max_attempts = 1, locked_until = now() - interval ''1 second''');
 call pg_temp.claim('c8', 'w2', array['enrich']);
@@ -239,16 +239,16 @@ select is((pg_temp.job(pg_temp.j('b_enrich'))).status, 'dead',
           '... and the job is dead-lettered, not left running forever');
 
 -- G. Parking: waiting with the reason, the attempt not counted; resumed.
-insert into snap values ('park_e4', memory.park_job(pg_temp.id('org'), pg_temp.j('e4'), 'w2', 'no LLM endpoint configured'));
+insert into snap values ('park_e4', memory_worker.park_job(pg_temp.id('org'), pg_temp.j('e4'), 'w2', 'no LLM endpoint configured'));
 select is((select v from snap where k = 'park_e4'), 'true', 'park_job: true');
 select is((select j.status || ' ' || j.attempts || ' ' || j.last_error || ' ' || (j.locked_until is null)
              from pg_temp.job(pg_temp.j('e4')) j), 'waiting 1 no LLM endpoint configured true',
           'waiting, with the reason, the parked attempt not counted');
 call pg_temp.claim('c9', 'w1', array['enrich']);
 select ok(not pg_temp.got('c9', pg_temp.j('e4')), 'a waiting job is not claimed');
-do $$ begin perform memory.resume_waiting_jobs(array['embed']); end $$;
+do $$ begin perform memory_worker.resume_waiting_jobs(array['embed']); end $$;
 select is(pg_temp.st(pg_temp.j('e4')), 'waiting 1 -', 'resuming other kinds leaves it waiting');
-insert into snap values ('resume', memory.resume_waiting_jobs(array['enrich']));
+insert into snap values ('resume', memory_worker.resume_waiting_jobs(array['enrich']));
 select cmp_ok((select v::int from snap where k = 'resume'), '>=', 1, 'resume_waiting_jobs counts what it requeued');
 select is((select j.status || ' ' || coalesce(j.last_error, '-') || ' ' || (j.run_at <= clock_timestamp())
              from pg_temp.job(pg_temp.j('e4')) j), 'queued - true', 'the job is queued again, due now');
@@ -257,7 +257,7 @@ select is((select j.status || ' ' || coalesce(j.last_error, '-') || ' ' || (j.ru
 select is((select string_agg(kind || ' ' || every, ', ' order by kind) from memory.job_schedules),
           'communities 00:05:00, purge 1 day, reconcile_edges 01:00:00',
           'create_org scheduled reconcile_edges, communities and purge (RLS: only A''s schedules are visible)');
-insert into snap values ('due', memory.enqueue_due_jobs());
+insert into snap values ('due', memory_worker.enqueue_due_jobs());
 select cmp_ok((select v::int from snap where k = 'due'), '>=', 6,
               'enqueue_due_jobs turns due schedules into jobs (both orgs'' at least)');
 select is((select string_agg(j.kind || ' ' || coalesce(j.project_id::text, 'no project'), ', ' order by j.org_id = pg_temp.id('org'), j.kind)
@@ -267,7 +267,7 @@ select is((select string_agg(j.kind || ' ' || coalesce(j.project_id::text, 'no p
           'one job per due schedule of each org');
 select is((select bool_and(next_run_at between now() + every and clock_timestamp() + every) from memory.job_schedules),
           true, 'and next_run_at advanced by the schedule''s period');
-do $$ begin perform memory.enqueue_due_jobs(); end $$;
+do $$ begin perform memory_worker.enqueue_due_jobs(); end $$;
 select is((select count(*)::int from pg_temp.ours() j where j.kind in ('reconcile_edges', 'communities', 'purge')), 6,
           'called again at once: no new job for schedules not due');
 
@@ -292,7 +292,7 @@ delete from memory.jobs j where j.payload ? 'kind check';
 select throws_ok($$ insert into memory.jobs (org_id, kind) values (pg_temp.id('org'), 'emails') $$,
                  '23514', null, 'and refuses a kind job_kinds() does not list');
 set local role chronomem_app;
-insert into snap values ('purged', memory.purge_done_jobs());
+insert into snap values ('purged', memory_worker.purge_done_jobs());
 select is((select string_agg(j.payload ->> 't', ', ' order by j.payload ->> 't') from pg_temp.ours() j
             where j.payload ? 't'),
           'embed 2 days, other org 2 days, periodic 2 hours, periodic queued',
@@ -373,7 +373,7 @@ select ok(memory.project_backlog(pg_temp.id('p_b')) ? 'caught_up', 'control: in 
 do $$ begin perform memory.use_org(pg_temp.id('org'), true); end $$;
 
 set local role chronomem_analyst;
-select throws_ok($$ select * from memory.claim_jobs('analyst', array['enrich']) $$, '42501', null,
+select throws_ok($$ select * from memory_worker.claim_jobs('analyst', array['enrich']) $$, '42501', null,
                  'the analyst cannot call claim_jobs');
 select throws_ok($$ select * from memory.queue_stats() $$, '42501', null, 'the analyst cannot call queue_stats');
 

@@ -25,9 +25,9 @@ create procedure pg_temp.named_fact(p_k text, p_project text, p_fact jsonb) lang
   insert into pg_temp.ids select p_k, (memory.assert_facts(pg_temp.id(p_project), jsonb_build_array(p_fact))
                                        #>> '{results,0,fact_id}')::uuid $$;
 create procedure pg_temp.apply(p_k text, p_episode text, p_payload jsonb) language sql as $$
-  insert into pg_temp.res values (p_k, memory.apply_extraction(pg_temp.id(p_episode), p_payload)) $$;
+  insert into pg_temp.res values (p_k, memory_worker.apply_extraction(pg_temp.id(p_episode), p_payload)) $$;
 create function pg_temp.ctx(p_episode text, p_turns integer default 6) returns jsonb language sql stable as $$
-  select memory.extraction_context(pg_temp.id(p_episode), p_turns) $$;
+  select memory_worker.extraction_context(pg_temp.id(p_episode), p_turns) $$;
 create function pg_temp.known(p_episode text, p_turns integer default 6) returns text language sql stable as $$
   select string_agg(distinct x ->> 'subject', ' ' order by x ->> 'subject')
     from jsonb_array_elements(pg_temp.ctx(p_episode, p_turns) -> 'known_facts') x $$;
@@ -198,7 +198,7 @@ do $$ begin perform memory.use_org(pg_temp.id('org_b'), true); end $$;
 select is((select v.valid_range::text || ' ' || (select count(*) from memory.fact_events e where e.fact_id = v.fact_id)
              from memory_internal.fact_versions(pg_temp.id('p_b')) v where v.fact_id = pg_temp.id('b_fact')),
           '["2020-01-01 00:00:00+00",) 1', 'org B''s fact named as contradicted is untouched');
-select throws_ok($$ select memory.apply_extraction(pg_temp.id('ep'), '{}') $$, 'P0002', null,
+select throws_ok($$ select memory_worker.apply_extraction(pg_temp.id('ep'), '{}') $$, 'P0002', null,
                  'scoped to B, A''s episode: not found');
 do $$ begin perform memory.use_org(pg_temp.id('org'), true); end $$;
 

@@ -35,7 +35,7 @@ begin
       {"role": "assistant", "content": "Noted: lunch with Alice", "occurred_at": "2021-03-01T10:01:00Z"},
       {"role": "user", "content": "Bob brewed a pot of tea for Carol", "occurred_at": "2021-04-01T10:00:00Z"}]')
       -> 'episode_ids') x;
-  perform memory.store_embeddings('episode', eps, array[pg_temp.vec(11), pg_temp.vec(12), pg_temp.vec(13)]);
+  perform memory_worker.store_embeddings('episode', eps, array[pg_temp.vec(11), pg_temp.vec(12), pg_temp.vec(13)]);
   call pg_temp.fact(p, 'acme', '{"subject": "Alice", "predicate": "works at", "object": "Acme", "object_type": "entity",
     "content": "Alice works at the company", "valid_from": "2020-01-01T00:00:00Z"}');
   call pg_temp.fact(p, 'globex', '{"subject": "Alice", "predicate": "works at", "object": "Globex", "object_type": "entity",
@@ -52,7 +52,7 @@ begin
     "content": "Dan works at Hooli", "valid_from": "2020-01-01T00:00:00Z", "valid_to": "2022-01-01T00:00:00Z"}');
   call pg_temp.fact(p, 'paris', '{"subject": "Hooli", "predicate": "located in", "object": "Paris", "object_type": "entity",
     "content": "Hooli has an office in Paris", "valid_from": "2019-01-01T00:00:00Z"}');
-  perform memory.store_embeddings('fact', array(select v.fact_id from memory_internal.fact_versions(pid) v),
+  perform memory_worker.store_embeddings('fact', array(select v.fact_id from memory_internal.fact_versions(pid) v),
                                   array(select pg_temp.vec(1) from memory_internal.fact_versions(pid) v));
   insert into pg_temp.owned
   select p, 'episode', e.episode_id from memory.episodes e where e.project_id = pid
@@ -278,7 +278,7 @@ declare b jsonb := (select jsonb_agg(jsonb_build_object('subject', 'S' || i, 'pr
 begin
   perform memory.assert_facts(pg_temp.id('tie'), b);
   -- One at a time in descending id order, so the heap order is not the id order.
-  perform memory.store_embeddings('fact', array[f.fact_id], array[pg_temp.vec(1)])
+  perform memory_worker.store_embeddings('fact', array[f.fact_id], array[pg_temp.vec(1)])
      from memory.facts_at(pg_temp.id('tie')) f order by f.fact_id desc;
   insert into pg_temp.res values ('tie1', pg_temp.search('tie', 'zzz', pg_temp.vec(1), now(), p_legs => array['fact_vector']));
   perform memory.assert_facts(pg_temp.id('tie'), (select jsonb_agg(x) from jsonb_array_elements(b) with ordinality u(x, n)
@@ -298,10 +298,10 @@ do $$
 declare pid uuid := pg_temp.id('rrf'); e uuid;
 begin
   call pg_temp.fact('rrf', 'f', '{"subject": "Quinn", "predicate": "likes", "object": "zebra stripes"}');
-  perform memory.store_embeddings('fact', array[pg_temp.id('rrf.f')], array[pg_temp.vec(7)]);
+  perform memory_worker.store_embeddings('fact', array[pg_temp.id('rrf.f')], array[pg_temp.vec(7)]);
   e := (memory.ingest(pid, 'chat', '[{"role": "user", "content": "nothing relevant here"}]') #>> '{episode_ids,0}')::uuid;
   insert into pg_temp.ids values ('rrf.e', e);
-  perform memory.store_embeddings('episode', array[e], array[pg_temp.vec(7)]);
+  perform memory_worker.store_embeddings('episode', array[e], array[pg_temp.vec(7)]);
 end $$;
 select is((select jsonb_agg(x - 'text' - 'subject' - 'predicate' - 'object' - 'valid_from' - 'valid_until' - 'confidence'
                               - 'role' - 'occurred_at' - 'session' - 'seq' order by (x ->> 'position')::int)

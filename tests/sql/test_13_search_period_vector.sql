@@ -17,7 +17,7 @@ begin
   e := (memory.ingest(pg_temp.id(p_project), p_k, jsonb_build_array(jsonb_build_object(
           'role', 'user', 'content', 'We talked about ' || p_k, 'occurred_at', p_at))) -> 'episode_ids' ->> 0)::uuid;
   insert into pg_temp.ids values (p_k, e);
-  perform memory.store_embeddings('episode', array[e], array[p_embedding]);
+  perform memory_worker.store_embeddings('episode', array[e], array[p_embedding]);
 end $$;
 -- memory.search's vector leg alone (k 10: the leg ranks 30), query vec(1):
 -- the episode keys it returns, in order, each with its vector-leg rank.
@@ -92,7 +92,7 @@ begin
                                                 'occurred_at', timestamptz '2023-07-01T00:00:00Z' + (s * 100 + g) * interval '1 second')
                              order by g)
               from generate_series(1, case when s = 21 then 50 else 100 end) g)) -> 'episode_ids')::uuid);
-    perform memory.store_embeddings('episode', e,
+    perform memory_worker.store_embeddings('episode', e,
               array(select case when s = 7 and o = 5 then pg_temp.vec(1) else pg_temp.vec(10 + (o::integer % 30)) end
                       from unnest(e) with ordinality u(id, o) order by o));
     if s = 7 then insert into pg_temp.ids values ('wide target', e[5]); end if;

@@ -1,5 +1,5 @@
 -- 15 fact embeddings: memory.fact_embeddings (sql/0026) holds one row per
--- embedded fact version, written by memory.store_embeddings under the
+-- embedded fact version, written by memory_worker.store_embeddings under the
 -- version's own project and org; closing a version's window (supersession,
 -- retraction) leaves that row as it was; a wipe deletes it with its version;
 -- nobody writes it but store_embeddings.
@@ -40,31 +40,31 @@ begin
 end $$;
 
 -- store_embeddings: the org's versions only, under their own project.
-select is(memory.store_embeddings('fact', array[pg_temp.id('r.oslo'), pg_temp.id('p.oslo')],
+select is(memory_worker.store_embeddings('fact', array[pg_temp.id('r.oslo'), pg_temp.id('p.oslo')],
                                   array[pg_temp.vec(1), pg_temp.vec(1)]),
           1, 'org A stores one of two ids: org B''s version is not its to embed');
-select is(memory.store_embeddings('fact', array[gen_random_uuid()], array[pg_temp.vec(1)]), 0,
+select is(memory_worker.store_embeddings('fact', array[gen_random_uuid()], array[pg_temp.vec(1)]), 0,
           'an id of no version stores nothing and is no error');
-select is(memory.store_embeddings('fact', array[pg_temp.id('p.tea'), pg_temp.id('p.chess'), pg_temp.id('q.oslo')],
+select is(memory_worker.store_embeddings('fact', array[pg_temp.id('p.tea'), pg_temp.id('p.chess'), pg_temp.id('q.oslo')],
                                   array[pg_temp.vec(2), pg_temp.vec(3), pg_temp.vec(1)]),
           3, 'versions of two projects in one call');
 select is((select array_agg(e.project_id = pg_temp.id(split_part(i.k, '.', 1)) order by i.k)
              from pg_temp.ids i join memory.fact_embeddings e on e.fact_id = i.id
             where i.k in ('p.oslo', 'p.tea', 'p.chess', 'q.oslo')),
           array[true, true, true, true], 'each embedding is stored under its version''s project');
-select is(memory.store_embeddings('fact', array[pg_temp.id('p.tea'), pg_temp.id('p.tea')],
+select is(memory_worker.store_embeddings('fact', array[pg_temp.id('p.tea'), pg_temp.id('p.tea')],
                                   array[pg_temp.vec(5), pg_temp.vec(6)]),
           1, 'an id given twice is stored once');
 select is((select e.embedding from memory.fact_embeddings e where e.fact_id = pg_temp.id('p.tea')),
           pg_temp.vec(6), 'the last vector given for it wins');
 select throws_ok(
-  format('select memory.store_embeddings(''fact'', array[%L::uuid], array[''[1,2,3]''::vector])', pg_temp.id('p.chess')),
+  format('select memory_worker.store_embeddings(''fact'', array[%L::uuid], array[''[1,2,3]''::vector])', pg_temp.id('p.chess')),
   '22000', 'expected 384 dimensions, not 3', 'a vector of the wrong dimension is an error');
-select is(memory.store_embeddings('fact', array[pg_temp.id('p.chess')], array[null::vector]), 1,
+select is(memory_worker.store_embeddings('fact', array[pg_temp.id('p.chess')], array[null::vector]), 1,
           'a NULL vector clears');
 select is((select count(*) from memory.fact_embeddings e where e.fact_id = pg_temp.id('p.chess')), 0::bigint,
           'the cleared version has no embedding');
-select is(memory.store_embeddings('fact', array[pg_temp.id('p.chess')], array[pg_temp.vec(3)]), 1,
+select is(memory_worker.store_embeddings('fact', array[pg_temp.id('p.chess')], array[pg_temp.vec(3)]), 1,
           'control: and gets one again');
 
 -- Tenancy: org B sees its own embedding only.
@@ -72,7 +72,7 @@ do $$ begin
   perform memory.use_org(pg_temp.id('org_b'));
   insert into pg_temp.snap values ('b_sees',
     (select string_agg(e.fact_id::text, ',') from memory.fact_embeddings e));
-  perform memory.store_embeddings('fact', array[pg_temp.id('r.oslo')], array[pg_temp.vec(1)]);
+  perform memory_worker.store_embeddings('fact', array[pg_temp.id('r.oslo')], array[pg_temp.vec(1)]);
   insert into pg_temp.snap values ('b_after',
     (select string_agg(e.fact_id::text, ',') from memory.fact_embeddings e));
   perform memory.use_org(pg_temp.id('org_a'));
@@ -95,10 +95,10 @@ select is(pg_temp.emb_ctid('p.oslo'), (select v from pg_temp.snap where k = 'osl
           'a superseded version''s embedding row is not rewritten');
 select is(pg_temp.emb_ctid('p.tea'), (select v from pg_temp.snap where k = 'tea_ctid'),
           'a retracted version''s embedding row is not rewritten');
-select is(memory.store_embeddings('fact', array[pg_temp.id('p.bergen')], array[pg_temp.vec(1)]), 1,
+select is(memory_worker.store_embeddings('fact', array[pg_temp.id('p.bergen')], array[pg_temp.vec(1)]), 1,
           'Bergen gets the same embedding as Oslo');
 select isnt(pg_temp.emb_ctid('p.bergen'), null, 'control: a stored row has a place');
-select is(memory.store_embeddings('fact', array[pg_temp.id('p.oslo')], array[pg_temp.vec(1)]), 1,
+select is(memory_worker.store_embeddings('fact', array[pg_temp.id('p.oslo')], array[pg_temp.vec(1)]), 1,
           'fixture: Oslo''s stored again');
 select isnt(pg_temp.emb_ctid('p.oslo'), (select v from pg_temp.snap where k = 'oslo_ctid'),
             'control: storing it again does rewrite it');

@@ -181,7 +181,7 @@ select throws_ok($$ select pg_temp.page('not a cursor', 2) $$, '22023', 'cursor 
 select throws_ok($$ select pg_temp.page(null, 0) $$, '22023', 'limit must be between 1 and 1000',
                  'a bad limit is refused, naming it');
 
--- The periodic job's sweep (memory.queue_community_refreshes): a job of its
+-- The periodic job's sweep (memory_worker.queue_community_refreshes): a job of its
 -- own for each project of the org in scope whose current edges changed
 -- since its last run, none for an unchanged one, none while one is queued,
 -- none for another org's project (org A's have changed edges too).
@@ -199,29 +199,29 @@ create function pg_temp.queued_communities() returns text language sql stable as
   select coalesce(string_agg(p.name || ' ' || j.payload::text, ', ' order by p.name), '')
     from memory.jobs j join memory.projects p on p.org_id = j.org_id and p.project_id = j.project_id
    where j.kind = 'communities' and j.status = 'queued' $$;
-insert into pg_temp.res values ('sweep1', memory.queue_community_refreshes());
+insert into pg_temp.res values ('sweep1', memory_worker.queue_community_refreshes());
 select is(pg_temp.r('sweep1'),
           jsonb_build_object('queued', jsonb_build_array(pg_temp.id('q1')), 'pending', 0, 'unchanged', 1),
           'sweep: the project never computed is queued, the computed one is unchanged');
 select is(pg_temp.queued_communities(), 'q1 {"max_rounds": 20}',
           'sweep: one job, for that project only (no other org''s), with its max_rounds');
-insert into pg_temp.res values ('sweep2', memory.queue_community_refreshes(5));
+insert into pg_temp.res values ('sweep2', memory_worker.queue_community_refreshes(5));
 select is(pg_temp.r('sweep2'), '{"queued": [], "pending": 1, "unchanged": 1}'::jsonb,
           'sweep: a project with a job queued is not queued again');
 call pg_temp.fact('q2', 'bc', '{"subject": "Ben", "predicate": "knows", "object": "Cy", "object_type": "entity"}');
-insert into pg_temp.res values ('sweep3', memory.queue_community_refreshes(5));
+insert into pg_temp.res values ('sweep3', memory_worker.queue_community_refreshes(5));
 select is(pg_temp.r('sweep3'),
           jsonb_build_object('queued', jsonb_build_array(pg_temp.id('q2')), 'pending', 1, 'unchanged', 0),
           'sweep: a new edge queues the project that was unchanged');
 select is(pg_temp.queued_communities(), 'q1 {"max_rounds": 20}, q2 {"max_rounds": 5}',
           'sweep: the job carries the max_rounds it was queued with');
 do $$ begin perform memory.use_org(pg_temp.id('org_a')); end $$;
-insert into pg_temp.res values ('sweep_a', memory.queue_community_refreshes());
+insert into pg_temp.res values ('sweep_a', memory_worker.queue_community_refreshes());
 select ok(jsonb_array_length(pg_temp.r('sweep_a') -> 'queued') > 0
           and not pg_temp.r('sweep_a') -> 'queued' ? pg_temp.id('q1')::text
           and not pg_temp.r('sweep_a') -> 'queued' ? pg_temp.id('q2')::text,
           'control: org A''s sweep queues A''s changed projects, none of org C''s');
-select throws_ok($$ select memory.queue_community_refreshes(0) $$, '22023',
+select throws_ok($$ select memory_worker.queue_community_refreshes(0) $$, '22023',
                  'max_rounds must be at least 1, not 0', 'sweep: max_rounds below 1 is refused');
 
 select * from finish();

@@ -21,7 +21,7 @@ begin
              from information_schema.columns c
              join information_schema.tables x using (table_schema, table_name)
             where c.column_name = 'project_id' and x.table_type = 'BASE TABLE'
-              and c.table_schema in ('memory', 'memory_internal')
+              and c.table_schema in ('memory', 'memory_http', 'memory_worker', 'memory_internal')
             order by 1, 2 loop
     tbl := t.table_schema || '.' || t.table_name;
     execute format('select count(*) from %I.%I where project_id = $1', t.table_schema, t.table_name)
@@ -48,9 +48,9 @@ begin
   perform memory.ingest(pid, 'chat', '[{"role": "user", "content": "Ann started at Acme"},
                                        {"role": "assistant", "content": "Noted, Acme"}]');
   select x.fact_id into f from memory.facts_at(pid) x order by x.fact_id limit 1;
-  perform memory.store_embeddings('fact', array[f], array[pg_temp.vec(1)]);
+  perform memory_worker.store_embeddings('fact', array[f], array[pg_temp.vec(1)]);
   perform memory.compute_communities(pid);
-  perform memory.create_api_key(pid, 'agent', array['project:read']);
+  perform memory_http.create_api_key(pid, 'agent', array['project:read']);
   perform memory.create_webhook(pid, 'https://example.com/hook');
 end $$;
 

@@ -26,7 +26,7 @@ begin perform memory.use_org(pg_temp.id(p_k), true); end $$;
 -- create_api_key's answer (token included) under 'key.<name>'.
 create procedure pg_temp.key(p_k text, p_project text, p_permissions text[]) language sql as $$
   insert into pg_temp.res select 'key.' || p_k, to_jsonb(k)
-    from memory.create_api_key(pg_temp.id(p_project), p_k, p_permissions) k $$;
+    from memory_http.create_api_key(pg_temp.id(p_project), p_k, p_permissions) k $$;
 create function pg_temp.tok(p_k text) returns text language plpgsql stable as $$
 declare v text := pg_temp.r('key.' || p_k) ->> 'token';
 begin
@@ -49,10 +49,10 @@ declare a record;
 begin
   perform memory.use_org(pg_temp.id(p_from), true);
   case p_fn
-    when 'authenticate' then select * into a from memory.authenticate(p_token);
-    when 'authorize' then select * into a from memory.authorize(p_token, p_permission, p_project);
-    when 'authorize_own_project' then select * into a from memory.authorize_own_project(p_token, p_permission);
-    when 'authorize_key' then select * into a from memory.authorize_key(p_token);
+    when 'authenticate' then select * into a from memory_http.authenticate(p_token);
+    when 'authorize' then select * into a from memory_http.authorize(p_token, p_permission, p_project);
+    when 'authorize_own_project' then select * into a from memory_http.authorize_own_project(p_token, p_permission);
+    when 'authorize_key' then select * into a from memory_http.authorize_key(p_token);
   end case;
   return jsonb_build_object('org', a.org_id, 'project', a.project_id, 'key', a.key_id,
                             'permissions', to_jsonb(a.permissions),
@@ -100,7 +100,7 @@ begin
 end $$;
 
 -- A. Creating keys.
-select is(memory.api_permissions(),
+select is(memory_http.permissions(),
           array['project:read', 'project:write', 'project:manage', 'configuration:read',
                 'configuration:write', 'members:read', 'members:write'],
           'api_permissions: the vocabulary a key''s permissions come from');
@@ -136,15 +136,15 @@ select is(pg_temp.auth(left(pg_temp.tok('spare'), 37) || right(pg_temp.tok('read
           pg_temp.nobody(), 'a real key id with another key''s secret: all NULL, no org scope');
 call pg_temp.scope('org_a');
 select is((select string_agg(l.name || ' ' || (l.last_used_at is not null), ', ' order by l.name)
-             from memory.list_api_keys(pg_temp.id('p')) l where l.name in ('reader', 'spare')),
+             from memory_http.list_api_keys(pg_temp.id('p')) l where l.name in ('reader', 'spare')),
           'reader true, spare false', 'a successful authentication stamps last_used_at; failed ones with the key''s id do not');
 
 -- C. Revoking (idempotent) and listing.
 select is(pg_temp.auth(pg_temp.tok('doomed')), pg_temp.as_key('doomed', 'org_a', 'p'),
           'before revocation the key authenticates (control)');
 call pg_temp.scope('org_a');
-insert into pg_temp.res select 'revoke1', to_jsonb(x) from memory.revoke_api_key(pg_temp.id('p'), pg_temp.kid('doomed')) x;
-insert into pg_temp.res select 'revoke2', to_jsonb(x) from memory.revoke_api_key(pg_temp.id('p'), pg_temp.kid('doomed')) x;
+insert into pg_temp.res select 'revoke1', to_jsonb(x) from memory_http.revoke_api_key(pg_temp.id('p'), pg_temp.kid('doomed')) x;
+insert into pg_temp.res select 'revoke2', to_jsonb(x) from memory_http.revoke_api_key(pg_temp.id('p'), pg_temp.kid('doomed')) x;
 select ok(pg_temp.r('revoke1') - 'revoked_at' = jsonb_build_object('key_id', pg_temp.kid('doomed'), 'status', 'revoked')
           and pg_temp.r('revoke2') - 'revoked_at' = jsonb_build_object('key_id', pg_temp.kid('doomed'), 'status', 'already_revoked')
           and pg_temp.r('revoke1') ->> 'revoked_at' is not null
@@ -155,79 +155,79 @@ select is(pg_temp.auth(pg_temp.tok('spare')), pg_temp.as_key('spare', 'org_a', '
           'another key of the same project still authenticates (control)');
 call pg_temp.scope('org_a');
 select is((select string_agg(l.name || ' ' || (l.revoked_at is not null), ', ' order by l.name)
-             from memory.list_api_keys(pg_temp.id('p')) l),
+             from memory_http.list_api_keys(pg_temp.id('p')) l),
           'doomed true, manager false, reader false, spare false, writer false',
           'list_api_keys: every key of the project, the revoked one included, no other project''s');
 select is((select array_agg(c order by c) from jsonb_object_keys(
-             (select to_jsonb(l) from memory.list_api_keys(pg_temp.id('p')) l limit 1)) c),
+             (select to_jsonb(l) from memory_http.list_api_keys(pg_temp.id('p')) l limit 1)) c),
           array['created_at', 'created_by', 'key_id', 'last_used_at', 'name', 'permissions', 'prefix', 'project_id', 'revoked_at'],
           'list_api_keys columns: no token, secret or hash');
-select is_empty($$ select l.name from memory.list_api_keys(pg_temp.id('p')) l, pg_temp.res r
+select is_empty($$ select l.name from memory_http.list_api_keys(pg_temp.id('p')) l, pg_temp.res r
                     where r.k like 'key.%'
                       and (position(right(r.r ->> 'token', 64) in to_jsonb(l)::text) > 0
                            or position(encode(sha256(decode(right(r.r ->> 'token', 64), 'hex')), 'hex') in to_jsonb(l)::text) > 0
                            or position(encode(sha256(decode(right(r.r ->> 'token', 64), 'hex')), 'base64') in to_jsonb(l)::text) > 0) $$,
                 'no listed value contains a secret or its hash');
-select throws_ok(format('select * from memory.revoke_api_key(%L, %L)', pg_temp.id('q'), pg_temp.kid('reader')), 'P0002',
+select throws_ok(format('select * from memory_http.revoke_api_key(%L, %L)', pg_temp.id('q'), pg_temp.kid('reader')), 'P0002',
                  format('API key %s not found in project %s', pg_temp.kid('reader'), pg_temp.id('q')),
                  'revoking p''s key through project q: not found');
 
 -- D. Another org's key sees and revokes nothing of org A.
 select is(pg_temp.check_key('authorize', pg_temp.tok('b_manager'), 'project:manage', pg_temp.id('pb'), 'org_a'),
           pg_temp.as_key('b_manager', 'org_b', 'pb'), 'org B''s manager key is authorized on its own project (control)');
-select throws_ok($$ select * from memory.list_api_keys(pg_temp.id('p')) $$, 'P0002', null,
+select throws_ok($$ select * from memory_http.list_api_keys(pg_temp.id('p')) $$, 'P0002', null,
                  'under org B''s key, listing org A''s keys: not found');
-select throws_ok($$ select * from memory.revoke_api_key(pg_temp.id('p'), pg_temp.kid('reader')) $$, 'P0002', null,
+select throws_ok($$ select * from memory_http.revoke_api_key(pg_temp.id('p'), pg_temp.kid('reader')) $$, 'P0002', null,
                  'under org B''s key, revoking org A''s key: not found');
-select is((select array_agg(l.name) from memory.list_api_keys(pg_temp.id('pb')) l), array['b_manager'],
+select is((select array_agg(l.name) from memory_http.list_api_keys(pg_temp.id('pb')) l), array['b_manager'],
           'org B lists its own key, and only it (control)');
 select is(pg_temp.auth(pg_temp.tok('reader')), pg_temp.as_key('reader', 'org_a', 'p'),
           'org A''s reader key still authenticates after org B''s attempts');
 
 -- E. authorize: 28000 bad token, 22023 unknown permission, P0002 another
 -- org's project, CM403 a permission the key lacks.
-select throws_ok($$ select * from memory.authorize('cmk_nonsense', 'project:read', pg_temp.id('p')) $$,
+select throws_ok($$ select * from memory_http.authorize('cmk_nonsense', 'project:read', pg_temp.id('p')) $$,
                  '28000', 'invalid API key', 'authorize with a malformed token: 28000');
-select throws_ok($$ select * from memory.authorize(pg_temp.tok('reader'), 'project:admin', pg_temp.id('p')) $$,
+select throws_ok($$ select * from memory_http.authorize(pg_temp.tok('reader'), 'project:admin', pg_temp.id('p')) $$,
                  '22023', 'unknown permission ''project:admin''', 'authorize with an unknown permission: 22023');
 select is(pg_temp.check_key('authorize', pg_temp.tok('reader'), 'project:read', pg_temp.id('p')),
           pg_temp.as_key('reader', 'org_a', 'p'),
           'the reader key on its own project for project:read: authorized, scoped to org A (control)');
-select throws_ok($$ select * from memory.authorize(pg_temp.tok('reader'), 'project:write', pg_temp.id('p')) $$,
+select throws_ok($$ select * from memory_http.authorize(pg_temp.tok('reader'), 'project:write', pg_temp.id('p')) $$,
                  'CM403', 'this API key does not grant project:write on project ' || pg_temp.id('p'),
                  'the reader key asking project:write on its project: CM403');
 select is(pg_temp.check_key('authorize', pg_temp.tok('writer'), 'project:write', pg_temp.id('p')),
           pg_temp.as_key('writer', 'org_a', 'p'), 'the writer key asking project:write: authorized (control)');
-select throws_ok($$ select * from memory.authorize(pg_temp.tok('reader'), 'project:read', pg_temp.id('q')) $$,
+select throws_ok($$ select * from memory_http.authorize(pg_temp.tok('reader'), 'project:read', pg_temp.id('q')) $$,
                  'CM403', null, 'the reader key on another project of its org: CM403');
 select is(pg_temp.check_key('authorize', pg_temp.tok('manager'), 'project:write', pg_temp.id('q')),
           pg_temp.as_key('manager', 'org_a', 'p'), 'a project:manage key on another project of its org: authorized');
-select throws_ok($$ select * from memory.authorize(pg_temp.tok('manager'), 'project:read', pg_temp.id('pb')) $$,
+select throws_ok($$ select * from memory_http.authorize(pg_temp.tok('manager'), 'project:read', pg_temp.id('pb')) $$,
                  'P0002', null, 'a project:manage key on another org''s project: not found, not forbidden');
-select throws_ok($$ select * from memory.authorize(pg_temp.tok('writer'), 'project:write') $$,
+select throws_ok($$ select * from memory_http.authorize(pg_temp.tok('writer'), 'project:write') $$,
                  'CM403', 'this API key does not grant project:write on this org', 'an org-level request without project:manage: CM403');
 select is(pg_temp.check_key('authorize', pg_temp.tok('manager'), 'project:manage'),
           pg_temp.as_key('manager', 'org_a', 'p'), 'an org-level request with project:manage: authorized (control)');
 
 -- F. authorize_own_project: the key's own project, no project named.
-select throws_ok($$ select * from memory.authorize_own_project(left(pg_temp.tok('reader'), 37) || repeat('f', 64), 'project:read') $$,
+select throws_ok($$ select * from memory_http.authorize_own_project(left(pg_temp.tok('reader'), 37) || repeat('f', 64), 'project:read') $$,
                  '28000', 'invalid API key', 'authorize_own_project with a wrong secret: 28000');
 select is(pg_temp.check_key('authorize_own_project', pg_temp.tok('q_reader'), 'project:read'),
           pg_temp.as_key('q_reader', 'org_a', 'q'), 'authorize_own_project: the key''s own project (q), scoped to org A');
-select throws_ok($$ select * from memory.authorize_own_project(pg_temp.tok('q_reader'), 'configuration:read') $$,
+select throws_ok($$ select * from memory_http.authorize_own_project(pg_temp.tok('q_reader'), 'configuration:read') $$,
                  'CM403', 'this API key does not grant configuration:read', 'authorize_own_project without the permission: CM403');
 select is(pg_temp.check_key('authorize_own_project', pg_temp.tok('manager'), 'configuration:write'),
           pg_temp.as_key('manager', 'org_a', 'p'), 'project:manage covers every permission on its own project (control)');
 
 -- G. authorize_key: any valid key, whatever its permissions.
-select throws_ok($$ select * from memory.authorize_key('cmk_' || repeat('0', 32) || '_' || repeat('0', 64)) $$,
+select throws_ok($$ select * from memory_http.authorize_key('cmk_' || repeat('0', 32) || '_' || repeat('0', 64)) $$,
                  '28000', 'invalid API key', 'authorize_key with an unknown key: 28000');
 select is(pg_temp.check_key('authorize_key', pg_temp.tok('reader')), pg_temp.as_key('reader', 'org_a', 'p'),
           'authorize_key with a read-only key: authorized, scoped to its org');
 
 -- H. bootstrap_api_key (the CLI's create-key): an org, a project and a key.
 do $$ begin perform set_config('chronomem.org_id', '', true); end $$;
-insert into pg_temp.res values ('boot1', memory.bootstrap_api_key(null, 'keys org C', 'main', 'cli', array['project:manage']));
+insert into pg_temp.res values ('boot1', memory_http.bootstrap_api_key(null, 'keys org C', 'main', 'cli', array['project:manage']));
 insert into pg_temp.ids values ('org_c', (pg_temp.r('boot1') ->> 'org_id')::uuid), ('main', (pg_temp.r('boot1') ->> 'project_id')::uuid);
 select ok(memory_internal.current_org() = pg_temp.id('org_c')
           and (pg_temp.r('boot1') -> 'org_created')::boolean and (pg_temp.r('boot1') -> 'project_created')::boolean
@@ -238,19 +238,19 @@ select is(pg_temp.auth(pg_temp.r('boot1') ->> 'token'),
                              'permissions', '["project:manage"]'::jsonb, 'scope', pg_temp.id('org_c')),
           'the bootstrapped token authenticates to that org, project and key');
 do $$ begin perform set_config('chronomem.org_id', '', true); end $$;
-insert into pg_temp.res values ('boot2', memory.bootstrap_api_key(pg_temp.id('org_c'), null, ' main ', 'cli 2', array['project:read']));
+insert into pg_temp.res values ('boot2', memory_http.bootstrap_api_key(pg_temp.id('org_c'), null, ' main ', 'cli 2', array['project:read']));
 select is(pg_temp.r('boot2') - 'key_id' - 'token' - 'prefix',
           jsonb_build_object('org_id', pg_temp.id('org_c'), 'org_created', false, 'project_id', pg_temp.id('main'),
                              'project_created', false, 'permissions', '["project:read"]'::jsonb),
           'bootstrap by org id: the existing project found by name, a second key');
 call pg_temp.scope('org_a');
-select throws_ok($$ select memory.bootstrap_api_key(pg_temp.id('org_c'), null, 'main', 'sneaky', array['project:manage']) $$,
+select throws_ok($$ select memory_http.bootstrap_api_key(pg_temp.id('org_c'), null, 'main', 'sneaky', array['project:manage']) $$,
                  'P0002', 'org ' || pg_temp.id('org_c') || ' not found', 'scoped to org A, bootstrapping into org C: not found');
-select is(memory.bootstrap_api_key(pg_temp.id('org_a'), null, 'q', 'cli q', array['project:read']) - 'key_id' - 'token' - 'prefix',
+select is(memory_http.bootstrap_api_key(pg_temp.id('org_a'), null, 'q', 'cli q', array['project:read']) - 'key_id' - 'token' - 'prefix',
           jsonb_build_object('org_id', pg_temp.id('org_a'), 'org_created', false, 'project_id', pg_temp.id('q'),
                              'project_created', false, 'permissions', '["project:read"]'::jsonb),
           'scoped to org A, bootstrapping into org A: allowed (control)');
-select throws_ok($$ select memory.bootstrap_api_key(pg_temp.id('org_a'), 'both', 'main', 'k', array['project:read']) $$,
+select throws_ok($$ select memory_http.bootstrap_api_key(pg_temp.id('org_a'), 'both', 'main', 'k', array['project:read']) $$,
                  '22023', 'give an org id or a new org''s name, not both or neither', 'bootstrap with an org id and a name: refused');
 
 -- I. Webhook endpoints.
@@ -277,7 +277,7 @@ select is((select array_agg(c order by c) from jsonb_object_keys(
              (select to_jsonb(l) from memory.list_webhooks(pg_temp.id('p')) l limit 1)) c),
           array['created_at', 'enabled', 'endpoint_id', 'event_types', 'updated_at', 'url'],
           'list_webhooks columns: no secret');
-select is((select array_agg(to_jsonb(t)) from memory.webhook_target(pg_temp.eid('p1')) t),
+select is((select array_agg(to_jsonb(t)) from memory_worker.webhook_target(pg_temp.eid('p1')) t),
           array[jsonb_build_object('url', 'https://example.com/hooks/one', 'secret', pg_temp.r('wh.p1') ->> 'secret', 'enabled', true)],
           'webhook_target: the URL, the secret create_webhook showed, enabled');
 select is(memory.update_webhook(pg_temp.id('p'), pg_temp.eid('p1'),
@@ -287,7 +287,7 @@ select is(memory.update_webhook(pg_temp.id('p'), pg_temp.eid('p1'),
           'update_webhook event types: de-duplicated and sorted; the URL kept');
 insert into pg_temp.res values ('disabled', memory.update_webhook(pg_temp.id('p'), pg_temp.eid('p1'), p_enabled => false));
 select is(pg_temp.r('disabled') -> 'enabled'
-          || to_jsonb(array(select to_jsonb(t.enabled) from memory.webhook_target(pg_temp.eid('p1')) t))
+          || to_jsonb(array(select to_jsonb(t.enabled) from memory_worker.webhook_target(pg_temp.eid('p1')) t))
           || to_jsonb(array(select to_jsonb(l.enabled) from memory.list_webhooks(pg_temp.id('p')) l
                               where l.endpoint_id = pg_temp.eid('p1'))),
           '[false, false, false]', 'update_webhook enabled => false: disabled in the answer, the target and the list');
@@ -312,7 +312,7 @@ select ok(pg_temp.r('rotated') ->> 'secret' ~ '^whsec_[A-Za-z0-9+/]{32}$'
           and pg_temp.r('rotated') ->> 'secret' <> pg_temp.r('wh.p1') ->> 'secret'
           and pg_temp.r('rotated') ->> 'endpoint_id' = pg_temp.eid('p1')::text,
           'rotate_webhook_secret: a new secret, unlike the old one');
-select is((select t.secret from memory.webhook_target(pg_temp.eid('p1')) t), pg_temp.r('rotated') ->> 'secret',
+select is((select t.secret from memory_worker.webhook_target(pg_temp.eid('p1')) t), pg_temp.r('rotated') ->> 'secret',
           'webhook_target signs with the new secret from now on');
 
 -- Scoping: another project's and another org's endpoints.
@@ -327,9 +327,9 @@ select throws_ok($$ select memory.update_webhook(pg_temp.id('pb'), pg_temp.eid('
                  'scoped to A, updating org B''s endpoint: not found');
 select throws_ok($$ select * from memory.list_webhooks(pg_temp.id('pb')) $$, 'P0002', null,
                  'scoped to A, listing org B''s endpoints: not found');
-select is_empty($$ select from memory.webhook_target(pg_temp.eid('b')) $$, 'scoped to A, webhook_target of B''s endpoint: no row');
+select is_empty($$ select from memory_worker.webhook_target(pg_temp.eid('b')) $$, 'scoped to A, webhook_target of B''s endpoint: no row');
 call pg_temp.scope('org_b');
-select is((select array_agg(to_jsonb(t)) from memory.webhook_target(pg_temp.eid('b')) t),
+select is((select array_agg(to_jsonb(t)) from memory_worker.webhook_target(pg_temp.eid('b')) t),
           array[jsonb_build_object('url', 'https://example.net/b', 'secret', pg_temp.r('wh.b') ->> 'secret', 'enabled', true)],
           'scoped to B, B''s endpoint is there, enabled, with its secret: A''s attempts changed nothing (control)');
 call pg_temp.scope('org_a');
@@ -339,7 +339,7 @@ select is(memory.delete_webhook(pg_temp.id('p'), pg_temp.eid('p2')),
           jsonb_build_object('endpoint_id', pg_temp.eid('p2'), 'deleted', true), 'delete_webhook');
 select is((select array_agg(l.endpoint_id) from memory.list_webhooks(pg_temp.id('p')) l), array[pg_temp.eid('p1')],
           'a deleted endpoint is no longer listed; the other one is');
-select is_empty($$ select from memory.webhook_target(pg_temp.eid('p2')) t where t.enabled or t.secret is not null $$,
+select is_empty($$ select from memory_worker.webhook_target(pg_temp.eid('p2')) t where t.enabled or t.secret is not null $$,
                 'webhook_target of a deleted endpoint: no secret, nothing to send to');
 select throws_ok($$ select memory.update_webhook(pg_temp.id('p'), pg_temp.eid('p2'), p_enabled => true) $$, 'P0002', null,
                  'a deleted endpoint cannot be enabled again');
@@ -384,20 +384,20 @@ select is((select string_agg(x.n || ' ' || (select count(*) from memory.jobs j
 -- All four in flight at once: past the default cap per endpoint (2).
 set local chronomem.webhook_max_in_flight_per_endpoint = 4;
 insert into jid select 'd' || row_number() over (order by c.job_id), c.job_id
-  from memory.claim_jobs('w19', array['deliver_webhook'], 1000) c where c.project_id = pg_temp.id('d');
+  from memory_worker.claim_jobs('w19', array['deliver_webhook'], 1000) c where c.project_id = pg_temp.id('d');
 call pg_temp.set_job(pg_temp.j('d4'), 'max_attempts = 1');
-select is(memory.log_webhook_attempt(pg_temp.j('d1'), 200, null, 12, false), 'delivered', 'a 2xx: delivered');
-select is(memory.log_webhook_attempt(pg_temp.j('d2'), 503, 'Service Unavailable', 30, true), 'retrying',
+select is(memory_worker.log_webhook_attempt(pg_temp.j('d1'), 200, null, 12, false), 'delivered', 'a 2xx: delivered');
+select is(memory_worker.log_webhook_attempt(pg_temp.j('d2'), 503, 'Service Unavailable', 30, true), 'retrying',
           'a retryable failure with attempts left: retrying');
-select is(memory.log_webhook_attempt(pg_temp.j('d3'), 410, 'Gone', 5, false), 'failed', 'a failure that is not retryable: failed');
-select is(memory.log_webhook_attempt(pg_temp.j('d4'), null, 'connection refused', -3, true), 'failed',
+select is(memory_worker.log_webhook_attempt(pg_temp.j('d3'), 410, 'Gone', 5, false), 'failed', 'a failure that is not retryable: failed');
+select is(memory_worker.log_webhook_attempt(pg_temp.j('d4'), null, 'connection refused', -3, true), 'failed',
           'a retryable failure on the last attempt: failed');
-do $$ begin perform memory.complete_job(pg_temp.id('org_a'), pg_temp.j('d1'), 'w19', '{"status": 200}'); end $$;
-select throws_ok($$ select memory.log_webhook_attempt(pg_temp.j('d1'), 200, null, 1, false) $$, 'P0002',
+do $$ begin perform memory_worker.complete_job(pg_temp.id('org_a'), pg_temp.j('d1'), 'w19', '{"status": 200}'); end $$;
+select throws_ok($$ select memory_worker.log_webhook_attempt(pg_temp.j('d1'), 200, null, 1, false) $$, 'P0002',
                  format('no running deliver_webhook job %s in this org', pg_temp.j('d1')),
                  'logging an attempt of a job that is no longer running: not found');
 call pg_temp.scope('org_b');
-select throws_ok($$ select memory.log_webhook_attempt(pg_temp.j('d2'), 200, null, 1, false) $$, 'P0002', null,
+select throws_ok($$ select memory_worker.log_webhook_attempt(pg_temp.j('d2'), 200, null, 1, false) $$, 'P0002', null,
                  'scoped to org B, logging an attempt of org A''s job: not found');
 select throws_ok($$ select * from memory.webhook_deliveries(pg_temp.id('d')) $$, 'P0002', null,
                  'scoped to org B, org A''s delivery log: not found');

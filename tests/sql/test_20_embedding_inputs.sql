@@ -1,4 +1,4 @@
--- 20 embedding inputs: memory.embedding_inputs(project, kind, ids) gives the
+-- 20 embedding inputs: memory_worker.embedding_inputs(project, kind, ids) gives the
 -- embed job the text of each id of the project (an episode's content, a
 -- fact version's content, an entity's name and summary) and nothing of
 -- another project's or org's rows, whose ids it is given alongside (the
@@ -26,7 +26,7 @@ end $$;
 -- three projects, as 'key: text' sorted.
 create function pg_temp.inputs(p_project text, p_kind text) returns text language sql stable as $$
   select coalesce(string_agg(i.k || ': ' || x.input, ' | ' order by i.k), '')
-    from memory.embedding_inputs(pg_temp.id(p_project), p_kind,
+    from memory_worker.embedding_inputs(pg_temp.id(p_project), p_kind,
            array[pg_temp.id('p.' || p_kind), pg_temp.id('q.' || p_kind), pg_temp.id('r.' || p_kind)]) x
     join pg_temp.ids i on i.id = x.id $$;
 
@@ -54,7 +54,7 @@ select is(pg_temp.inputs('q', 'fact'), 'q.fact: Zoltan lives in Oslo', 'control:
 select is(pg_temp.inputs('p', 'entity'), 'p.entity: Zoltan: a sailor',
           'entity: name and summary, the project''s own only');
 select is(pg_temp.inputs('q', 'entity'), 'q.entity: Zoltan: a sailor', 'control: q''s entity for q');
-select is((select count(*) from memory.embedding_inputs(pg_temp.id('p'), 'webpage',
+select is((select count(*) from memory_worker.embedding_inputs(pg_temp.id('p'), 'webpage',
              array[pg_temp.id('p.episode'), pg_temp.id('p.fact'), pg_temp.id('p.entity')])), 0::bigint,
           'an unknown kind gives nothing, even for the project''s own ids');
 do $$ begin perform memory.use_org(pg_temp.id('org_b')); end $$;

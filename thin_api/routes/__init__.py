@@ -1,4 +1,4 @@
-"""The /v1 routes, one module per area; each route is memory.authorize plus one SQL call."""
+"""The /v1 routes, one module per area; each route is memory_http.authorize plus one SQL call."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def assert_facts(project_id: UUID, body: FactsRequest, token: Token, db: DB) -> 
     batch = FactBatch(body.facts)
     answer: dict[str, Any] = db.call(
         Access(token, WRITE, project_id),
-        "select memory.api_assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
+        "select memory_http.assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
         (project_id, Jsonb(batch.sent), body.override_tombstones),
     )
     return batch.answer(answer)
@@ -133,7 +133,7 @@ def retract_fact(
     had closed gets its window back."""
     return db.call(
         Access(token, WRITE, project_id),
-        "select memory.api_retract_fact(%s::uuid, %s::uuid, %s::text)",
+        "select memory_http.retract_fact(%s::uuid, %s::uuid, %s::text)",
         (project_id, fact_id, body.reason if body else None),
     )
 
@@ -143,7 +143,7 @@ def fact_history(project_id: UUID, fact_id: UUID, token: Token, db: DB) -> Any:
     """Every event of every version of the fact's identity, oldest first."""
     return db.call(
         Access(token, READ, project_id),
-        "select memory.api_fact_history(%s::uuid, %s::uuid)",
+        "select memory_http.fact_history(%s::uuid, %s::uuid)",
         (project_id, fact_id),
     )
 
@@ -186,7 +186,7 @@ def timeline(
     """Every version of a subject's facts in world-time order, with their events."""
     return db.call(
         Access(token, READ, project_id),
-        "select memory.api_timeline(%s::uuid, %s::text, %s::text)",
+        "select memory_http.timeline(%s::uuid, %s::text, %s::text)",
         (project_id, subject, predicate),
     )
 
@@ -200,7 +200,7 @@ def declare_predicate(
     """Declare a predicate `one` (a new object supersedes the old) or `many`."""
     return db.call_row(
         Access(token, CONFIG_WRITE, project_id),
-        "select * from memory.api_declare_predicate(%s::uuid, %s::text, %s::text)",
+        "select * from memory_http.declare_predicate(%s::uuid, %s::text, %s::text)",
         (project_id, predicate, body.cardinality),
     )
 

@@ -44,7 +44,7 @@ def ingest(
     messages = [m.model_dump(mode="json", exclude_none=True) for m in body.messages]
     return db.call(
         Access(token, WRITE, project_id),
-        "select memory.api_ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
+        "select memory_http.ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
         (
             project_id,
             body.session,
@@ -67,7 +67,7 @@ def wipe(
     wiped stays readable at any instant; an audit row keeps the counts."""
     return db.call(
         Access(token, WRITE, project_id),
-        "select memory.api_wipe(%s::uuid, %s::text, %s::text)",
+        "select memory_http.wipe(%s::uuid, %s::text, %s::text)",
         (project_id, session, subject),
     )
 

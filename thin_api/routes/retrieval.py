@@ -68,7 +68,7 @@ def search(
     with metrics.search_latency.labels("search").time():
         return db.call(
             Access(token, READ, project_id),
-            "select memory.api_search(%s::uuid, %s::text, %s::vector, %s::vector, "
+            "select memory_http.search(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text)",
             params,
         )
@@ -106,7 +106,7 @@ def context(
     with metrics.search_latency.labels("context").time():
         return db.call(
             Access(token, READ, project_id),
-            "select memory.api_context(%s::uuid, %s::text, %s::vector, %s::vector, "
+            "select memory_http.context(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
             params,
         )
@@ -155,7 +155,7 @@ def upsert_entity(project_id: UUID, body: EntityUpsert, token: Token, db: DB) ->
     first."""
     return db.call(
         Access(token, WRITE, project_id),
-        "select memory.api_upsert_entity(%s::uuid, %s::text, %s::text, %s::text, %s::text[])",
+        "select memory_http.upsert_entity(%s::uuid, %s::text, %s::text, %s::text, %s::text[])",
         (project_id, body.name, body.entity_type, body.summary, body.aliases),
     )
 
@@ -168,7 +168,7 @@ def merge_entities(project_id: UUID, body: EntityMerge, token: Token, db: DB) ->
     With `dry_run` the answer is what it would do, and nothing changes."""
     return db.call(
         Access(token, WRITE, project_id),
-        "select memory.api_merge_entities(%s::uuid, %s::text, %s::text, %s::boolean)",
+        "select memory_http.merge_entities(%s::uuid, %s::text, %s::text, %s::boolean)",
         (project_id, body.keep, body.absorb, body.dry_run),
     )
 
@@ -180,7 +180,7 @@ def split_entity(project_id: UUID, body: EntitySplit, token: Token, db: DB) -> A
     With `dry_run` the answer is what it would do, and nothing changes."""
     return db.call(
         Access(token, WRITE, project_id),
-        "select memory.api_split_entity(%s::uuid, %s::text, %s::boolean)",
+        "select memory_http.split_entity(%s::uuid, %s::text, %s::boolean)",
         (project_id, body.name, body.dry_run),
     )
 
@@ -213,6 +213,6 @@ def refresh_communities(project_id: UUID, token: Token, db: DB) -> Any:
     computation (needs project:write); the periodic job does the same every 5 minutes."""
     return db.call(
         Access(token, WRITE, project_id),
-        "select memory.api_refresh_communities(%s::uuid)",
+        "select memory_http.refresh_communities(%s::uuid)",
         (project_id,),
     )

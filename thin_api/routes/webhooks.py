@@ -39,7 +39,7 @@ def create_webhook(project_id: UUID, body: WebhookCreate, token: Token, db: DB) 
     webhook-signature)."""
     return db.call(
         Access(token, CONFIG_WRITE, project_id),
-        "select memory.api_create_webhook(%s::uuid, %s::text, %s::text[])",
+        "select memory_http.create_webhook(%s::uuid, %s::text, %s::text[])",
         (project_id, body.url, body.event_types),
     )
 
@@ -64,7 +64,7 @@ def update_webhook(
     A disabled endpoint gets no new events, and its queued deliveries are dropped."""
     return db.call(
         Access(token, CONFIG_WRITE, project_id),
-        "select memory.api_update_webhook(%s::uuid, %s::uuid, %s::text, %s::text[], %s::boolean)",
+        "select memory_http.update_webhook(%s::uuid, %s::uuid, %s::text, %s::text[], %s::boolean)",
         (project_id, endpoint_id, body.url, body.event_types, body.enabled),
     )
 
@@ -75,7 +75,7 @@ def delete_webhook(project_id: UUID, endpoint_id: UUID, token: Token, db: DB) ->
     delivery log stays readable."""
     return db.call(
         Access(token, CONFIG_WRITE, project_id),
-        "select memory.api_delete_webhook(%s::uuid, %s::uuid)",
+        "select memory_http.delete_webhook(%s::uuid, %s::uuid)",
         (project_id, endpoint_id),
     )
 
@@ -86,7 +86,7 @@ def rotate_webhook_secret(project_id: UUID, endpoint_id: UUID, token: Token, db:
     now on, retries of older events included, is signed with it."""
     return db.call(
         Access(token, CONFIG_WRITE, project_id),
-        "select memory.api_rotate_webhook_secret(%s::uuid, %s::uuid)",
+        "select memory_http.rotate_webhook_secret(%s::uuid, %s::uuid)",
         (project_id, endpoint_id),
     )
 
@@ -107,7 +107,7 @@ def webhook_deliveries(
     endpoint's too)."""
     return db.call(
         Access(token, CONFIG_READ, project_id),
-        "select memory.api_webhook_deliveries(%s::uuid, %s::uuid, %s::integer, %s::bigint)",
+        "select memory_http.webhook_deliveries(%s::uuid, %s::uuid, %s::integer, %s::bigint)",
         (project_id, endpoint_id, limit, before),
     )
 

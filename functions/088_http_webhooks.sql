@@ -1,42 +1,11 @@
--- The HTTP API's webhook calls: the audited writes (memory.api_* wrappers
--- of 087's endpoint functions, as 086 does for facts and predicates), the
--- paged delivery log of one endpoint, and an authorization for a route
--- that names no project (the event type vocabulary).  CREATE OR REPLACE
--- only: re-applied on every migrate.
+-- The HTTP layer's webhook calls (schema memory_http): the audited writes
+-- (wrappers of 087's endpoint functions, as 086_http_writes.sql does for
+-- facts and predicates) and the paged delivery log of one endpoint.  (The
+-- authorization for a route that names no project, authorize_own_project,
+-- is in 086_http_auth.sql.)  CREATE OR REPLACE only: re-applied on every
+-- migrate.
 
--- Like memory.authorize, for a route that names no project: the key must
--- grant p_permission on its own project (or hold project:manage).  Raises
--- 28000 for a bad token and CM403 when the key lacks the permission.
-create or replace function memory.authorize_own_project(
-  p_token text, p_permission text,
-  out org_id uuid, out project_id uuid, out key_id uuid, out permissions text[])
-  language plpgsql
-  set search_path = memory_internal, memory, public, pg_temp
-as $$
-declare
-  a record;
-begin
-  if p_permission is null or not p_permission = any (memory.api_permissions()) then
-    raise exception 'unknown permission %', coalesce(quote_literal(p_permission), 'NULL')
-      using errcode = 'invalid_parameter_value';
-  end if;
-  select * into a from memory.authenticate(p_token);
-  if a.key_id is null then
-    raise exception 'invalid API key' using errcode = 'invalid_authorization_specification';
-  end if;
-  if not memory_internal.api_allows(a.permissions, a.project_id, p_permission, a.project_id) then
-    raise exception 'this API key does not grant %', p_permission using errcode = 'CM403';
-  end if;
-  org_id := a.org_id;
-  project_id := a.project_id;
-  key_id := a.key_id;
-  permissions := a.permissions;
-end
-$$;
-comment on function memory.authorize_own_project(text, text) is
-  'memory.authenticate, then require p_permission on the key''s own project (project:manage covers it too); for API routes that name no project. Raises 28000 for a bad token, CM403 when the key does not grant the permission.';
-
-create or replace function memory.api_create_webhook(
+create or replace function memory_http.create_webhook(
   p_project uuid, p_url text, p_event_types text[] default null)
   returns jsonb
   language plpgsql
@@ -55,10 +24,10 @@ begin
   return v_result;
 end
 $$;
-comment on function memory.api_create_webhook(uuid, text, text[]) is
+comment on function memory_http.create_webhook(uuid, text, text[]) is
   'API: memory.create_webhook as the authorized key (needs configuration:write); audited. The answer carries the secret (shown only here).';
 
-create or replace function memory.api_update_webhook(
+create or replace function memory_http.update_webhook(
   p_project uuid, p_endpoint uuid, p_url text default null, p_event_types text[] default null,
   p_enabled boolean default null)
   returns jsonb
@@ -78,10 +47,10 @@ begin
   return v_result;
 end
 $$;
-comment on function memory.api_update_webhook(uuid, uuid, text, text[], boolean) is
+comment on function memory_http.update_webhook(uuid, uuid, text, text[], boolean) is
   'API: memory.update_webhook as the authorized key (needs configuration:write); audited with which fields changed.';
 
-create or replace function memory.api_delete_webhook(p_project uuid, p_endpoint uuid)
+create or replace function memory_http.delete_webhook(p_project uuid, p_endpoint uuid)
   returns jsonb
   language plpgsql
   security definer
@@ -97,10 +66,10 @@ begin
   return v_result;
 end
 $$;
-comment on function memory.api_delete_webhook(uuid, uuid) is
+comment on function memory_http.delete_webhook(uuid, uuid) is
   'API: memory.delete_webhook as the authorized key (needs configuration:write); audited.';
 
-create or replace function memory.api_rotate_webhook_secret(p_project uuid, p_endpoint uuid)
+create or replace function memory_http.rotate_webhook_secret(p_project uuid, p_endpoint uuid)
   returns jsonb
   language plpgsql
   security definer
@@ -116,13 +85,13 @@ begin
   return v_result;
 end
 $$;
-comment on function memory.api_rotate_webhook_secret(uuid, uuid) is
+comment on function memory_http.rotate_webhook_secret(uuid, uuid) is
   'API: memory.rotate_webhook_secret as the authorized key (needs configuration:write); audited (never the secret).';
 
 -- The delivery log of one endpoint (a deleted one too: its log is kept),
 -- newest attempt first, keyset-paged by delivery_id.  An endpoint that is
 -- not the project's (another org's, or unknown) is not found.
-create or replace function memory.api_webhook_deliveries(
+create or replace function memory_http.webhook_deliveries(
   p_project uuid, p_endpoint uuid, p_limit integer default 100, p_before bigint default null)
   returns jsonb
   language plpgsql stable
@@ -153,28 +122,5 @@ begin
     'next_cursor', case when v_n > p_limit then v_rows -> (p_limit - 1) -> 'delivery_id' end);
 end
 $$;
-comment on function memory.api_webhook_deliveries(uuid, uuid, integer, bigint) is
+comment on function memory_http.webhook_deliveries(uuid, uuid, integer, bigint) is
   'API: an endpoint''s delivery log (memory.webhook_deliveries) as JSON, newest first; pass next_cursor as p_before for the next page. no_data_found for an endpoint not in the project.';
-
---------------------------------------------------------------------------
--- Grants (090_grants.sql revokes PUBLIC's execute from every function)
---------------------------------------------------------------------------
-revoke execute on function
-  memory.authorize_own_project(text, text),
-  memory.api_create_webhook(uuid, text, text[]),
-  memory.api_update_webhook(uuid, uuid, text, text[], boolean),
-  memory.api_delete_webhook(uuid, uuid),
-  memory.api_rotate_webhook_secret(uuid, uuid),
-  memory.api_webhook_deliveries(uuid, uuid, integer, bigint)
-  from public;
-grant execute on function
-  memory.authorize_own_project(text, text),
-  memory.api_create_webhook(uuid, text, text[]),
-  memory.api_update_webhook(uuid, uuid, text, text[], boolean),
-  memory.api_delete_webhook(uuid, uuid),
-  memory.api_rotate_webhook_secret(uuid, uuid),
-  memory.api_webhook_deliveries(uuid, uuid, integer, bigint)
-  to chronomem_app;
-grant execute on function
-  memory.api_webhook_deliveries(uuid, uuid, integer, bigint)
-  to chronomem_analyst;
