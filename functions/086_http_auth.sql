@@ -6,15 +6,79 @@
 --------------------------------------------------------------------------
 -- Permissions
 --------------------------------------------------------------------------
-create or replace function memory_http.permissions() returns text[]
+-- memory_http.permissions(), the vocabulary, lives in sql/0037: the
+-- api_keys check constraint calls it.
+
+-- Which permission each call of the HTTP and MCP layer needs: the one
+-- statement of it.  A route or an MCP tool is memory_http.authorize_call
+-- (token, the function it calls, project) and then that call; the audited
+-- writes below check the same row again.  A call not listed is refused.
+-- NULL: any valid key of the org may make the call.
+create or replace function memory_http.call_permissions()
+  returns table (call text, permission text)
   language sql immutable parallel safe
   as $$
-    select array['project:read', 'project:write', 'project:manage',
-                 'configuration:read', 'configuration:write',
-                 'members:read', 'members:write']::text[]
+    select * from (values
+      ('memory.fact_changes', 'project:read'),
+      ('memory.get_project', 'project:read'),
+      ('memory.graph_neighbors', 'project:read'),
+      ('memory.list_communities', 'project:read'),
+      ('memory.list_entities', 'project:read'),
+      ('memory.list_facts', 'project:read'),
+      ('memory.list_sessions', 'project:read'),
+      ('memory.project_backlog', 'project:read'),
+      ('memory.session_messages', 'project:read'),
+      ('memory_http.context', 'project:read'),
+      ('memory_http.fact_history', 'project:read'),
+      ('memory_http.search', 'project:read'),
+      ('memory_http.timeline', 'project:read'),
+      ('memory_http.assert_facts', 'project:write'),
+      ('memory_http.ingest', 'project:write'),
+      ('memory_http.merge_entities', 'project:write'),
+      ('memory_http.refresh_communities', 'project:write'),
+      ('memory_http.retract_fact', 'project:write'),
+      ('memory_http.split_entity', 'project:write'),
+      ('memory_http.upsert_entity', 'project:write'),
+      ('memory_http.wipe', 'project:write'),
+      ('memory.list_webhooks', 'configuration:read'),
+      ('memory.predicates_of', 'configuration:read'),
+      ('memory.webhook_event_types', 'configuration:read'),
+      ('memory_http.webhook_deliveries', 'configuration:read'),
+      ('memory_http.create_webhook', 'configuration:write'),
+      ('memory_http.declare_predicate', 'configuration:write'),
+      ('memory_http.delete_webhook', 'configuration:write'),
+      ('memory_http.rotate_webhook_secret', 'configuration:write'),
+      ('memory_http.update_webhook', 'configuration:write'),
+      ('memory_http.create_api_key', 'project:manage'),
+      ('memory_http.create_project', 'project:manage'),
+      ('memory_http.delete_project', 'project:manage'),
+      ('memory_http.list_api_keys', 'project:manage'),
+      ('memory_http.revoke_api_key', 'project:manage'),
+      ('memory_http.list_projects', null),
+      ('memory_http.org', null)
+    ) c(call, permission)
   $$;
-comment on function memory_http.permissions() is
-  'The fixed vocabulary of API key permissions. project:read/write: the key''s project''s memory (facts, episodes, search); configuration:read/write: its predicates; project:manage: every project of the org (create projects, manage keys) and implies every other permission; members:read/write: reserved.';
+comment on function memory_http.call_permissions() is
+  'Every call the HTTP and MCP layer makes for a client, with the permission it needs (NULL: any valid key of the org): the one statement of it, read by memory_http.authorize_call and by the audited writes.';
+
+create or replace function memory_http.call_permission(p_call text) returns text
+  language plpgsql immutable parallel safe
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_permission text;
+begin
+  select c.permission into v_permission from memory_http.call_permissions() c where c.call = p_call;
+  if not found then
+    raise exception 'unknown call %', coalesce(quote_literal(p_call), 'NULL')
+      using errcode = 'invalid_parameter_value',
+            hint = 'Every call of the HTTP and MCP layer is listed in memory_http.call_permissions().';
+  end if;
+  return v_permission;
+end
+$$;
+comment on function memory_http.call_permission(text) is
+  'The permission memory_http.call_permissions() gives a call (NULL: any valid key); 22023 for a call it does not list.';
 
 -- Does a key (its permissions and project) grant p_permission on
 -- p_project (NULL: the org itself, e.g. creating a project)?
@@ -420,6 +484,31 @@ end
 $$;
 comment on function memory_http.authorize_key(text) is
   'memory_http.authenticate, requiring only a valid key (no permission): scopes the transaction to the key''s org; for API routes every key may call (its org, its visible projects). Raises 28000 for a bad token.';
+
+-- What every route and MCP tool runs before its one call: authorize the
+-- key for that call, with the permission memory_http.call_permissions()
+-- gives it, on p_project (p_own_project: the route names no project and
+-- the key's own is meant; neither: the org).  So HTTP, MCP and any other
+-- client of this layer cannot disagree on what a call needs.
+create or replace function memory_http.authorize_call(
+  p_token text, p_call text, p_project uuid default null, p_own_project boolean default false)
+  returns uuid
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_permission text := memory_http.call_permission(p_call);
+begin
+  if v_permission is null then
+    return (select a.key_id from memory_http.authorize_key(p_token) a);
+  elsif p_own_project then
+    return (select a.key_id from memory_http.authorize_own_project(p_token, v_permission) a);
+  end if;
+  return (select a.key_id from memory_http.authorize(p_token, v_permission, p_project) a);
+end
+$$;
+comment on function memory_http.authorize_call(text, text, uuid, boolean) is
+  'Authorize an API key for one call of the HTTP and MCP layer (a function named as in memory_http.call_permissions()): the permission that list gives it, on p_project (p_own_project: the key''s own project; neither: the org). Returns the key id; raises as memory_http.authorize (28000, P0002, CM403), and 22023 for a call not listed.';
 
 -- The key this transaction authenticated, or 28000 (guards against a
 -- caller that forgot memory_http.authorize*).

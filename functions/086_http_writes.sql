@@ -15,7 +15,7 @@ as $$
 declare
   v_project uuid;
 begin
-  perform memory_internal.require_api('project:manage', null);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.create_project'), null);
   if p_name is null or length(btrim(p_name)) not between 1 and 200 then
     raise exception 'name must be 1 to 200 characters' using errcode = 'invalid_parameter_value',
       detail = 'name';
@@ -39,7 +39,7 @@ as $$
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.assert_facts'), p_project);
   v_result := memory.assert_facts(p_project, p_facts, 'api', null,
                                   coalesce(p_override_tombstones, false),
                                   memory_internal.api_actor());
@@ -64,7 +64,7 @@ as $$
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.ingest'), p_project);
   v_result := memory.ingest(p_project, p_session, p_messages, p_idempotency_key, p_session_metadata);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'memory.ingest',
     'session:' || (v_result ->> 'session_id'),
@@ -83,7 +83,7 @@ create or replace function memory_http.retract_fact(p_project uuid, p_fact uuid,
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.retract_fact'), p_project);
   -- retract_fact writes the audit row (retract_fact, fact:<id>) itself.
   return memory.retract_fact(p_project, p_fact, p_reason, memory_internal.api_actor());
 end
@@ -99,7 +99,7 @@ create or replace function memory_http.wipe(
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.wipe'), p_project);
   -- wipe writes the audit row (wipe, scope, counts) itself.
   return memory.wipe(p_project, p_session, p_subject, memory_internal.api_actor());
 end
@@ -114,7 +114,7 @@ create or replace function memory_http.delete_project(p_project uuid)
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 begin
-  perform memory_internal.require_api('project:manage', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.delete_project'), p_project);
   return memory.delete_project(p_project, memory_internal.api_actor());
 end
 $$;
@@ -129,7 +129,7 @@ create or replace function memory_http.declare_predicate(
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.declare_predicate'), p_project);
   perform memory.declare_predicate(p_project, p_predicate, p_cardinality);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'predicate.declare',
     'predicate:' || memory.normalize_text(p_predicate));
@@ -175,7 +175,7 @@ declare
   v_id uuid;
   v_alias text;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.upsert_entity'), p_project);
   v_org := memory_internal.project_org(p_project);
   perform memory_internal.check_entity_name_length('name', p_name);
   if length(p_summary) > 8192 then
@@ -214,7 +214,7 @@ declare
   v_org uuid;
   v_report jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.merge_entities'), p_project);
   v_org := memory_internal.project_org(p_project);
   perform memory_internal.check_entity_name_length('keep', p_keep);
   perform memory_internal.check_entity_name_length('absorb', p_absorb);
@@ -245,7 +245,7 @@ declare
   v_org uuid;
   v_report jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.split_entity'), p_project);
   v_org := memory_internal.project_org(p_project);
   perform memory_internal.check_entity_name_length('name', p_name);
   v_report := memory.split_entity(p_project, p_name, p_dry_run);
@@ -271,7 +271,7 @@ as $$
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.refresh_communities'), p_project);
   v_result := memory.refresh_communities(p_project);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'communities.refresh',
     'project:' || p_project,

@@ -15,7 +15,7 @@ as $$
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.create_webhook'), p_project);
   v_result := memory.create_webhook(p_project, p_url, p_event_types);
   -- Never the secret, nor the URL (it may carry credentials): counts only.
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.create',
@@ -38,7 +38,7 @@ as $$
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.update_webhook'), p_project);
   v_result := memory.update_webhook(p_project, p_endpoint, p_url, p_event_types, p_enabled);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.update',
     'webhook:' || p_endpoint,
@@ -59,7 +59,7 @@ as $$
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.delete_webhook'), p_project);
   v_result := memory.delete_webhook(p_project, p_endpoint);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.delete',
     'webhook:' || p_endpoint);
@@ -78,7 +78,7 @@ as $$
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.rotate_webhook_secret'), p_project);
   v_result := memory.rotate_webhook_secret(p_project, p_endpoint);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.rotate_secret',
     'webhook:' || p_endpoint);

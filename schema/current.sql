@@ -3762,7 +3762,7 @@ CREATE FUNCTION memory_http.assert_facts(p_project uuid, p_facts jsonb, p_overri
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.assert_facts'), p_project);
   v_result := memory.assert_facts(p_project, p_facts, 'api', null,
                                   coalesce(p_override_tombstones, false),
                                   memory_internal.api_actor());
@@ -3882,6 +3882,34 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.authorize(p_token text, p_permission text, p_project uuid, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'memory_http.authenticate, then require p_permission on p_project (NULL: on the org). Raises SQLSTATE 28000 for a bad token, P0002 for a project not in the key''s org, CM403 when the key does not grant the permission.';
+
+
+--
+-- Name: authorize_call(text, text, uuid, boolean); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.authorize_call(p_token text, p_call text, p_project uuid DEFAULT NULL::uuid, p_own_project boolean DEFAULT false) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_permission text := memory_http.call_permission(p_call);
+begin
+  if v_permission is null then
+    return (select a.key_id from memory_http.authorize_key(p_token) a);
+  elsif p_own_project then
+    return (select a.key_id from memory_http.authorize_own_project(p_token, v_permission) a);
+  end if;
+  return (select a.key_id from memory_http.authorize(p_token, v_permission, p_project) a);
+end
+$$;
+
+
+--
+-- Name: FUNCTION authorize_call(p_token text, p_call text, p_project uuid, p_own_project boolean); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.authorize_call(p_token text, p_call text, p_project uuid, p_own_project boolean) IS 'Authorize an API key for one call of the HTTP and MCP layer (a function named as in memory_http.call_permissions()): the permission that list gives it, on p_project (p_own_project: the key''s own project; neither: the org). Returns the key id; raises as memory_http.authorize (28000, P0002, CM403), and 22023 for a call not listed.';
 
 
 --
@@ -4005,6 +4033,91 @@ COMMENT ON FUNCTION memory_http.bootstrap_api_key(p_org uuid, p_org_name text, p
 
 
 --
+-- Name: call_permission(text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.call_permission(p_call text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_permission text;
+begin
+  select c.permission into v_permission from memory_http.call_permissions() c where c.call = p_call;
+  if not found then
+    raise exception 'unknown call %', coalesce(quote_literal(p_call), 'NULL')
+      using errcode = 'invalid_parameter_value',
+            hint = 'Every call of the HTTP and MCP layer is listed in memory_http.call_permissions().';
+  end if;
+  return v_permission;
+end
+$$;
+
+
+--
+-- Name: FUNCTION call_permission(p_call text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.call_permission(p_call text) IS 'The permission memory_http.call_permissions() gives a call (NULL: any valid key); 22023 for a call it does not list.';
+
+
+--
+-- Name: call_permissions(); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permission text)
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select * from (values
+      ('memory.fact_changes', 'project:read'),
+      ('memory.get_project', 'project:read'),
+      ('memory.graph_neighbors', 'project:read'),
+      ('memory.list_communities', 'project:read'),
+      ('memory.list_entities', 'project:read'),
+      ('memory.list_facts', 'project:read'),
+      ('memory.list_sessions', 'project:read'),
+      ('memory.project_backlog', 'project:read'),
+      ('memory.session_messages', 'project:read'),
+      ('memory_http.context', 'project:read'),
+      ('memory_http.fact_history', 'project:read'),
+      ('memory_http.search', 'project:read'),
+      ('memory_http.timeline', 'project:read'),
+      ('memory_http.assert_facts', 'project:write'),
+      ('memory_http.ingest', 'project:write'),
+      ('memory_http.merge_entities', 'project:write'),
+      ('memory_http.refresh_communities', 'project:write'),
+      ('memory_http.retract_fact', 'project:write'),
+      ('memory_http.split_entity', 'project:write'),
+      ('memory_http.upsert_entity', 'project:write'),
+      ('memory_http.wipe', 'project:write'),
+      ('memory.list_webhooks', 'configuration:read'),
+      ('memory.predicates_of', 'configuration:read'),
+      ('memory.webhook_event_types', 'configuration:read'),
+      ('memory_http.webhook_deliveries', 'configuration:read'),
+      ('memory_http.create_webhook', 'configuration:write'),
+      ('memory_http.declare_predicate', 'configuration:write'),
+      ('memory_http.delete_webhook', 'configuration:write'),
+      ('memory_http.rotate_webhook_secret', 'configuration:write'),
+      ('memory_http.update_webhook', 'configuration:write'),
+      ('memory_http.create_api_key', 'project:manage'),
+      ('memory_http.create_project', 'project:manage'),
+      ('memory_http.delete_project', 'project:manage'),
+      ('memory_http.list_api_keys', 'project:manage'),
+      ('memory_http.revoke_api_key', 'project:manage'),
+      ('memory_http.list_projects', null),
+      ('memory_http.org', null)
+    ) c(call, permission)
+  $$;
+
+
+--
+-- Name: FUNCTION call_permissions(); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.call_permissions() IS 'Every call the HTTP and MCP layer makes for a client, with the permission it needs (NULL: any valid key of the org): the one statement of it, read by memory_http.authorize_call and by the audited writes.';
+
+
+--
 -- Name: context(uuid, text, public.vector, public.vector, timestamp with time zone, timestamp with time zone, integer, integer); Type: FUNCTION; Schema: memory_http; Owner: -
 --
 
@@ -4096,7 +4209,7 @@ CREATE FUNCTION memory_http.create_project(p_name text) RETURNS TABLE(project_id
 declare
   v_project uuid;
 begin
-  perform memory_internal.require_api('project:manage', null);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.create_project'), null);
   if p_name is null or length(btrim(p_name)) not between 1 and 200 then
     raise exception 'name must be 1 to 200 characters' using errcode = 'invalid_parameter_value',
       detail = 'name';
@@ -4127,7 +4240,7 @@ CREATE FUNCTION memory_http.create_webhook(p_project uuid, p_url text, p_event_t
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.create_webhook'), p_project);
   v_result := memory.create_webhook(p_project, p_url, p_event_types);
   -- Never the secret, nor the URL (it may carry credentials): counts only.
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.create',
@@ -4154,7 +4267,7 @@ CREATE FUNCTION memory_http.declare_predicate(p_project uuid, p_predicate text, 
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.declare_predicate'), p_project);
   perform memory.declare_predicate(p_project, p_predicate, p_cardinality);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'predicate.declare',
     'predicate:' || memory.normalize_text(p_predicate));
@@ -4180,7 +4293,7 @@ CREATE FUNCTION memory_http.delete_project(p_project uuid) RETURNS jsonb
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
 begin
-  perform memory_internal.require_api('project:manage', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.delete_project'), p_project);
   return memory.delete_project(p_project, memory_internal.api_actor());
 end
 $$;
@@ -4204,7 +4317,7 @@ CREATE FUNCTION memory_http.delete_webhook(p_project uuid, p_endpoint uuid) RETU
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.delete_webhook'), p_project);
   v_result := memory.delete_webhook(p_project, p_endpoint);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.delete',
     'webhook:' || p_endpoint);
@@ -4263,7 +4376,7 @@ CREATE FUNCTION memory_http.ingest(p_project uuid, p_session text, p_messages js
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.ingest'), p_project);
   v_result := memory.ingest(p_project, p_session, p_messages, p_idempotency_key, p_session_metadata);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'memory.ingest',
     'session:' || (v_result ->> 'session_id'),
@@ -4355,7 +4468,7 @@ declare
   v_org uuid;
   v_report jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.merge_entities'), p_project);
   v_org := memory_internal.project_org(p_project);
   perform memory_internal.check_entity_name_length('keep', p_keep);
   perform memory_internal.check_entity_name_length('absorb', p_absorb);
@@ -4418,7 +4531,7 @@ CREATE FUNCTION memory_http.permissions() RETURNS text[]
 -- Name: FUNCTION permissions(); Type: COMMENT; Schema: memory_http; Owner: -
 --
 
-COMMENT ON FUNCTION memory_http.permissions() IS 'The fixed vocabulary of API key permissions. project:read/write: the key''s project''s memory (facts, episodes, search); configuration:read/write: its predicates; project:manage: every project of the org (create projects, manage keys) and implies every other permission; members:read/write: reserved.';
+COMMENT ON FUNCTION memory_http.permissions() IS 'The fixed vocabulary of API key permissions, the one list (memory_internal.api_keys'' check constraint calls it). project:read/write: the key''s project''s memory (facts, episodes, search); configuration:read/write: its predicates and webhooks; project:manage: every project of the org (create projects, manage keys) and implies every other permission; members:read/write: reserved.';
 
 
 --
@@ -4432,7 +4545,7 @@ CREATE FUNCTION memory_http.refresh_communities(p_project uuid) RETURNS jsonb
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.refresh_communities'), p_project);
   v_result := memory.refresh_communities(p_project);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'communities.refresh',
     'project:' || p_project,
@@ -4458,7 +4571,7 @@ CREATE FUNCTION memory_http.retract_fact(p_project uuid, p_fact uuid, p_reason t
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.retract_fact'), p_project);
   -- retract_fact writes the audit row (retract_fact, fact:<id>) itself.
   return memory.retract_fact(p_project, p_fact, p_reason, memory_internal.api_actor());
 end
@@ -4524,7 +4637,7 @@ CREATE FUNCTION memory_http.rotate_webhook_secret(p_project uuid, p_endpoint uui
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.rotate_webhook_secret'), p_project);
   v_result := memory.rotate_webhook_secret(p_project, p_endpoint);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.rotate_secret',
     'webhook:' || p_endpoint);
@@ -4578,7 +4691,7 @@ declare
   v_org uuid;
   v_report jsonb;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.split_entity'), p_project);
   v_org := memory_internal.project_org(p_project);
   perform memory_internal.check_entity_name_length('name', p_name);
   v_report := memory.split_entity(p_project, p_name, p_dry_run);
@@ -4655,7 +4768,7 @@ CREATE FUNCTION memory_http.update_webhook(p_project uuid, p_endpoint uuid, p_ur
 declare
   v_result jsonb;
 begin
-  perform memory_internal.require_api('configuration:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.update_webhook'), p_project);
   v_result := memory.update_webhook(p_project, p_endpoint, p_url, p_event_types, p_enabled);
   perform memory_internal.audit(memory_internal.current_org(), p_project, 'webhook.update',
     'webhook:' || p_endpoint,
@@ -4687,7 +4800,7 @@ declare
   v_id uuid;
   v_alias text;
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.upsert_entity'), p_project);
   v_org := memory_internal.project_org(p_project);
   perform memory_internal.check_entity_name_length('name', p_name);
   if length(p_summary) > 8192 then
@@ -4769,7 +4882,7 @@ CREATE FUNCTION memory_http.wipe(p_project uuid, p_session text DEFAULT NULL::te
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
 begin
-  perform memory_internal.require_api('project:write', p_project);
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.wipe'), p_project);
   -- wipe writes the audit row (wipe, scope, counts) itself.
   return memory.wipe(p_project, p_session, p_subject, memory_internal.api_actor());
 end
@@ -10765,7 +10878,7 @@ CREATE TABLE memory_internal.api_keys (
     last_used_at timestamp with time zone,
     CONSTRAINT api_keys_check CHECK (((revoked_at IS NULL) OR (revoked_at >= created_at))),
     CONSTRAINT api_keys_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200))),
-    CONSTRAINT api_keys_permissions_check CHECK (((cardinality(permissions) >= 1) AND (array_position(permissions, NULL::text) IS NULL) AND (permissions <@ ARRAY['project:read'::text, 'project:write'::text, 'project:manage'::text, 'configuration:read'::text, 'configuration:write'::text, 'members:read'::text, 'members:write'::text]))),
+    CONSTRAINT api_keys_permissions_check CHECK (((cardinality(permissions) >= 1) AND (array_position(permissions, NULL::text) IS NULL) AND (permissions <@ memory_http.permissions()))),
     CONSTRAINT api_keys_prefix_check CHECK ((prefix ~ '^cmk_[0-9a-f]{12}$'::text)),
     CONSTRAINT api_keys_secret_hash_check CHECK ((length(secret_hash) = 32))
 );
@@ -13097,6 +13210,14 @@ GRANT ALL ON FUNCTION memory_http.authorize(p_token text, p_permission text, p_p
 
 
 --
+-- Name: FUNCTION authorize_call(p_token text, p_call text, p_project uuid, p_own_project boolean); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.authorize_call(p_token text, p_call text, p_project uuid, p_own_project boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.authorize_call(p_token text, p_call text, p_project uuid, p_own_project boolean) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION authorize_key(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory_http; Owner: -
 --
 
@@ -13118,6 +13239,22 @@ GRANT ALL ON FUNCTION memory_http.authorize_own_project(p_token text, p_permissi
 
 REVOKE ALL ON FUNCTION memory_http.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.bootstrap_api_key(p_org uuid, p_org_name text, p_project_name text, p_key_name text, p_permissions text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION call_permission(p_call text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.call_permission(p_call text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.call_permission(p_call text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION call_permissions(); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.call_permissions() FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.call_permissions() TO chronomem_app;
 
 
 --

@@ -8,6 +8,7 @@ clears session-level scope too, in case anything ever set it.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -97,15 +98,26 @@ class OrgShare:
 
 @dataclass(frozen=True)
 class Access:
-    """What a request needs: its bearer token, the permission, and the project (None
-    for org-level actions such as creating a project). own_project: the route names no
-    project and the permission is checked on the key's own (memory_http.authorize_own_project).
-    permission None: any valid key will do (memory_http.authorize_key)."""
+    """What a request needs: its bearer token and the project (None for org-level
+    actions such as creating a project). own_project: the route names no project and
+    the key's own is meant. Which permission the call needs is not said here: SQL says
+    it, per function called (memory_http.call_permissions())."""
 
     token: str
-    permission: str | None
     project: UUID | None = None
     own_project: bool = False
+
+
+# The function a route's one SQL call calls: what memory_http.authorize_call looks up.
+_CALLED = re.compile(r"\bselect\s+(?:\*\s+from\s+)?(memory(?:_http)?\.[a-z_]+)\s*\(")
+
+
+def called_function(query: str) -> str:
+    """The function `query` calls, as memory_http.call_permissions() names it."""
+    match = _CALLED.search(query)
+    if match is None:
+        raise ValueError(f"no memory or memory_http function called in {query!r}")
+    return match.group(1)
 
 
 class Database:
@@ -164,8 +176,9 @@ class Database:
         *,
         many: bool = False,
     ) -> Any:
-        """One transaction: memory_http.authorize(token, permission, project) (or its
-        own-project / any-key variant), then `query`.
+        """One transaction: memory_http.authorize_call(token, the function `query`
+        calls, project), which requires the permission SQL gives that call, then
+        `query`.
 
         `params` may be a function of the connection, called once the key is authorized
         (work such as embedding a query is then never done for a caller without access). Returns the
@@ -176,18 +189,10 @@ class Database:
             self.pool.connection() as conn,
             conn.transaction(),
         ):
-            if access.permission is None:
-                conn.execute("select 1 from memory_http.authorize_key(%s::text)", (access.token,))
-            elif access.own_project:
-                conn.execute(
-                    "select 1 from memory_http.authorize_own_project(%s::text, %s::text)",
-                    (access.token, access.permission),
-                )
-            else:
-                conn.execute(
-                    "select 1 from memory_http.authorize(%s::text, %s::text, %s::uuid)",
-                    (access.token, access.permission, access.project),
-                )
+            conn.execute(
+                "select memory_http.authorize_call(%s::text, %s::text, %s::uuid, %s::boolean)",
+                (access.token, called_function(query), access.project, access.own_project),
+            )
             if not self.share.knows(access.token):
                 scope = conn.execute(
                     "select current_setting('chronomem.org_id', true) as org"

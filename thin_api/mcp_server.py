@@ -1,8 +1,9 @@
 """The MCP server (official `mcp` SDK): Chronomem's memory as tools for agents.
 
-Eight tools, each one memory_http.authorize (the key, the tool's permission, the project
+Each tool is memory_http.authorize_call (the key, the function it calls, the project
 given as an argument) plus the same SQL function the matching HTTP route calls, in one
-transaction through thin_api.db.Database. No business rules here.
+transaction through thin_api.db.Database: the permission a call needs is SQL's to say
+(memory_http.call_permissions()), for HTTP and MCP alike. No business rules here.
 
 Two transports, both authenticated by an API key:
 - streamable HTTP at /mcp on the API app (`mount`): the key is the request's
@@ -42,7 +43,6 @@ from thin_api.db import Access, Database, OrgBusy, Params
 from thin_api.embedding import QueryEmbedder, query_vector
 from thin_api.errors import ApiError, from_db_error, org_busy, unauthorized
 from thin_api.models import Cardinality, FactIn, Instant, MessageIn, StrictBool
-from thin_api.routes import CONFIG_WRITE, READ, WRITE
 from thin_api.routes.facts import FactBatch
 
 log = logging.getLogger("chronomem.mcp")
@@ -100,7 +100,6 @@ def build_server(backend: Backend) -> MCPServer:
 
     def call(
         ctx: Context,
-        permission: str,
         project: UUID,
         query: LiteralString,
         params: Params,
@@ -111,7 +110,7 @@ def build_server(backend: Backend) -> MCPServer:
         try:
             if not token:
                 raise unauthorized()
-            access = Access(token, permission, project)
+            access = Access(token, project)
             db = backend.get_db()
             return db.call_row(access, query, params) if row else db.call(access, query, params)
         except ApiError as err:
@@ -144,7 +143,6 @@ def build_server(backend: Backend) -> MCPServer:
         rows = [m.model_dump(mode="json", exclude_none=True) for m in messages]
         return call(
             ctx,
-            WRITE,
             project_id,
             "select memory_http.ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
             (project_id, session, Jsonb(rows), None, None),
@@ -156,7 +154,7 @@ def build_server(backend: Backend) -> MCPServer:
         true once no fact extraction or embedding of the project's messages and facts
         is still queued, running or waiting; per kind, the open jobs."""
         backlog: dict[str, Any] = call(
-            ctx, READ, project_id, "select memory.project_backlog(%s::uuid)", (project_id,)
+            ctx, project_id, "select memory.project_backlog(%s::uuid)", (project_id,)
         )
         return backlog
 
@@ -175,7 +173,6 @@ def build_server(backend: Backend) -> MCPServer:
         batch = FactBatch(facts)
         answer: dict[str, Any] = call(
             ctx,
-            WRITE,
             project_id,
             "select memory_http.assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
             (project_id, Jsonb(batch.sent), override_tombstones),
@@ -202,7 +199,6 @@ def build_server(backend: Backend) -> MCPServer:
         conversation excerpts as they held at `as_of`, as known at `known_at`."""
         return call(
             ctx,
-            READ,
             project_id,
             "select memory_http.search(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text)",
@@ -233,7 +229,6 @@ def build_server(backend: Backend) -> MCPServer:
         related entities) of the entities named, within `max_tokens`."""
         return call(
             ctx,
-            READ,
             project_id,
             "select memory_http.context(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
@@ -264,7 +259,6 @@ def build_server(backend: Backend) -> MCPServer:
         optionally of one subject and/or predicate."""
         return call(
             ctx,
-            READ,
             project_id,
             "select memory.list_facts(%s::uuid, %s::timestamptz, %s::timestamptz, %s::text, "
             "%s::text, %s::uuid, %s::integer)",
@@ -277,7 +271,6 @@ def build_server(backend: Backend) -> MCPServer:
         fact's identity, oldest first."""
         return call(
             ctx,
-            READ,
             project_id,
             "select memory_http.fact_history(%s::uuid, %s::uuid)",
             (project_id, fact_id),
@@ -307,7 +300,6 @@ def build_server(backend: Backend) -> MCPServer:
         with the fact's subject, predicate, object and content."""
         return call(
             ctx,
-            READ,
             project_id,
             "select memory.fact_changes(%s::uuid, %s::timestamptz, %s::timestamptz, %s::text, "
             "%s::integer)",
@@ -328,7 +320,6 @@ def build_server(backend: Backend) -> MCPServer:
         when did this change, and what did it replace?"""
         timeline: dict[str, Any] = call(
             ctx,
-            READ,
             project_id,
             "select memory_http.timeline(%s::uuid, %s::text, %s::text)",
             (project_id, subject, predicate),
@@ -350,7 +341,6 @@ def build_server(backend: Backend) -> MCPServer:
         believed at `known_at`: who someone knew, worked with or was linked to then."""
         graph: dict[str, Any] = call(
             ctx,
-            READ,
             project_id,
             "select memory.graph_neighbors(%s::uuid, %s::text, %s::integer, %s::timestamptz, "
             "%s::timestamptz, %s::integer)",
@@ -369,7 +359,6 @@ def build_server(backend: Backend) -> MCPServer:
         window back."""
         return call(
             ctx,
-            WRITE,
             project_id,
             "select memory_http.retract_fact(%s::uuid, %s::uuid, %s::text)",
             (project_id, fact_id, reason),
@@ -387,7 +376,6 @@ def build_server(backend: Backend) -> MCPServer:
         """Declare a predicate's cardinality (needs configuration:write)."""
         row = call(
             ctx,
-            CONFIG_WRITE,
             project_id,
             "select * from memory_http.declare_predicate(%s::uuid, %s::text, %s::text)",
             (project_id, predicate, cardinality),
@@ -410,7 +398,6 @@ def build_server(backend: Backend) -> MCPServer:
         object was written as any of its names become facts about it, whenever they came."""
         entity: dict[str, Any] = call(
             ctx,
-            WRITE,
             project_id,
             "select memory_http.upsert_entity(%s::uuid, %s::text, %s::text, %s::text, %s::text[])",
             (project_id, name, entity_type, summary, aliases or []),
@@ -431,7 +418,6 @@ def build_server(backend: Backend) -> MCPServer:
         aliases and notes become the kept one's, and its name an alias of it."""
         merged: dict[str, Any] = call(
             ctx,
-            WRITE,
             project_id,
             "select memory_http.merge_entities(%s::uuid, %s::text, %s::text, %s::boolean)",
             (project_id, keep, absorb, dry_run),
@@ -449,7 +435,6 @@ def build_server(backend: Backend) -> MCPServer:
         every fact written with that name."""
         split: dict[str, Any] = call(
             ctx,
-            WRITE,
             project_id,
             "select memory_http.split_entity(%s::uuid, %s::text, %s::boolean)",
             (project_id, name, dry_run),

@@ -568,6 +568,23 @@ CASES: dict[str, Case] = {
         control="select org_id = %(org)s from memory_http.authorize(%(a_token)s, 'project:read', "
         "%(project)s)",
     ),
+    H + "authorize_call(text,text,uuid,boolean)": Case(
+        probes=(
+            "select memory_http.authorize_call(%(b_token)s, 'memory.list_facts', %(project)s)",
+            "select memory_http.authorize_call('cmk_' || replace(%(key)s::text, '-', '') || '_' "
+            "|| repeat('0', 64), 'memory.list_facts', %(project)s)",
+        ),
+        control="select memory_http.authorize_call(%(a_token)s, 'memory.list_facts', "
+        "%(project)s) is not null and memory_internal.current_org() = %(org)s",
+    ),
+    H + "call_permissions()": Case(
+        neutral="the fixed table of which permission each call needs (a constant)",
+        check="select count(*) > 30 from memory_http.call_permissions()",
+    ),
+    H + "call_permission(text)": Case(
+        neutral="a lookup in the constant table of call permissions",
+        check="select memory_http.call_permission('memory_http.assert_facts') = 'project:write'",
+    ),
     H + "authorize_key(text)": Case(
         probes=(
             "select * from memory_http.authorize_key('cmk_' || replace(%(key)s::text, '-', '') "

@@ -23,7 +23,6 @@ import ssl
 import subprocess
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import org_scope
 import psycopg
 import pytest
 from psycopg.rows import dict_row
@@ -141,20 +141,7 @@ def receiver() -> Iterator[Receiver]:
 # -- tenants and workers ---------------------------------------------------------------
 
 
-@dataclass
-class Tenant:
-    dsn: str
-    org: uuid.UUID
-    project: uuid.UUID
-
-    def rows(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        with psycopg.connect(self.dsn, row_factory=dict_row) as conn:
-            conn.execute("select memory.use_org(%s)", (self.org,))
-            return conn.execute(query, params).fetchall()
-
-    def one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
-        return next(iter(self.rows(query, params)[0].values()))
-
+class Tenant(org_scope.Tenant):
     def webhook(self, url: str) -> str:
         created = self.one(
             "select memory.create_webhook(%s, %s, array['fact.superseded'])", (self.project, url)

@@ -31,6 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import org_scope
 import psycopg
 import pytest
 from psycopg.rows import dict_row
@@ -195,20 +196,7 @@ def worker(app_dsn: str, admin_dsn: str) -> Iterator[subprocess.Popen[str]]:
 # -- tenants ---------------------------------------------------------------------------
 
 
-@dataclass
-class Tenant:
-    dsn: str
-    org: uuid.UUID
-    project: uuid.UUID
-
-    def rows(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        with psycopg.connect(self.dsn, row_factory=dict_row) as conn:
-            conn.execute("select memory.use_org(%s)", (self.org,))
-            return conn.execute(query, params).fetchall()
-
-    def one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
-        return next(iter(self.rows(query, params)[0].values()))
-
+class Tenant(org_scope.Tenant):
     def webhook(self, url: str, types: list[str] | None = None) -> dict[str, Any]:
         created: dict[str, Any] = self.one(
             "select memory.create_webhook(%s, %s, %s)", (self.project, url, types)

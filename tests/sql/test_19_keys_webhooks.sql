@@ -13,7 +13,7 @@
 -- p1, p2), q (key q_reader; webhook q), d (deliveries).  Org B: project pb
 -- (key b_manager; webhook b).
 BEGIN;
-select plan(88);
+select plan(96);
 
 -- Delivery jobs by name.
 -- Update one job as superuser (moves it to its last attempt).
@@ -208,6 +208,26 @@ select throws_ok($$ select * from memory_http.authorize(pg_temp.tok('writer'), '
                  'CM403', 'this API key does not grant project:write on this org', 'an org-level request without project:manage: CM403');
 select is(pg_temp.check_key('authorize', pg_temp.tok('manager'), 'project:manage'),
           pg_temp.as_key('manager', 'org_a', 'p'), 'an org-level request with project:manage: authorized (control)');
+
+-- E2. authorize_call: the permission is the one memory_http.call_permissions()
+-- gives the call, so a route and an MCP tool calling it ask the same.
+select is(memory_http.call_permission('memory_http.assert_facts'), 'project:write',
+          'assert_facts needs project:write');
+select is(memory_http.call_permission('memory_http.org'), null, 'the org needs any valid key (NULL)');
+select throws_ok($$ select memory_http.call_permission('memory.facts_at') $$, '22023', null,
+                 'a call the HTTP layer does not make is not listed: 22023');
+select throws_ok($$ select memory_http.authorize_call(pg_temp.tok('reader'), 'memory_http.assert_facts', pg_temp.id('p')) $$,
+                 'CM403', 'this API key does not grant project:write on project ' || pg_temp.id('p'),
+                 'the reader key for assert_facts: CM403, naming the permission the list gives');
+select is(memory_http.authorize_call(pg_temp.tok('reader'), 'memory.list_facts', pg_temp.id('p')),
+          (pg_temp.r('key.reader') ->> 'key_id')::uuid, 'the reader key for list_facts: authorized (control)');
+select throws_ok($$ select memory_http.authorize_call(pg_temp.tok('reader'), 'memory.webhook_event_types', null, true) $$,
+                 'CM403', null, 'a configuration:read call with a project:read key on its own project: CM403');
+select is(memory_http.authorize_call(pg_temp.tok('reader'), 'memory_http.list_projects'),
+          (pg_temp.r('key.reader') ->> 'key_id')::uuid, 'any valid key may list its projects');
+select is((select count(*)::int from memory_http.call_permissions() c
+            where c.permission is not null and not c.permission = any (memory_http.permissions())), 0,
+          'every permission the list names is in the vocabulary');
 
 -- F. authorize_own_project: the key's own project, no project named.
 select throws_ok($$ select * from memory_http.authorize_own_project(left(pg_temp.tok('reader'), 37) || repeat('f', 64), 'project:read') $$,

@@ -1,16 +1,11 @@
-"""The /v1 routes, one module per area; each route is memory_http.authorize plus one SQL call."""
+"""The /v1 routes, one module per area; each route is memory_http.authorize_call plus one
+SQL call (the permission each call needs is SQL's: memory_http.call_permissions())."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from thin_api.models import ErrorResponse
-
-READ = "project:read"
-WRITE = "project:write"
-MANAGE = "project:manage"
-CONFIG_READ = "configuration:read"
-CONFIG_WRITE = "configuration:write"
 
 
 def _error(description: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from thin_api.models import (
     RetractResult,
     Timeline,
 )
-from thin_api.routes import CONFIG_READ, CONFIG_WRITE, ERRORS, READ, WRITE
+from thin_api.routes import ERRORS
 
 router = APIRouter(prefix="/v1", tags=["facts"], responses=ERRORS)
 
@@ -45,7 +45,7 @@ def assert_facts(project_id: UUID, body: FactsRequest, token: Token, db: DB) -> 
     one bad fact never costs the rest of the batch."""
     batch = FactBatch(body.facts)
     answer: dict[str, Any] = db.call(
-        Access(token, WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.assert_facts(%s::uuid, %s::jsonb, %s::boolean)",
         (project_id, Jsonb(batch.sent), body.override_tombstones),
     )
@@ -114,7 +114,7 @@ def list_facts(
 ) -> Any:
     """The facts that hold at `as_of` as the store believed at `known_at`."""
     return db.call(
-        Access(token, READ, project_id),
+        Access(token, project_id),
         "select memory.list_facts(%s::uuid, %s::timestamptz, %s::timestamptz, %s::text, "
         "%s::text, %s::uuid, %s::integer)",
         (project_id, as_of, known_at, subject, predicate, cursor, limit),
@@ -132,7 +132,7 @@ def retract_fact(
     """The claim never held: record time ends, the claim is tombstoned, and what it
     had closed gets its window back."""
     return db.call(
-        Access(token, WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.retract_fact(%s::uuid, %s::uuid, %s::text)",
         (project_id, fact_id, body.reason if body else None),
     )
@@ -142,7 +142,7 @@ def retract_fact(
 def fact_history(project_id: UUID, fact_id: UUID, token: Token, db: DB) -> Any:
     """Every event of every version of the fact's identity, oldest first."""
     return db.call(
-        Access(token, READ, project_id),
+        Access(token, project_id),
         "select memory_http.fact_history(%s::uuid, %s::uuid)",
         (project_id, fact_id),
     )
@@ -168,7 +168,7 @@ def fact_changes(
     the writer's start: a span ending now can still gain events of writers running now,
     so a poller keeps `until` a little in the past."""
     return db.call(
-        Access(token, READ, project_id),
+        Access(token, project_id),
         "select memory.fact_changes(%s::uuid, %s::timestamptz, %s::timestamptz, %s::text, "
         "%s::integer)",
         (project_id, since, until, cursor, limit),
@@ -185,7 +185,7 @@ def timeline(
 ) -> Any:
     """Every version of a subject's facts in world-time order, with their events."""
     return db.call(
-        Access(token, READ, project_id),
+        Access(token, project_id),
         "select memory_http.timeline(%s::uuid, %s::text, %s::text)",
         (project_id, subject, predicate),
     )
@@ -199,7 +199,7 @@ def declare_predicate(
 ) -> Any:
     """Declare a predicate `one` (a new object supersedes the old) or `many`."""
     return db.call_row(
-        Access(token, CONFIG_WRITE, project_id),
+        Access(token, project_id),
         "select * from memory_http.declare_predicate(%s::uuid, %s::text, %s::text)",
         (project_id, predicate, body.cardinality),
     )
@@ -208,7 +208,7 @@ def declare_predicate(
 @router.get("/projects/{project_id}/predicates", response_model=PredicateList, tags=["predicates"])
 def list_predicates(project_id: UUID, token: Token, db: DB) -> Any:
     rows = db.call(
-        Access(token, CONFIG_READ, project_id),
+        Access(token, project_id),
         "select * from memory.predicates_of(%s::uuid)",
         (project_id,),
         many=True,

@@ -19,7 +19,7 @@ from thin_api.models import (
     SessionPage,
     WipeResult,
 )
-from thin_api.routes import ERRORS, READ, WRITE
+from thin_api.routes import ERRORS
 
 router = APIRouter(prefix="/v1", tags=["memory"], responses=ERRORS)
 
@@ -43,7 +43,7 @@ def ingest(
     the background."""
     messages = [m.model_dump(mode="json", exclude_none=True) for m in body.messages]
     return db.call(
-        Access(token, WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.ingest(%s::uuid, %s::text, %s::jsonb, %s::text, %s::jsonb)",
         (
             project_id,
@@ -66,7 +66,7 @@ def wipe(
     """Hard-delete the project's memory (or one session's, or one subject's). Nothing
     wiped stays readable at any instant; an audit row keeps the counts."""
     return db.call(
-        Access(token, WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.wipe(%s::uuid, %s::text, %s::text)",
         (project_id, session, subject),
     )
@@ -77,7 +77,7 @@ def backlog(project_id: UUID, token: Token, db: DB) -> Any:
     """The project's jobs not done yet, per kind; caught_up once extraction and
     embeddings have run for everything written before the call."""
     return db.call(
-        Access(token, READ, project_id), "select memory.project_backlog(%s::uuid)", (project_id,)
+        Access(token, project_id), "select memory.project_backlog(%s::uuid)", (project_id,)
     )
 
 
@@ -91,7 +91,7 @@ def list_sessions(
 ) -> Any:
     """The project's sessions by their id, each with its last message's number and time."""
     return db.call(
-        Access(token, READ, project_id),
+        Access(token, project_id),
         "select memory.list_sessions(%s::uuid, %s::text, %s::integer)",
         (project_id, cursor, limit),
     )
@@ -107,7 +107,7 @@ def session_messages(
     limit: Annotated[int, Query(ge=1, le=1000, description="1-1000.")] = 100,
 ) -> Any:
     return db.call(
-        Access(token, READ, project_id),
+        Access(token, project_id),
         "select memory.session_messages(%s::uuid, %s::text, %s::integer, %s::integer)",
         (project_id, session, after, limit),
     )

@@ -20,7 +20,7 @@ from thin_api.models import (
     ProjectDeleted,
     ProjectList,
 )
-from thin_api.routes import ERRORS, MANAGE, READ
+from thin_api.routes import ERRORS
 
 router = APIRouter(prefix="/v1", tags=["projects"], responses=ERRORS)
 
@@ -28,14 +28,14 @@ router = APIRouter(prefix="/v1", tags=["projects"], responses=ERRORS)
 @router.get("/org", response_model=Org, tags=["orgs"])
 def get_org(token: Token, db: DB) -> Any:
     """The calling key's org (any valid key)."""
-    return db.call_row(Access(token, None), "select * from memory_http.org()")
+    return db.call_row(Access(token), "select * from memory_http.org()")
 
 
 @router.get("/projects", response_model=ProjectList)
 def list_projects(token: Token, db: DB) -> Any:
     """The org's projects the key may see, oldest first: all of them for a project:manage
     key, only its own project otherwise (any valid key)."""
-    rows = db.call(Access(token, None), "select * from memory_http.list_projects()", many=True)
+    rows = db.call(Access(token), "select * from memory_http.list_projects()", many=True)
     return {"projects": rows}
 
 
@@ -43,14 +43,14 @@ def list_projects(token: Token, db: DB) -> Any:
 def create_project(body: ProjectCreate, token: Token, db: DB) -> Any:
     """Create a project in the key's org (needs project:manage)."""
     return db.call_row(
-        Access(token, MANAGE), "select * from memory_http.create_project(%s::text)", (body.name,)
+        Access(token), "select * from memory_http.create_project(%s::text)", (body.name,)
     )
 
 
 @router.get("/projects/{project_id}", response_model=Project)
 def get_project(project_id: UUID, token: Token, db: DB) -> Any:
     return db.call_row(
-        Access(token, READ, project_id), "select * from memory.get_project(%s::uuid)", (project_id,)
+        Access(token, project_id), "select * from memory.get_project(%s::uuid)", (project_id,)
     )
 
 
@@ -59,7 +59,7 @@ def delete_project(project_id: UUID, token: Token, db: DB) -> Any:
     """Delete the project (needs project:manage): its memory as a wipe deletes it, its
     jobs, API keys and webhooks, and the project itself. The audit log keeps the counts."""
     return db.call(
-        Access(token, MANAGE, project_id),
+        Access(token, project_id),
         "select memory_http.delete_project(%s::uuid)",
         (project_id,),
     )
@@ -75,7 +75,7 @@ def create_api_key(project_id: UUID, body: ApiKeyCreate, token: Token, db: DB) -
     """Create a key for the project (needs project:manage). The token is in this answer
     only; the server keeps a hash of it."""
     return db.call_row(
-        Access(token, MANAGE, project_id),
+        Access(token, project_id),
         "select * from memory_http.create_api_key(%s::uuid, %s::text, %s::text[])",
         (project_id, body.name, list(body.permissions)),
     )
@@ -84,7 +84,7 @@ def create_api_key(project_id: UUID, body: ApiKeyCreate, token: Token, db: DB) -
 @router.get("/projects/{project_id}/api-keys", response_model=ApiKeyList, tags=["api keys"])
 def list_api_keys(project_id: UUID, token: Token, db: DB) -> Any:
     rows = db.call(
-        Access(token, MANAGE, project_id),
+        Access(token, project_id),
         "select * from memory_http.list_api_keys(%s::uuid)",
         (project_id,),
         many=True,
@@ -98,7 +98,7 @@ def list_api_keys(project_id: UUID, token: Token, db: DB) -> Any:
 def revoke_api_key(project_id: UUID, key_id: UUID, token: Token, db: DB) -> Any:
     """Revoke a key: every later request with it is refused (401). Idempotent."""
     return db.call_row(
-        Access(token, MANAGE, project_id),
+        Access(token, project_id),
         "select * from memory_http.revoke_api_key(%s::uuid, %s::uuid)",
         (project_id, key_id),
     )

@@ -29,7 +29,7 @@ from thin_api.models import (
     SearchRequest,
     SearchResult,
 )
-from thin_api.routes import ERRORS, READ, WRITE
+from thin_api.routes import ERRORS
 
 router = APIRouter(prefix="/v1", tags=["retrieval"], responses=ERRORS)
 
@@ -67,7 +67,7 @@ def search(
 
     with metrics.search_latency.labels("search").time():
         return db.call(
-            Access(token, READ, project_id),
+            Access(token, project_id),
             "select memory_http.search(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text)",
             params,
@@ -105,7 +105,7 @@ def context(
 
     with metrics.search_latency.labels("context").time():
         return db.call(
-            Access(token, READ, project_id),
+            Access(token, project_id),
             "select memory_http.context(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
             params,
@@ -126,7 +126,7 @@ def neighbors(
     """The entities within `depth` edges of an entity, over the edges effective at
     `as_of`, and those edges."""
     return db.call(
-        Access(token, READ, project_id),
+        Access(token, project_id),
         "select memory.graph_neighbors(%s::uuid, %s::text, %s::integer, %s::timestamptz, "
         "%s::timestamptz, %s::integer)",
         (project_id, entity, depth, as_of, known_at, limit),
@@ -142,7 +142,7 @@ def entities(
     limit: Annotated[int, Query(ge=1, le=1000, description="1-1000.")] = 100,
 ) -> Any:
     return db.call(
-        Access(token, READ, project_id),
+        Access(token, project_id),
         "select memory.list_entities(%s::uuid, %s::text, %s::integer)",
         (project_id, cursor, limit),
     )
@@ -154,7 +154,7 @@ def upsert_entity(project_id: UUID, body: EntityUpsert, token: Token, db: DB) ->
     any of its names as a plain-name object become the entity's, as if it had come
     first."""
     return db.call(
-        Access(token, WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.upsert_entity(%s::uuid, %s::text, %s::text, %s::text, %s::text[])",
         (project_id, body.name, body.entity_type, body.summary, body.aliases),
     )
@@ -167,7 +167,7 @@ def merge_entities(project_id: UUID, body: EntityMerge, token: Token, db: DB) ->
     alias from the start; claims the merge makes one are laid out in world-time order.
     With `dry_run` the answer is what it would do, and nothing changes."""
     return db.call(
-        Access(token, WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.merge_entities(%s::uuid, %s::text, %s::text, %s::boolean)",
         (project_id, body.keep, body.absorb, body.dry_run),
     )
@@ -179,7 +179,7 @@ def split_entity(project_id: UUID, body: EntitySplit, token: Token, db: DB) -> A
     fact written with that name, and both sides are laid out again in world-time order.
     With `dry_run` the answer is what it would do, and nothing changes."""
     return db.call(
-        Access(token, WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.split_entity(%s::uuid, %s::text, %s::boolean)",
         (project_id, body.name, body.dry_run),
     )
@@ -199,7 +199,7 @@ def communities(
     """Communities from the last computation (label propagation over current edges; the
     periodic job computes them again whenever the graph changed), largest first."""
     return db.call(
-        Access(token, READ, project_id),
+        Access(token, project_id),
         "select memory.list_communities(%s::uuid, %s::text, %s::integer, %s::integer)",
         (project_id, cursor, limit, members),
     )
@@ -212,7 +212,7 @@ def refresh_communities(project_id: UUID, token: Token, db: DB) -> Any:
     """Compute the communities now if the project's current edges changed since the last
     computation (needs project:write); the periodic job does the same every 5 minutes."""
     return db.call(
-        Access(token, WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.refresh_communities(%s::uuid)",
         (project_id,),
     )

@@ -21,7 +21,7 @@ from thin_api.models import (
     WebhookList,
     WebhookUpdate,
 )
-from thin_api.routes import CONFIG_READ, CONFIG_WRITE, ERRORS
+from thin_api.routes import ERRORS
 
 router = APIRouter(prefix="/v1", tags=["webhooks"], responses=ERRORS)
 
@@ -38,7 +38,7 @@ def create_webhook(project_id: UUID, body: WebhookCreate, token: Token, db: DB) 
     only; deliveries are signed Svix-style (webhook-id, webhook-timestamp,
     webhook-signature)."""
     return db.call(
-        Access(token, CONFIG_WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.create_webhook(%s::uuid, %s::text, %s::text[])",
         (project_id, body.url, body.event_types),
     )
@@ -48,7 +48,7 @@ def create_webhook(project_id: UUID, body: WebhookCreate, token: Token, db: DB) 
 def list_webhooks(project_id: UUID, token: Token, db: DB) -> Any:
     """The project's endpoints, oldest first; never their secrets."""
     rows = db.call(
-        Access(token, CONFIG_READ, project_id),
+        Access(token, project_id),
         "select * from memory.list_webhooks(%s::uuid)",
         (project_id,),
         many=True,
@@ -63,7 +63,7 @@ def update_webhook(
     """Change the URL, the event types or the enabled flag; absent or null keeps a value.
     A disabled endpoint gets no new events, and its queued deliveries are dropped."""
     return db.call(
-        Access(token, CONFIG_WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.update_webhook(%s::uuid, %s::uuid, %s::text, %s::text[], %s::boolean)",
         (project_id, endpoint_id, body.url, body.event_types, body.enabled),
     )
@@ -74,7 +74,7 @@ def delete_webhook(project_id: UUID, endpoint_id: UUID, token: Token, db: DB) ->
     """Delete an endpoint: nothing more is sent to it and its secret is destroyed; its
     delivery log stays readable."""
     return db.call(
-        Access(token, CONFIG_WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.delete_webhook(%s::uuid, %s::uuid)",
         (project_id, endpoint_id),
     )
@@ -85,7 +85,7 @@ def rotate_webhook_secret(project_id: UUID, endpoint_id: UUID, token: Token, db:
     """Replace the signing secret; the new one is in this answer only. Every attempt from
     now on, retries of older events included, is signed with it."""
     return db.call(
-        Access(token, CONFIG_WRITE, project_id),
+        Access(token, project_id),
         "select memory_http.rotate_webhook_secret(%s::uuid, %s::uuid)",
         (project_id, endpoint_id),
     )
@@ -106,7 +106,7 @@ def webhook_deliveries(
     """The endpoint's delivery log, one row per attempt, newest first (a deleted
     endpoint's too)."""
     return db.call(
-        Access(token, CONFIG_READ, project_id),
+        Access(token, project_id),
         "select memory_http.webhook_deliveries(%s::uuid, %s::uuid, %s::integer, %s::bigint)",
         (project_id, endpoint_id, limit, before),
     )
@@ -117,7 +117,7 @@ def webhook_event_types(token: Token, db: DB) -> Any:
     """The event types an endpoint can subscribe to (needs configuration:read on the key's
     own project)."""
     rows = db.call(
-        Access(token, CONFIG_READ, own_project=True),
+        Access(token, own_project=True),
         "select * from memory.webhook_event_types()",
         many=True,
     )
