@@ -1,8 +1,11 @@
 # Shared by scripts/up and scripts/test (sourced, not run).
 
-# ensure_venv EXTRAS: create .venv if missing and `pip install -e .[EXTRAS]` into it
-# (EXTRAS comma-separated, e.g. "test,embed"). The install is skipped when
-# pyproject.toml has not changed since the last one.
+# ensure_venv EXTRAS: create .venv if missing and install into it, editable: first the
+# light client (`pip install -e clients/python`, the distribution chronomem-client),
+# then `pip install -e .[EXTRAS]` (EXTRAS comma-separated, e.g. "test,embed"), whose
+# requirement on chronomem-client is then already satisfied, so pip never looks for it
+# on an index. The install is skipped while neither pyproject.toml has changed since
+# the last one (the stamp holds both).
 ensure_venv() {
   local spec="." stamp
   [ -n "${1:-}" ] && spec=".[$1]"
@@ -22,14 +25,16 @@ ensure_venv() {
     fi
   fi
   stamp=".venv/.chronomem-installed-${1:-base}"
-  if [ ! -f "$stamp" ] || ! cmp -s pyproject.toml "$stamp"; then
+  if [ ! -f "$stamp" ] || ! cat pyproject.toml clients/python/pyproject.toml | cmp -s - "$stamp"
+  then
     case ",${1:-}," in
       *,embed,*)
         # torch first and pinned: that version's CPU-only wheel satisfies the `embed`
         # extra's range, so pip does not fetch a multi-GB CUDA build for it.
         .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" ;;
     esac
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e clients/python
     .venv/bin/python -m pip install -q --disable-pip-version-check -e "$spec"
-    cp pyproject.toml "$stamp"
+    cat pyproject.toml clients/python/pyproject.toml >"$stamp"
   fi
 }

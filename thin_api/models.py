@@ -2,365 +2,218 @@
 the SQL gives has the documented shape (a mismatch is a failing test, not a silent
 drift).
 
-Timestamps are ISO 8601 strings; one without a zone is read as UTC, everywhere (the
-SQL reads zone-less text the same way). Answers are in UTC.
+The wire contract, the models and value types both sides share (`Instant`, `Text`,
+...), lives in the light client's package, `chronomem_client.models`, and is
+re-exported here: the server depends on the client, never the reverse. What only the
+server needs stays here: a batch's facts (`FactIn`, held back one by one when a value
+cannot be stored, and `FactsRequest`) and `/healthz`'s answer.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from datetime import UTC, datetime, timedelta, timezone
-from typing import Annotated, Any, Literal
-from uuid import UUID
+from typing import Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     JsonValue,
     ModelWrapValidatorHandler,
-    PlainValidator,
     PrivateAttr,
-    WithJsonSchema,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
-# ISO 8601 as the SQL reads it (memory_internal.try_timestamptz): a date, then an
-# optional time (T or a space) with optional seconds and fraction, then an optional
-# zone (Z, +hh:mm, +hhmm, +hh); a bare date may end in Z; nothing before or after it.
-# No zone: UTC.
-_ISO_INSTANT = re.compile(
-    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})"
-    r"(?:[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]{1,9}))?)?"
-    r"(?P<z>Z|[+-][0-9]{2}(?::?[0-9]{2})?)?|Z)?"
+from chronomem_client.models import (
+    INSTANT_PATTERN,
+    ApiKey,
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyList,
+    ApiKeyRevoked,
+    AssertResult,
+    Backlog,
+    Cardinality,
+    Community,
+    CommunityList,
+    CommunityMember,
+    CommunityRefresh,
+    ContextCommunity,
+    ContextRequest,
+    ContextResult,
+    Entity,
+    EntityMerge,
+    EntityMerged,
+    EntityPage,
+    EntityRef,
+    EntitySplit,
+    EntitySplitOff,
+    EntityUpsert,
+    ErrorDetail,
+    ErrorResponse,
+    Fact,
+    FactChanges,
+    FactError,
+    FactHistory,
+    FactOutcome,
+    FactPage,
+    FailedLeg,
+    FiniteFloat,
+    GraphEdge,
+    GraphNode,
+    HistoryEvent,
+    IngestRequest,
+    IngestResult,
+    Instant,
+    Int32,
+    KindBacklog,
+    Message,
+    MessageIn,
+    MessagePage,
+    Metadata,
+    Model,
+    Neighbors,
+    Org,
+    Permission,
+    Predicate,
+    PredicateDeclare,
+    PredicateList,
+    Project,
+    ProjectCreate,
+    ProjectDeleted,
+    ProjectList,
+    Readiness,
+    RetractRequest,
+    RetractResult,
+    Role,
+    SearchHit,
+    SearchLeg,
+    SearchRequest,
+    SearchResult,
+    SessionPage,
+    SessionSummary,
+    StrictBool,
+    SupersededPair,
+    Text,
+    Timeline,
+    TimelineEvent,
+    TimelineFact,
+    Webhook,
+    WebhookCreate,
+    WebhookCreated,
+    WebhookDeleted,
+    WebhookDelivery,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEventType,
+    WebhookEventTypeInfo,
+    WebhookEventTypeList,
+    WebhookList,
+    WebhookSubscription,
+    WebhookUpdate,
+    WebhookUrl,
+    WipeResult,
+    parse_instant,
+    unreachable,
 )
-INSTANT_PATTERN = (
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?"
-    r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)?|Z)?$"
-)
-_EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 
-
-def _zone(text: str | None) -> timezone:
-    if not text or text == "Z":
-        return UTC
-    sign = -1 if text[0] == "-" else 1
-    digits = text[1:].replace(":", "")
-    hours, minutes = int(digits[:2]), int(digits[2:] or 0)
-    if hours > 15 or minutes > 59:
-        raise ValueError("must be an ISO 8601 timestamp (the zone is out of range)")
-    return timezone(sign * timedelta(hours=hours, minutes=minutes))
-
-
-def parse_instant(value: Any) -> datetime:
-    """An instant from client text, exactly as the SQL accepts one: ISO 8601 (see
-    _ISO_INSTANT), a real date and time, in years 1..9999 once converted to UTC."""
-    if not isinstance(value, str):
-        raise ValueError("must be an ISO 8601 timestamp (a string)")
-    m = _ISO_INSTANT.fullmatch(value)
-    if m is None:
-        raise ValueError("must be an ISO 8601 timestamp (date, optional time and zone)")
-    g = m.groupdict()
-    fraction = (g["f"] or "").ljust(9, "0")
-    try:
-        local = datetime(
-            int(g["y"]),
-            int(g["mo"]),
-            int(g["d"]),
-            int(g["h"] or 0),
-            int(g["mi"] or 0),
-            int(g["s"] or 0),
-        )
-        zone = _zone(g["z"])
-        # Microseconds, rounded as PostgreSQL rounds them (rint: ties to even).
-        micros = round(int(fraction) / 1000)
-        instant = local.replace(tzinfo=zone) + timedelta(microseconds=micros)
-        utc = instant.astimezone(UTC)
-    except (ValueError, OverflowError) as err:
-        raise ValueError(f"must be an ISO 8601 timestamp in years 1 to 9999 UTC ({err})") from None
-    if utc < _EARLIEST:
-        raise ValueError("must be an ISO 8601 timestamp in years 1 to 9999 UTC")
-    return utc
-
-
-def _instant(value: Any) -> datetime:
-    if isinstance(value, datetime):  # a caller in Python (MCP tools, tests)
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    return parse_instant(value)
-
-
-Instant = Annotated[
-    datetime,
-    PlainValidator(_instant, json_schema_input_type=str),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "format": "date-time",
-            "pattern": INSTANT_PATTERN,
-            "description": "ISO 8601 timestamp; without a zone it is read as UTC. Years "
-            "1 to 9999 in UTC.",
-        }
-    ),
+__all__ = [
+    "INSTANT_PATTERN",
+    "ApiKey",
+    "ApiKeyCreate",
+    "ApiKeyCreated",
+    "ApiKeyList",
+    "ApiKeyRevoked",
+    "AssertResult",
+    "Backlog",
+    "Cardinality",
+    "Community",
+    "CommunityList",
+    "CommunityMember",
+    "CommunityRefresh",
+    "ContextCommunity",
+    "ContextRequest",
+    "ContextResult",
+    "Entity",
+    "EntityMerge",
+    "EntityMerged",
+    "EntityPage",
+    "EntityRef",
+    "EntitySplit",
+    "EntitySplitOff",
+    "EntityUpsert",
+    "ErrorDetail",
+    "ErrorResponse",
+    "Fact",
+    "FactChanges",
+    "FactError",
+    "FactHistory",
+    "FactIn",
+    "FactOutcome",
+    "FactPage",
+    "FactsRequest",
+    "FailedLeg",
+    "FiniteFloat",
+    "GraphEdge",
+    "GraphNode",
+    "Health",
+    "HistoryEvent",
+    "IngestRequest",
+    "IngestResult",
+    "Instant",
+    "Int32",
+    "KindBacklog",
+    "Message",
+    "MessageIn",
+    "MessagePage",
+    "Metadata",
+    "Model",
+    "Neighbors",
+    "Org",
+    "Permission",
+    "Predicate",
+    "PredicateDeclare",
+    "PredicateList",
+    "Project",
+    "ProjectCreate",
+    "ProjectDeleted",
+    "ProjectList",
+    "Readiness",
+    "RetractRequest",
+    "RetractResult",
+    "Role",
+    "SearchHit",
+    "SearchLeg",
+    "SearchRequest",
+    "SearchResult",
+    "SessionPage",
+    "SessionSummary",
+    "StrictBool",
+    "SupersededPair",
+    "Text",
+    "Timeline",
+    "TimelineEvent",
+    "TimelineFact",
+    "Webhook",
+    "WebhookCreate",
+    "WebhookCreated",
+    "WebhookDeleted",
+    "WebhookDelivery",
+    "WebhookDeliveryPage",
+    "WebhookEndpoint",
+    "WebhookEventType",
+    "WebhookEventTypeInfo",
+    "WebhookEventTypeList",
+    "WebhookList",
+    "WebhookSubscription",
+    "WebhookUpdate",
+    "WebhookUrl",
+    "WipeResult",
+    "parse_instant",
+    "unreachable",
 ]
-"""A timestamp from a client: ISO 8601 text, UTC when it has no zone."""
 
 
-def unreachable(value: Any, path: str = "") -> tuple[str, str] | None:
-    """Where `value` (parsed JSON) holds something no database text or jsonb can hold: a
-    NUL character or a lone surrogate in a string or a key, or a number that is not
-    finite (1e309). Returns (the JSON path, what is wrong), else None."""
-    if isinstance(value, str):
-        return _bad_text(value, path)
-    if isinstance(value, float):
-        return None if math.isfinite(value) else (path, "a number that is not finite")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{_shown(key)}" if path else _shown(key)
-            if (bad := _bad_text(key, where)) is not None:
-                return bad[0], f"the key {bad[1]}"
-            if (bad := unreachable(item, where)) is not None:
-                return bad
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            if (bad := unreachable(item, f"{path}[{i}]")) is not None:
-                return bad
-    return None
-
-
-def _bad_text(text: str, path: str) -> tuple[str, str] | None:
-    if "\x00" in text:
-        return path, "holds a NUL character (\\u0000)"
-    if _SURROGATE.search(text):
-        return path, "holds a lone surrogate (not Unicode text)"
-    return None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _shown(key: str) -> str:
-    """A key as a field path can show it (NULs and lone surrogates escaped)."""
-    return key.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\u0000")
-
-
-def _reachable(value: Any) -> Any:
-    if (bad := unreachable(value)) is not None:
-        where, problem = bad
-        # `path` (within the field) is added to the field the error names.
-        raise PydanticCustomError(
-            "unreachable_value",
-            "{where}" + problem,
-            {"where": where + " " if where else "", "path": where},
-        )
-    return value
-
-
-Text = Annotated[str, AfterValidator(_reachable)]
-"""A string from a client that the database can store (no NUL, no lone surrogate)."""
-Metadata = Annotated[dict[str, JsonValue], AfterValidator(_reachable)]
-"""A JSON object from a client that jsonb can store (as Text; numbers finite)."""
-StrictBool = Annotated[bool, Field(strict=True)]
-"""true or false only (no "yes", no 1)."""
-
-Permission = Literal[
-    "project:read",
-    "project:write",
-    "project:manage",
-    "configuration:read",
-    "configuration:write",
-    "members:read",
-    "members:write",
-]
-Cardinality = Literal["one", "many"]
-Role = Literal["user", "assistant", "system", "tool"]
-SearchLeg = Literal[
-    "episode_vector", "fact_vector", "episode_fulltext", "fact_fulltext", "entity", "graph"
-]
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False, strict=True)]
-Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
-"""An integer the database can take (query parameters, sent as text)."""
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-# -- errors ---------------------------------------------------------------------------
-class ErrorDetail(Model):
-    code: str = Field(
-        description="Stable code: unauthorized, forbidden, not_found, conflict, retry, "
-        "invalid_request, unavailable, timeout, internal, method_not_allowed, busy, "
-        "payload_too_large."
-    )
-    message: str
-    field: str | None = Field(None, description="The request field at fault, when known.")
-
-
-class ErrorResponse(Model):
-    error: ErrorDetail
-
-
-# -- projects and keys ----------------------------------------------------------------
-class ProjectCreate(Model):
-    name: Text = Field(min_length=1, max_length=200)
-
-
-class Project(Model):
-    project_id: UUID
-    org_id: UUID
-    name: str
-    created_at: datetime
-
-
-class ProjectList(Model):
-    projects: list[Project] = Field(
-        description="Every project of the org for a project:manage key; its own otherwise."
-    )
-
-
-class Org(Model):
-    org_id: UUID
-    name: str
-    created_at: datetime
-
-
-class ApiKeyCreate(Model):
-    name: Text = Field(min_length=1, max_length=200)
-    permissions: list[Permission] = Field(min_length=1)
-
-
-class ApiKeyCreated(Model):
-    key_id: UUID
-    token: str = Field(description="The key itself (cmk_...): shown here only, never again.")
-    prefix: str
-    name: str
-    project_id: UUID
-    permissions: list[Permission]
-    created_at: datetime
-
-
-class ApiKey(Model):
-    key_id: UUID
-    project_id: UUID
-    name: str
-    prefix: str = Field(description="The start of the token, to tell keys apart.")
-    permissions: list[Permission]
-    created_at: datetime
-    created_by: str
-    revoked_at: datetime | None
-    last_used_at: datetime | None
-
-
-class ApiKeyList(Model):
-    api_keys: list[ApiKey]
-
-
-class ApiKeyRevoked(Model):
-    key_id: UUID
-    status: Literal["revoked", "already_revoked"]
-    revoked_at: datetime
-
-
-# -- memory (episodes) ----------------------------------------------------------------
-class MessageIn(Model):
-    role: Role
-    content: Text
-    occurred_at: Instant | None = None
-    metadata: Metadata | None = Field(
-        None,
-        description="Any JSON object, stored with the episode. `speaker`, the name of the "
-        "participant who wrote it, lets a search that names one participant prefer their "
-        "turns.",
-    )
-
-
-class IngestRequest(Model):
-    session: Text = Field(
-        min_length=1, max_length=200, description="The client's id for the conversation."
-    )
-    messages: list[MessageIn] = Field(min_length=1, max_length=100, description="1 to 100.")
-    session_metadata: Metadata | None = None
-
-
-class IngestResult(Model):
-    session_id: UUID
-    episode_ids: list[UUID]
-    replayed: bool = Field(description="True when this answers a retry of an earlier request.")
-
-
-class WipeResult(Model):
-    scope: Literal["project", "session", "subject"]
-    facts: int
-    fact_events: int
-    edges: int
-    entities: int
-    episodes: int
-    sessions: int
-    tombstones: int
-
-
-class ProjectDeleted(Model):
-    project_id: UUID
-    deleted: Literal[True]
-    wiped: WipeResult = Field(description="What the project wipe deleted of its content.")
-    jobs: int = Field(description="The project's jobs deleted, whatever their state.")
-    api_keys: int = Field(description="The project's own API keys deleted (org keys stay).")
-    webhook_endpoints: int
-
-
-class Message(Model):
-    episode_id: UUID
-    seq: int
-    role: Role
-    content: str
-    metadata: dict[str, JsonValue]
-    occurred_at: datetime
-    created_at: datetime
-    token_count: int
-
-
-class SessionSummary(Model):
-    session_id: UUID
-    session: str = Field(description="Your id for the conversation.")
-    metadata: dict[str, JsonValue]
-    created_at: datetime
-    last_seq: int | None = Field(description="The last message's sequence number; null if none.")
-    last_message_at: datetime | None = Field(description="When the last message occurred.")
-
-
-class SessionPage(Model):
-    sessions: list[SessionSummary]
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
-
-
-class KindBacklog(Model):
-    queued: int
-    running: int
-    waiting: int = Field(description="Cannot run until configured (e.g. no LLM endpoint).")
-    dead: int = Field(description="Failed for good; `chronomem retry-jobs` queues them again.")
-    oldest_queued_at: datetime | None
-
-
-class Backlog(Model):
-    caught_up: bool = Field(
-        description="No enrich or embed job of the project is queued, running or waiting: "
-        "extraction and embeddings reflect everything written before this call."
-    )
-    kinds: dict[Literal["communities", "deliver_webhook", "embed", "enrich"], KindBacklog]
-
-
-class MessagePage(Model):
-    session_id: UUID
-    session: str
-    metadata: dict[str, JsonValue]
-    messages: list[Message]
-    next_cursor: int | None = Field(description="Pass as `after` for the next page.")
-
-
-# -- facts ----------------------------------------------------------------------------
+# -- facts (a batch) ------------------------------------------------------------------
 class FactIn(BaseModel):
     """One fact. Fields are checked by the database per fact: a bad one is reported in
     `results` with its field and costs nothing else in the batch."""
@@ -411,491 +264,6 @@ class FactsRequest(Model):
     )
 
 
-class FactError(Model):
-    field: str | None
-    message: str
-
-
-class FactOutcome(Model):
-    index: int
-    status: Literal["inserted", "skipped", "refused", "invalid"]
-    fact_id: UUID | None = None
-    superseded: list[UUID] | None = Field(None, description="Facts this one closed.")
-    reason: str | None = None
-    retracted_fact_id: UUID | None = None
-    error: FactError | None = None
-
-
-class SupersededPair(Model):
-    old_fact_id: UUID
-    new_fact_id: UUID | None
-
-
-class AssertResult(Model):
-    inserted: int
-    superseded_count: int
-    skipped: int
-    refused: int
-    invalid: int
-    superseded_pairs: list[SupersededPair]
-    results: list[FactOutcome]
-
-
-class Fact(Model):
-    fact_id: UUID
-    subject: str
-    subject_id: UUID
-    predicate: str
-    object: str
-    object_entity_id: UUID | None
-    content: str
-    valid_from: datetime
-    valid_until: datetime | None = Field(description="None: still holds.")
-    confidence: float
-    source: str
-    source_episode_id: UUID | None
-    recorded_at: datetime
-
-
-class FactPage(Model):
-    facts: list[Fact]
-    next_cursor: UUID | None = Field(description="Pass as `cursor` for the next page.")
-    as_of: datetime
-    known_at: datetime
-
-
-class RetractRequest(Model):
-    reason: Text | None = Field(None, max_length=2000)
-
-
-class RetractResult(Model):
-    fact_id: UUID
-    status: Literal["retracted", "already_retracted"]
-    restored: list[UUID] = Field(default_factory=list, description="Facts given their window back.")
-    retracted_at: datetime | None = None
-
-
-class HistoryEvent(Model):
-    event_id: int
-    occurred_at: datetime
-    event_type: str
-    fact_id: UUID
-    old_fact_id: UUID | None
-    new_fact_id: UUID | None
-    old_valid_from: datetime | None
-    old_valid_until: datetime | None
-    new_valid_from: datetime | None
-    new_valid_until: datetime | None
-    new_window_empty: bool
-    actor: str | None
-    reason: str | None
-    subject: str
-    predicate: str
-    object: str
-    content: str
-
-
-class FactHistory(Model):
-    fact_id: UUID
-    events: list[HistoryEvent]
-
-
-class FactChanges(Model):
-    changes: list[HistoryEvent] = Field(description="Oldest first, by (occurred_at, event_id).")
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
-    since: datetime | None = Field(description="The span's start (exclusive); null: the beginning.")
-    until: datetime = Field(description="The span's end (inclusive): `until`, else now.")
-
-
-class TimelineEvent(Model):
-    event: str
-    at: datetime
-    new_fact_id: UUID | None
-    actor: str | None
-    reason: str | None
-
-
-class TimelineFact(Model):
-    fact_id: UUID
-    predicate: str
-    object: str
-    content: str
-    valid_from: datetime
-    window_from: datetime | None
-    window_until: datetime | None
-    window_empty: bool
-    recorded_at: datetime
-    retracted_at: datetime | None
-    status: Literal["current", "future", "ended", "superseded", "retracted"]
-    events: list[TimelineEvent]
-
-
-class Timeline(Model):
-    subject: str
-    facts: list[TimelineFact]
-
-
-class PredicateDeclare(Model):
-    cardinality: Cardinality
-
-
-class Predicate(Model):
-    predicate: str
-    cardinality: Cardinality
-    declared_at: datetime
-
-
-class PredicateList(Model):
-    predicates: list[Predicate]
-
-
-# -- retrieval ------------------------------------------------------------------------
-class SearchRequest(Model):
-    query: Text = Field(max_length=10_000)
-    query_embedding: list[FiniteFloat] | None = Field(
-        None,
-        min_length=1,
-        max_length=16000,
-        description="Your own query vector (the installation's dimension); otherwise the "
-        "server embeds the query, without the names of the participants it names (speakers "
-        "of the project's turns), when it has an embedder, else the vector legs are skipped.",
-    )
-    as_of: Instant | None = None
-    known_at: Instant | None = None
-    k: int = Field(10, strict=True, ge=1, le=200, description="Results.")
-    legs: list[SearchLeg] | None = None
-    fusion: Literal["scores", "rrf"] = Field(
-        "scores",
-        description="How the legs' lists are merged: `scores` (default) sums each leg's "
-        "normalised scores, shares episode scores with neighbouring turns and prefers the "
-        "participant and period the question names; `rrf` is plain reciprocal rank fusion, "
-        "the sum of 1/(60 + rank) over the legs.",
-    )
-
-
-class ContextRequest(Model):
-    query: Text = Field(max_length=10_000)
-    query_embedding: list[FiniteFloat] | None = Field(None, min_length=1, max_length=16000)
-    as_of: Instant | None = None
-    known_at: Instant | None = None
-    max_tokens: int = Field(
-        1500, strict=True, ge=50, le=2**31 - 1, description="Budget for the text block."
-    )
-    k: int = Field(20, strict=True, ge=1, le=200, description="Search results considered.")
-
-
-class SearchHit(Model):
-    position: int
-    kind: Literal["fact", "episode", "entity"]
-    id: UUID
-    score: float
-    ranks: dict[str, int]
-    text: str | None = None
-    subject: str | None = None
-    predicate: str | None = None
-    object: str | None = None
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
-    confidence: float | None = None
-    role: str | None = None
-    occurred_at: datetime | None = None
-    session: str | None = None
-    seq: int | None = None
-    entity_type: str | None = None
-    summary: str | None = None
-
-
-class FailedLeg(Model):
-    leg: str
-    error: str
-    sqlstate: str
-
-
-class SearchResult(Model):
-    results: list[SearchHit]
-    degraded: bool
-    failed_legs: list[FailedLeg]
-    legs: list[str] = Field(description="The legs that ran.")
-    at: datetime
-    known_at: datetime
-
-
-class ContextCommunity(Model):
-    community_id: UUID
-    label: str
-    size: int
-    computed_at: datetime
-    members: list[str] = Field(
-        description="Every member's name when the community has at most 8, else the names "
-        "of the members the context mentions."
-    )
-    more: int = Field(description="Members not named in `members`.")
-
-
-class ContextResult(Model):
-    text: str
-    facts: list[SearchHit]
-    episodes: list[SearchHit]
-    communities: list[ContextCommunity] = Field(
-        description="The communities holding an entity the facts or the question name, as "
-        "computed no later than `at` and `known_at`."
-    )
-    tokens: int
-    degraded: bool
-    failed_legs: list[FailedLeg]
-    at: datetime
-    known_at: datetime
-
-
-# -- graph ----------------------------------------------------------------------------
-class EntityRef(Model):
-    entity_id: UUID
-    name: str
-    entity_type: str | None
-
-
-class GraphNode(EntityRef):
-    depth: int
-
-
-class GraphEdge(Model):
-    edge_id: UUID
-    source_id: UUID
-    target_id: UUID
-    relation: str
-    valid_from: datetime | None
-    valid_until: datetime | None
-
-
-class Neighbors(Model):
-    entity: EntityRef
-    depth: int
-    as_of: datetime
-    known_at: datetime
-    nodes: list[GraphNode]
-    edges: list[GraphEdge]
-    truncated: bool = Field(
-        description="The limit left some nodes out (the closest are kept, then by name)."
-    )
-
-
-class Entity(Model):
-    entity_id: UUID
-    name: str
-    entity_type: str | None
-    summary: str | None
-    created_at: datetime
-    aliases: list[str]
-
-
-class EntityUpsert(Model):
-    name: Text = Field(
-        description="The entity's name; an existing entity of that name or alias is updated."
-    )
-    entity_type: Text | None = Field(None, description="Kept when omitted.")
-    summary: Text | None = Field(None, description="Kept when omitted.")
-    aliases: list[Text] = Field(
-        default_factory=list,
-        max_length=100,
-        description="Other names for it (at most 100). Facts stored with any of its names as "
-        "a plain-name object (object_type auto) become the entity's.",
-    )
-
-
-class EntityMerge(Model):
-    keep: Text = Field(description="The entity that stays (its name or an alias).")
-    absorb: Text = Field(
-        description="The entity merged into it (its name or an alias): its facts, edges, "
-        "aliases and notes become the kept entity's and its name an alias of it."
-    )
-    dry_run: StrictBool = Field(
-        False, description="Answer what the merge would do, and change nothing."
-    )
-
-
-class EntityMerged(Model):
-    entity: Entity
-    merged: bool = Field(description="False when both names already meant one entity.")
-    dry_run: bool = Field(description="True: nothing was changed; this is what would be.")
-    facts_rekeyed: int = Field(description="Fact versions that named the absorbed entity.")
-    facts_superseded: int = Field(
-        description="Windows closed where the merge joined two claims into one."
-    )
-    edges_repointed: int
-    notes_moved: int = 0
-    aliases: list[str] = Field(description="Names (normalized) the kept entity took over.")
-
-
-class EntitySplit(Model):
-    name: Text = Field(description="An alias of an entity, to become an entity of its own.")
-    dry_run: StrictBool = Field(
-        False, description="Answer what the split would do, and change nothing."
-    )
-
-
-class EntitySplitOff(Model):
-    entity: Entity | None = Field(description="The new entity (null for a dry run).")
-    split_from: UUID = Field(description="The entity the name was an alias of.")
-    dry_run: bool
-    facts_moved: int = Field(description="Fact versions written with the name, now its own.")
-    facts_superseded: int = Field(description="Windows closed where a moved claim met another.")
-    windows_restored: int = Field(description="Windows given back or re-placed by the split.")
-
-
-class EntityPage(Model):
-    entities: list[Entity]
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
-
-
-class CommunityMember(Model):
-    entity_id: UUID
-    name: str
-
-
-class Community(Model):
-    community_id: UUID
-    label: str
-    size: int
-    computed_at: datetime
-    members: list[CommunityMember] = Field(description="The first `members` by name.")
-    more: int = Field(description="How many members are not listed.")
-
-
-class CommunityRefresh(Model):
-    computed: bool = Field(
-        description="True when this call computed them; false when the graph had not changed "
-        "since the last run, whose figures these are."
-    )
-    computed_at: datetime
-    communities: int
-    members: int
-    edges: int = Field(description="The current edges the computation read.")
-    rounds: int
-    converged: bool
-    colors: int | None = Field(
-        default=None,
-        description="Colours of the semi-synchronous rounds, when this call needed them.",
-    )
-
-
-class CommunityList(Model):
-    computed_at: datetime | None = Field(
-        description="When the project's communities were last computed; null if never (the "
-        "periodic job computes them again whenever the project's current edges changed)."
-    )
-    communities: list[Community]
-    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
-
-
-# -- webhooks -------------------------------------------------------------------------
-WebhookEventType = Literal[
-    "fact.asserted",
-    "fact.superseded",
-    "fact.retracted",
-    "fact.contradicted",
-    "fact.expired",
-    "fact.restored",
-    "episode.enriched",
-    "memory.wiped",
-]
-# What an endpoint subscribes to: event types, or "*" alone for every type, including
-# types added later.
-WebhookSubscription = Literal[WebhookEventType, "*"]
-WebhookUrl = Annotated[
-    Text,
-    Field(
-        min_length=1,
-        max_length=2048,
-        description="An absolute http or https URL (checked by the database).",
-    ),
-]
-
-
-class WebhookCreate(Model):
-    url: WebhookUrl
-    event_types: list[WebhookSubscription] | None = Field(
-        None,
-        min_length=1,
-        description='The events to receive; ["*"], null or absent: every type, including '
-        "types added later.",
-    )
-
-
-class WebhookUpdate(Model):
-    url: WebhookUrl | None = None
-    event_types: list[WebhookSubscription] | None = Field(
-        None,
-        min_length=1,
-        description='A new non-empty list (["*"]: every type); null or absent: unchanged.',
-    )
-    enabled: StrictBool | None = Field(None, description="null or absent: unchanged.")
-
-
-class Webhook(Model):
-    endpoint_id: UUID
-    url: str
-    event_types: list[WebhookSubscription] = Field(
-        description='The event types received; ["*"]: every type, including types added later.'
-    )
-    enabled: bool
-    created_at: datetime
-    updated_at: datetime
-
-
-class WebhookEndpoint(Webhook):
-    project_id: UUID
-
-
-class WebhookCreated(WebhookEndpoint):
-    secret: str = Field(
-        description="The signing secret (whsec_...): shown here only, never again (rotate to "
-        "get a new one)."
-    )
-
-
-class WebhookList(Model):
-    webhooks: list[Webhook]
-
-
-class WebhookDeleted(Model):
-    endpoint_id: UUID
-    deleted: Literal[True]
-
-
-class WebhookDelivery(Model):
-    delivery_id: int
-    event_id: str = Field(description="The webhook-id header: the same on every attempt.")
-    event_type: WebhookEventType
-    endpoint_id: UUID
-    attempt: int
-    status_code: int | None = Field(description="The receiver's HTTP status; null: no answer.")
-    outcome: Literal["delivered", "retrying", "failed"]
-    error: str | None
-    duration_ms: int
-    attempted_at: datetime
-
-
-class WebhookDeliveryPage(Model):
-    deliveries: list[WebhookDelivery] = Field(description="Newest attempt first.")
-    next_cursor: int | None = Field(description="Pass as `before` for the next page.")
-
-
-class WebhookEventTypeInfo(Model):
-    event_type: WebhookEventType
-    description: str
-
-
-class WebhookEventTypeList(Model):
-    event_types: list[WebhookEventTypeInfo]
-
-
 # -- operations -----------------------------------------------------------------------
 class Health(Model):
     status: Literal["ok"]
-
-
-class Readiness(Model):
-    status: Literal["ok", "unavailable"]
-    database: Literal["ok", "unreachable"]
-    revision: str | None
-    head: str | None

@@ -1,0 +1,662 @@
+"""The typed client for Chronomem's HTTP API, sync (`Client`) and async
+(`AsyncClient`), over httpx.
+
+    with Client("http://127.0.0.1:8765", token) as memory:
+        memory.declare_predicate(project, "plan", "one")
+        memory.assert_facts(project, [{"subject": "user 42", "predicate": "plan",
+                                       "object": "pro", "valid_from": "2024-01-01"}])
+        memory.list_facts(project, as_of="2024-02-01").facts
+
+Answers are the API's own response models (chronomem_client.models); an error
+answer raises `ChronomemError` with its status, stable code, message and field. Timestamps may be
+datetimes or ISO 8601 strings (zone-less = UTC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
+from urllib.parse import quote
+from uuid import UUID
+
+import httpx
+from pydantic import BaseModel
+
+from chronomem_client.models import (
+    ApiKeyCreated,
+    ApiKeyList,
+    ApiKeyRevoked,
+    AssertResult,
+    Backlog,
+    CommunityList,
+    CommunityRefresh,
+    ContextResult,
+    Entity,
+    EntityMerged,
+    EntityPage,
+    EntitySplitOff,
+    FactChanges,
+    FactHistory,
+    FactPage,
+    IngestResult,
+    MessagePage,
+    Neighbors,
+    Org,
+    Predicate,
+    PredicateList,
+    Project,
+    ProjectDeleted,
+    ProjectList,
+    Readiness,
+    RetractResult,
+    SearchResult,
+    SessionPage,
+    Timeline,
+    WebhookCreated,
+    WebhookDeleted,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEventTypeList,
+    WebhookList,
+    WipeResult,
+)
+
+T = TypeVar("T", bound=BaseModel)
+P = ParamSpec("P")
+Id = UUID | str
+When = datetime | str | None
+
+
+class ChronomemError(Exception):
+    """An error answer: `{"error": {"code", "message", "field"}}`."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None) -> None:
+        super().__init__(f"{status} {code}: {message}" + (f" (field {field})" if field else ""))
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request, and the model its answer parses into."""
+
+    method: str
+    path: str
+    model: type[T]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    json: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _when(value: When) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _query(**params: Any) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, UUID) else v for k, v in params.items() if v is not None}
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    return {
+        k: _when(v) if isinstance(v, datetime) else v for k, v in fields.items() if v is not None
+    }
+
+
+def _answer(response: httpx.Response, model: type[T]) -> T:
+    if response.is_error:
+        try:
+            error = response.json()["error"]
+            code, message, fault = error["code"], error["message"], error.get("field")
+        except (ValueError, KeyError, TypeError):
+            code, message, fault = "http_error", response.text[:200], None
+        raise ChronomemError(response.status_code, code, message, fault)
+    return model.model_validate(response.json())
+
+
+class Calls:
+    """Every API route as a `Call` (shared by the sync and async clients)."""
+
+    def get_org(self) -> Call[Org]:
+        """The calling key's org."""
+        return Call("GET", "/v1/org", Org)
+
+    def list_projects(self) -> Call[ProjectList]:
+        """The org's projects the key may see (all with project:manage, else its own)."""
+        return Call("GET", "/v1/projects", ProjectList)
+
+    def create_project(self, name: str) -> Call[Project]:
+        return Call("POST", "/v1/projects", Project, json={"name": name})
+
+    def get_project(self, project: Id) -> Call[Project]:
+        return Call("GET", f"/v1/projects/{project}", Project)
+
+    def delete_project(self, project: Id) -> Call[ProjectDeleted]:
+        return Call("DELETE", f"/v1/projects/{project}", ProjectDeleted)
+
+    def create_api_key(
+        self, project: Id, name: str, permissions: Sequence[str]
+    ) -> Call[ApiKeyCreated]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/api-keys",
+            ApiKeyCreated,
+            json={"name": name, "permissions": list(permissions)},
+        )
+
+    def list_api_keys(self, project: Id) -> Call[ApiKeyList]:
+        return Call("GET", f"/v1/projects/{project}/api-keys", ApiKeyList)
+
+    def revoke_api_key(self, project: Id, key: Id) -> Call[ApiKeyRevoked]:
+        return Call("DELETE", f"/v1/projects/{project}/api-keys/{key}", ApiKeyRevoked)
+
+    def ingest(
+        self,
+        project: Id,
+        session: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        session_metadata: Mapping[str, Any] | None = None,
+    ) -> Call[IngestResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/memory",
+            IngestResult,
+            json=_body(
+                session=session,
+                messages=[_body(**m) for m in messages],
+                session_metadata=session_metadata,
+            ),
+            headers={"Idempotency-Key": idempotency_key} if idempotency_key else {},
+        )
+
+    def wipe(
+        self, project: Id, *, session: str | None = None, subject: str | None = None
+    ) -> Call[WipeResult]:
+        return Call(
+            "DELETE",
+            f"/v1/projects/{project}/memory",
+            WipeResult,
+            params=_query(session=session, subject=subject),
+        )
+
+    def backlog(self, project: Id) -> Call[Backlog]:
+        return Call("GET", f"/v1/projects/{project}/backlog", Backlog)
+
+    def sessions(
+        self, project: Id, *, cursor: str | None = None, limit: int | None = None
+    ) -> Call[SessionPage]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/sessions",
+            SessionPage,
+            params=_query(cursor=cursor, limit=limit),
+        )
+
+    def session_messages(
+        self, project: Id, session: str, *, after: int | None = None, limit: int | None = None
+    ) -> Call[MessagePage]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/sessions/{quote(session, safe='')}/messages",
+            MessagePage,
+            params=_query(after=after, limit=limit),
+        )
+
+    def assert_facts(
+        self,
+        project: Id,
+        facts: Sequence[Mapping[str, Any]],
+        *,
+        override_tombstones: bool = False,
+    ) -> Call[AssertResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/facts",
+            AssertResult,
+            json={"facts": [_body(**f) for f in facts], "override_tombstones": override_tombstones},
+        )
+
+    def list_facts(
+        self,
+        project: Id,
+        *,
+        as_of: When = None,
+        known_at: When = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        cursor: Id | None = None,
+        limit: int | None = None,
+    ) -> Call[FactPage]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/facts",
+            FactPage,
+            params=_query(
+                as_of=_when(as_of),
+                known_at=_when(known_at),
+                subject=subject,
+                predicate=predicate,
+                cursor=cursor,
+                limit=limit,
+            ),
+        )
+
+    def retract_fact(self, project: Id, fact: Id, reason: str | None = None) -> Call[RetractResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/facts/{fact}/retract",
+            RetractResult,
+            json=_body(reason=reason),
+        )
+
+    def fact_history(self, project: Id, fact: Id) -> Call[FactHistory]:
+        return Call("GET", f"/v1/projects/{project}/facts/{fact}/history", FactHistory)
+
+    def changes(
+        self,
+        project: Id,
+        *,
+        since: When = None,
+        until: When = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Call[FactChanges]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/changes",
+            FactChanges,
+            params=_query(since=_when(since), until=_when(until), cursor=cursor, limit=limit),
+        )
+
+    def timeline(self, project: Id, subject: str, predicate: str | None = None) -> Call[Timeline]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/timeline",
+            Timeline,
+            params=_query(subject=subject, predicate=predicate),
+        )
+
+    def declare_predicate(self, project: Id, predicate: str, cardinality: str) -> Call[Predicate]:
+        return Call(
+            "PUT",
+            f"/v1/projects/{project}/predicates/{quote(predicate, safe='')}",
+            Predicate,
+            json={"cardinality": cardinality},
+        )
+
+    def list_predicates(self, project: Id) -> Call[PredicateList]:
+        return Call("GET", f"/v1/projects/{project}/predicates", PredicateList)
+
+    def search(
+        self,
+        project: Id,
+        query: str,
+        *,
+        query_embedding: Sequence[float] | None = None,
+        as_of: When = None,
+        known_at: When = None,
+        k: int | None = None,
+        legs: Sequence[str] | None = None,
+        fusion: str | None = None,
+    ) -> Call[SearchResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/search",
+            SearchResult,
+            json=_body(
+                query=query,
+                query_embedding=None if query_embedding is None else list(query_embedding),
+                as_of=as_of,
+                known_at=known_at,
+                k=k,
+                legs=None if legs is None else list(legs),
+                fusion=fusion,
+            ),
+        )
+
+    def context(
+        self,
+        project: Id,
+        query: str,
+        *,
+        query_embedding: Sequence[float] | None = None,
+        as_of: When = None,
+        known_at: When = None,
+        max_tokens: int | None = None,
+        k: int | None = None,
+    ) -> Call[ContextResult]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/context",
+            ContextResult,
+            json=_body(
+                query=query,
+                query_embedding=None if query_embedding is None else list(query_embedding),
+                as_of=as_of,
+                known_at=known_at,
+                max_tokens=max_tokens,
+                k=k,
+            ),
+        )
+
+    def neighbors(
+        self,
+        project: Id,
+        entity: str,
+        *,
+        depth: int | None = None,
+        as_of: When = None,
+        known_at: When = None,
+        limit: int | None = None,
+    ) -> Call[Neighbors]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/graph/neighbors",
+            Neighbors,
+            params=_query(
+                entity=entity,
+                depth=depth,
+                as_of=_when(as_of),
+                known_at=_when(known_at),
+                limit=limit,
+            ),
+        )
+
+    def entities(
+        self, project: Id, *, cursor: str | None = None, limit: int | None = None
+    ) -> Call[EntityPage]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/entities",
+            EntityPage,
+            params=_query(cursor=cursor, limit=limit),
+        )
+
+    def upsert_entity(
+        self,
+        project: Id,
+        name: str,
+        *,
+        entity_type: str | None = None,
+        summary: str | None = None,
+        aliases: Sequence[str] = (),
+    ) -> Call[Entity]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/entities",
+            Entity,
+            json=_body(name=name, entity_type=entity_type, summary=summary, aliases=list(aliases)),
+        )
+
+    def merge_entities(
+        self, project: Id, keep: str, absorb: str, *, dry_run: bool = False
+    ) -> Call[EntityMerged]:
+        """Merge the entity `absorb` names into the one `keep` names (dry_run: only say
+        what that would do)."""
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/entities/merge",
+            EntityMerged,
+            json=_body(keep=keep, absorb=absorb, dry_run=dry_run),
+        )
+
+    def split_entity(
+        self, project: Id, name: str, *, dry_run: bool = False
+    ) -> Call[EntitySplitOff]:
+        """The alias `name` becomes an entity of its own, with the facts written with it."""
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/entities/split",
+            EntitySplitOff,
+            json=_body(name=name, dry_run=dry_run),
+        )
+
+    def communities(
+        self,
+        project: Id,
+        *,
+        cursor: str | None = None,
+        limit: int | None = None,
+        members: int | None = None,
+    ) -> Call[CommunityList]:
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/communities",
+            CommunityList,
+            params=_query(cursor=cursor, limit=limit, members=members),
+        )
+
+    def refresh_communities(self, project: Id) -> Call[CommunityRefresh]:
+        return Call("POST", f"/v1/projects/{project}/communities/refresh", CommunityRefresh)
+
+    def create_webhook(
+        self, project: Id, url: str, event_types: Sequence[str] | None = None
+    ) -> Call[WebhookCreated]:
+        """Add a webhook endpoint; its signing secret is in this answer only."""
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/webhooks",
+            WebhookCreated,
+            json=_body(url=url, event_types=None if event_types is None else list(event_types)),
+        )
+
+    def list_webhooks(self, project: Id) -> Call[WebhookList]:
+        return Call("GET", f"/v1/projects/{project}/webhooks", WebhookList)
+
+    def update_webhook(
+        self,
+        project: Id,
+        endpoint: Id,
+        *,
+        url: str | None = None,
+        event_types: Sequence[str] | None = None,
+        enabled: bool | None = None,
+    ) -> Call[WebhookEndpoint]:
+        """Change the URL, the event types or the enabled flag; None keeps a value."""
+        return Call(
+            "PATCH",
+            f"/v1/projects/{project}/webhooks/{endpoint}",
+            WebhookEndpoint,
+            json=_body(
+                url=url,
+                event_types=None if event_types is None else list(event_types),
+                enabled=enabled,
+            ),
+        )
+
+    def delete_webhook(self, project: Id, endpoint: Id) -> Call[WebhookDeleted]:
+        return Call("DELETE", f"/v1/projects/{project}/webhooks/{endpoint}", WebhookDeleted)
+
+    def rotate_webhook_secret(self, project: Id, endpoint: Id) -> Call[WebhookCreated]:
+        """A new signing secret; it is in this answer only."""
+        return Call("POST", f"/v1/projects/{project}/webhooks/{endpoint}/rotate", WebhookCreated)
+
+    def webhook_deliveries(
+        self, project: Id, endpoint: Id, *, limit: int | None = None, before: int | None = None
+    ) -> Call[WebhookDeliveryPage]:
+        """The endpoint's delivery log, newest first; pass next_cursor as `before`."""
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/webhooks/{endpoint}/deliveries",
+            WebhookDeliveryPage,
+            params=_query(limit=limit, before=before),
+        )
+
+    def webhook_event_types(self) -> Call[WebhookEventTypeList]:
+        return Call("GET", "/v1/webhook-event-types", WebhookEventTypeList)
+
+    def ready(self) -> Call[Readiness]:
+        return Call("GET", "/readyz", Readiness)
+
+
+def _sync(
+    build: Callable[Concatenate[Calls, P], Call[T]],
+) -> Callable[Concatenate[Client, P], T]:
+    def method(self: Client, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.send(build(self.calls, *args, **kwargs))
+
+    method.__name__ = build.__name__
+    method.__doc__ = build.__doc__
+    return method
+
+
+def _async(
+    build: Callable[Concatenate[Calls, P], Call[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    async def method(self: AsyncClient, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.send(build(self.calls, *args, **kwargs))
+
+    method.__name__ = build.__name__
+    method.__doc__ = build.__doc__
+    return method
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class Client:
+    """Synchronous client; one httpx connection pool per instance."""
+
+    calls = Calls()
+
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        self.http = httpx.Client(base_url=base_url, headers=_headers(token), timeout=timeout)
+
+    def send(self, call: Call[T]) -> T:
+        response = self.http.request(
+            call.method, call.path, params=call.params, json=call.json, headers=call.headers
+        )
+        return _answer(response, call.model)
+
+    def metrics(self) -> str:
+        """/metrics, Prometheus text."""
+        response = self.http.get("/metrics")
+        response.raise_for_status()
+        return response.text
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    get_org = _sync(Calls.get_org)
+    list_projects = _sync(Calls.list_projects)
+    create_project = _sync(Calls.create_project)
+    get_project = _sync(Calls.get_project)
+    delete_project = _sync(Calls.delete_project)
+    create_api_key = _sync(Calls.create_api_key)
+    list_api_keys = _sync(Calls.list_api_keys)
+    revoke_api_key = _sync(Calls.revoke_api_key)
+    ingest = _sync(Calls.ingest)
+    wipe = _sync(Calls.wipe)
+    backlog = _sync(Calls.backlog)
+    sessions = _sync(Calls.sessions)
+    session_messages = _sync(Calls.session_messages)
+    assert_facts = _sync(Calls.assert_facts)
+    list_facts = _sync(Calls.list_facts)
+    retract_fact = _sync(Calls.retract_fact)
+    fact_history = _sync(Calls.fact_history)
+    changes = _sync(Calls.changes)
+    timeline = _sync(Calls.timeline)
+    declare_predicate = _sync(Calls.declare_predicate)
+    list_predicates = _sync(Calls.list_predicates)
+    search = _sync(Calls.search)
+    context = _sync(Calls.context)
+    neighbors = _sync(Calls.neighbors)
+    entities = _sync(Calls.entities)
+    upsert_entity = _sync(Calls.upsert_entity)
+    merge_entities = _sync(Calls.merge_entities)
+    split_entity = _sync(Calls.split_entity)
+    communities = _sync(Calls.communities)
+    refresh_communities = _sync(Calls.refresh_communities)
+    create_webhook = _sync(Calls.create_webhook)
+    list_webhooks = _sync(Calls.list_webhooks)
+    update_webhook = _sync(Calls.update_webhook)
+    delete_webhook = _sync(Calls.delete_webhook)
+    rotate_webhook_secret = _sync(Calls.rotate_webhook_secret)
+    webhook_deliveries = _sync(Calls.webhook_deliveries)
+    webhook_event_types = _sync(Calls.webhook_event_types)
+    ready = _sync(Calls.ready)
+
+
+class AsyncClient:
+    """Asynchronous client (same methods as Client, awaited)."""
+
+    calls = Calls()
+
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        self.http = httpx.AsyncClient(base_url=base_url, headers=_headers(token), timeout=timeout)
+
+    async def send(self, call: Call[T]) -> T:
+        response = await self.http.request(
+            call.method, call.path, params=call.params, json=call.json, headers=call.headers
+        )
+        return _answer(response, call.model)
+
+    async def metrics(self) -> str:
+        response = await self.http.get("/metrics")
+        response.raise_for_status()
+        return response.text
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    get_org = _async(Calls.get_org)
+    list_projects = _async(Calls.list_projects)
+    create_project = _async(Calls.create_project)
+    get_project = _async(Calls.get_project)
+    delete_project = _async(Calls.delete_project)
+    create_api_key = _async(Calls.create_api_key)
+    list_api_keys = _async(Calls.list_api_keys)
+    revoke_api_key = _async(Calls.revoke_api_key)
+    ingest = _async(Calls.ingest)
+    wipe = _async(Calls.wipe)
+    backlog = _async(Calls.backlog)
+    sessions = _async(Calls.sessions)
+    session_messages = _async(Calls.session_messages)
+    assert_facts = _async(Calls.assert_facts)
+    list_facts = _async(Calls.list_facts)
+    retract_fact = _async(Calls.retract_fact)
+    fact_history = _async(Calls.fact_history)
+    changes = _async(Calls.changes)
+    timeline = _async(Calls.timeline)
+    declare_predicate = _async(Calls.declare_predicate)
+    list_predicates = _async(Calls.list_predicates)
+    search = _async(Calls.search)
+    context = _async(Calls.context)
+    neighbors = _async(Calls.neighbors)
+    entities = _async(Calls.entities)
+    upsert_entity = _async(Calls.upsert_entity)
+    merge_entities = _async(Calls.merge_entities)
+    split_entity = _async(Calls.split_entity)
+    communities = _async(Calls.communities)
+    refresh_communities = _async(Calls.refresh_communities)
+    create_webhook = _async(Calls.create_webhook)
+    list_webhooks = _async(Calls.list_webhooks)
+    update_webhook = _async(Calls.update_webhook)
+    delete_webhook = _async(Calls.delete_webhook)
+    rotate_webhook_secret = _async(Calls.rotate_webhook_secret)
+    webhook_deliveries = _async(Calls.webhook_deliveries)
+    webhook_event_types = _async(Calls.webhook_event_types)
+    ready = _async(Calls.ready)
