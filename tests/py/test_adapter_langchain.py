@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_server import api_server, make_tenant
+from api_server import make_tenant
 from light_env import light_env, run_python
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -240,12 +239,6 @@ print("flow ok")
 
 
 @pytest.fixture(scope="module")
-def base(app_dsn: str) -> Iterator[str]:
-    with api_server(app_dsn) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def langchain_python() -> Path:
     return light_env(extras=["langchain"])
 
@@ -267,7 +260,7 @@ def test_the_light_environment_holds_langchain_core_and_not_the_server(
 
 
 def test_langchain_history_retriever_and_tools_against_a_real_server(
-    langchain_python: Path, base: str, app_dsn: str
+    langchain_python: Path, light_api: str, app_dsn: str
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     tenant = make_tenant(app_dsn, f"lc {tag}")
@@ -275,7 +268,7 @@ def test_langchain_history_retriever_and_tools_against_a_real_server(
     result = run_python(
         langchain_python,
         SCRIPT,
-        base,
+        light_api,
         tenant.token,
         str(tenant.project),
         stranger.token,
@@ -292,12 +285,12 @@ def test_langchain_history_retriever_and_tools_against_a_real_server(
     ], result.stdout
 
 
-def test_the_docs_example_runs(langchain_python: Path, base: str, app_dsn: str) -> None:
+def test_the_docs_example_runs(langchain_python: Path, light_api: str, app_dsn: str) -> None:
     page = (ROOT / "docs" / "integrations" / "langchain.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
     assert len(blocks) == 1, blocks  # positive control: the example was found
     tenant = make_tenant(app_dsn, f"lc docs {uuid.uuid4().hex[:8]}")
-    script = f"TOKEN = {tenant.token!r}\n" + blocks[0].replace("http://127.0.0.1:8765", base)
+    script = f"TOKEN = {tenant.token!r}\n" + blocks[0].replace("http://127.0.0.1:8765", light_api)
     result = run_python(langchain_python, script)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout == "3 messages so far\n['pro']\n['basic']\n", result.stdout

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_server import api_server, make_tenant
+from api_server import make_tenant
 from light_env import ROOT, light_env, run_python
 
 FLOW = """
@@ -164,12 +163,6 @@ print("isolated")
 
 
 @pytest.fixture(scope="module")
-def base(app_dsn: str) -> Iterator[str]:
-    with api_server(app_dsn) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def light_python() -> Path:
     return light_env(extras=["langgraph"])
 
@@ -187,12 +180,12 @@ def test_importing_the_client_does_not_import_langgraph(light_python: Path) -> N
 
 
 def test_a_graph_compiled_with_the_store_keeps_items_as_facts(
-    light_python: Path, base: str, app_dsn: str
+    light_python: Path, light_api: str, app_dsn: str
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     tenant = make_tenant(app_dsn, f"langgraph {tag}")
     stranger = make_tenant(app_dsn, f"langgraph stranger {tag}")
-    result = run_python(light_python, FLOW, base, tenant.token, stranger.token)
+    result = run_python(light_python, FLOW, light_api, tenant.token, stranger.token)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.split() == [
         "superseded",
@@ -207,7 +200,7 @@ def test_a_graph_compiled_with_the_store_keeps_items_as_facts(
 
 
 def test_the_docs_example_runs_in_the_light_environment(
-    light_python: Path, base: str, app_dsn: str
+    light_python: Path, light_api: str, app_dsn: str
 ) -> None:
     page = (ROOT / "docs" / "integrations" / "langgraph.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
@@ -222,7 +215,7 @@ assert [i.value for i in store.search(("users",), query="sushi")] == [{"food": "
 assert store.list_namespaces(prefix=("users",)) == [("users", "42")]
 print("example ok")
 """
-    script = f"TOKEN = {tenant.token!r}\n" + blocks[0].replace("http://127.0.0.1:8765", base)
+    script = f"TOKEN = {tenant.token!r}\n" + blocks[0].replace("http://127.0.0.1:8765", light_api)
     script += checks
     result = run_python(light_python, script)
     assert result.returncode == 0, result.stdout + result.stderr

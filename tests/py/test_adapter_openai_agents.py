@@ -17,12 +17,11 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from api_server import api_server, make_tenant
+from api_server import make_tenant
 from light_env import ROOT, light_env, run_python
 from scripted_openai import ScriptedOpenAI
 
@@ -241,18 +240,12 @@ asyncio.run(main())
 
 
 @pytest.fixture(scope="module")
-def base(app_dsn: str) -> Iterator[str]:
-    with api_server(app_dsn) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def agents_python() -> Path:
     return light_env(extras=["openai-agents"])
 
 
 def test_agents_session_and_tools_in_the_light_environment(
-    agents_python: Path, base: str, app_dsn: str
+    agents_python: Path, light_api: str, app_dsn: str
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     tenant = make_tenant(app_dsn, f"agents {tag}")
@@ -262,7 +255,7 @@ def test_agents_session_and_tools_in_the_light_environment(
             agents_python,
             SCRIPT,
             model.base_url,
-            base,
+            light_api,
             tenant.token,
             str(tenant.project),
             stranger.token,
@@ -287,13 +280,13 @@ def test_agents_session_and_tools_in_the_light_environment(
 
 
 def test_the_docs_example_runs_in_the_light_environment(
-    agents_python: Path, base: str, app_dsn: str
+    agents_python: Path, light_api: str, app_dsn: str
 ) -> None:
     page = (ROOT / "docs" / "integrations" / "openai_agents.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
     assert len(blocks) == 1, blocks  # positive control: the example was found
     tenant = make_tenant(app_dsn, f"agents docs {uuid.uuid4().hex[:8]}")
-    example = blocks[0].replace("http://127.0.0.1:8765", base)
+    example = blocks[0].replace("http://127.0.0.1:8765", light_api)
     example = re.sub(r"^TOKEN = .*$", f"TOKEN = {tenant.token!r}", example, flags=re.MULTILINE)
     assert tenant.token in example, example
     with AgentModel().running() as model:

@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_server import api_server, make_tenant
+from api_server import make_tenant
 from light_env import CLIENT, light_env, run_python
 
 # Top-level modules the client must never import.
@@ -139,12 +138,6 @@ print("flow ok")
 
 
 @pytest.fixture(scope="module")
-def base(app_dsn: str) -> Iterator[str]:
-    with api_server(app_dsn) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def light_python() -> Path:
     return light_env()
 
@@ -161,7 +154,7 @@ def test_the_light_environment_holds_the_client_alone(light_python: Path) -> Non
 
 
 def test_the_light_client_writes_supersedes_and_reads_as_of(
-    light_python: Path, base: str, app_dsn: str
+    light_python: Path, light_api: str, app_dsn: str
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     tenant = make_tenant(app_dsn, f"light {tag}")
@@ -169,7 +162,7 @@ def test_the_light_client_writes_supersedes_and_reads_as_of(
     result = run_python(
         light_python,
         FLOW,
-        base,
+        light_api,
         tenant.token,
         str(tenant.project),
         stranger.token,
@@ -184,13 +177,13 @@ def test_the_light_client_writes_supersedes_and_reads_as_of(
 
 
 def test_the_client_readme_example_runs_in_the_light_environment(
-    light_python: Path, base: str, app_dsn: str
+    light_python: Path, light_api: str, app_dsn: str
 ) -> None:
     readme = (CLIENT / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
     assert len(blocks) == 1, blocks  # positive control: the example was found
     tenant = make_tenant(app_dsn, f"light readme {uuid.uuid4().hex[:8]}")
-    script = f"TOKEN = {tenant.token!r}\n" + blocks[0].replace("http://127.0.0.1:8765", base)
+    script = f"TOKEN = {tenant.token!r}\n" + blocks[0].replace("http://127.0.0.1:8765", light_api)
     result = run_python(light_python, script)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout == "404 not_found\n", result.stdout

@@ -18,15 +18,14 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import openai
+import org_scope
 import psycopg
 import pytest
-from psycopg.rows import dict_row
 from scripted_openai import Hold, ScriptedOpenAI
 
 from workers.embedding import OpenAIEmbedder
@@ -53,22 +52,7 @@ def fact(subject: str, predicate: str, obj: str, content: str, **kw: Any) -> dic
     }
 
 
-@dataclass
-class Tenant:
-    dsn: str
-    org: uuid.UUID
-    project: uuid.UUID
-
-    def rows(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        """One transaction in the tenant's org scope."""
-        with psycopg.connect(self.dsn, row_factory=dict_row) as conn:
-            conn.execute("select memory.use_org(%s)", (self.org,))
-            return conn.execute(query, params).fetchall()
-
-    def one(self, query: str, params: tuple[Any, ...] = ()) -> Any:
-        row = self.rows(query, params)[0]
-        return next(iter(row.values()))
-
+class Tenant(org_scope.Tenant):
     def ingest(self, session: str, *messages: dict[str, Any]) -> list[str]:
         response = self.one(
             "select memory.ingest(%s, %s, %s::jsonb)",
