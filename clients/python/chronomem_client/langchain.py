@@ -51,7 +51,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field
 
-from chronomem_client.client import AsyncClient, ChronomemError, Client, Id
+from chronomem_client.client import AsyncClient, Call, Calls, ChronomemError, Client, Id
 from chronomem_client.models import ContextResult, Message, SearchHit, SearchResult
 
 __all__ = [
@@ -297,14 +297,11 @@ class ChronomemRetriever(BaseRetriever):
             hits = [*answer.facts, *answer.episodes]
         return [hit_to_document(h) for h in hits]
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        if self.client is None:
-            raise ValueError("ChronomemRetriever needs `client` for sync calls")
-        answer: SearchResult | ContextResult
+    def _request(self, query: str) -> Call[Any]:
+        """The one request a retrieval makes, for the sync and the async client alike
+        (answered by a SearchResult or a ContextResult, as `mode` says)."""
         if self.mode == "search":
-            answer = self.client.search(
+            return Calls().search(
                 self.project,
                 query,
                 k=self.k,
@@ -312,15 +309,21 @@ class ChronomemRetriever(BaseRetriever):
                 known_at=self.known_at,
                 legs=self.legs,
             )
-        else:
-            answer = self.client.context(
-                self.project,
-                query,
-                k=self.k,
-                as_of=self.as_of,
-                known_at=self.known_at,
-                max_tokens=self.max_tokens,
-            )
+        return Calls().context(
+            self.project,
+            query,
+            k=self.k,
+            as_of=self.as_of,
+            known_at=self.known_at,
+            max_tokens=self.max_tokens,
+        )
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        if self.client is None:
+            raise ValueError("ChronomemRetriever needs `client` for sync calls")
+        answer: SearchResult | ContextResult = self.client.send(self._request(query))
         return self._documents(answer)
 
     async def _aget_relevant_documents(
@@ -328,25 +331,7 @@ class ChronomemRetriever(BaseRetriever):
     ) -> list[Document]:
         if self.async_client is None:
             return await super()._aget_relevant_documents(query, run_manager=run_manager)
-        answer: SearchResult | ContextResult
-        if self.mode == "search":
-            answer = await self.async_client.search(
-                self.project,
-                query,
-                k=self.k,
-                as_of=self.as_of,
-                known_at=self.known_at,
-                legs=self.legs,
-            )
-        else:
-            answer = await self.async_client.context(
-                self.project,
-                query,
-                k=self.k,
-                as_of=self.as_of,
-                known_at=self.known_at,
-                max_tokens=self.max_tokens,
-            )
+        answer: SearchResult | ContextResult = await self.async_client.send(self._request(query))
         return self._documents(answer)
 
 
