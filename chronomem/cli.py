@@ -351,6 +351,47 @@ def cmd_retry_jobs(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+class ProjectNotFound(Exception):
+    """No org the owner can list holds the project."""
+
+
+def subject_export(owner: str, project: uuid.UUID, subject: str) -> Any:
+    """memory.export_subject as the owner, in the project's org. Row-level security hides
+    a project until its org is in scope, and the owner lists every org only while
+    unscoped (sql/0006), so the orgs are listed first, then tried one at a time in one
+    read-only transaction."""
+    with psycopg.connect(owner) as conn:
+        conn.read_only = True
+        orgs = [row[0] for row in conn.execute("select org_id from memory.orgs order by org_id")]
+        for org in orgs:
+            conn.execute("select memory.use_org(%s)", (org,))
+            found = conn.execute(
+                "select exists (select from memory.projects where project_id = %s)", (project,)
+            ).fetchone()
+            if found and found[0]:
+                row = conn.execute(
+                    "select memory.export_subject(%s, %s)", (project, subject)
+                ).fetchone()
+                assert row is not None
+                return row[0]
+    raise ProjectNotFound(f"project {project} not found in any org")
+
+
+def cmd_export_subject(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        document = subject_export(args.dsn or _owner_dsn(settings), args.project, args.subject)
+    except ProjectNotFound as err:
+        print(f"chronomem: error: {err}", file=sys.stderr)
+        return 1
+    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        args.out.write_text(text, encoding="utf-8")
+        print(f"{args.out} written", file=sys.stderr)
+    return 0
+
+
 def cmd_schema_dump(args: argparse.Namespace, settings: Settings) -> int:
     from chronomem import schema_dump
 
@@ -466,6 +507,16 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--project", help="only jobs of this project (its id)")
     _dsn_option(retry, "owner")
     retry.set_defaults(func=cmd_retry_jobs)
+    export = sub.add_parser(
+        "export-subject",
+        parents=[common],
+        help="everything a project holds about one subject, as JSON (an access request)",
+    )
+    export.add_argument("--project", required=True, type=uuid.UUID, help="the project's id")
+    export.add_argument("--subject", required=True, help="the subject's name or an alias")
+    export.add_argument("--out", type=Path, help="write the JSON to this file, not stdout")
+    _dsn_option(export, "owner")
+    export.set_defaults(func=cmd_export_subject)
     schema = sub.add_parser(
         "schema-dump",
         parents=[common],

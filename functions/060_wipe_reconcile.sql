@@ -357,12 +357,12 @@ $$;
 comment on function memory_internal.rebuild_edge_history(uuid, uuid, uuid[], uuid[], text[]) is
   'Inside memory.wipe: the edge rows of these keys rebuilt from their facts'' windows as believed at every instant one changed (one row per maximal window, recorded where it appears, expired where it stops being one). Returns the rows inserted.';
 
-create or replace function memory.wipe(
-  p_project uuid, p_session text default null, p_subject text default null,
-  p_actor text default null)
+-- The one wipe: memory.wipe (a project, a session, a subject) and
+-- memory.purge_expired (the episodes stored before an instant) call it.
+create or replace function memory_internal.wipe_content(
+  p_project uuid, p_session text, p_subject text, p_stored_before timestamptz, p_actor text)
   returns jsonb
   language plpgsql
-  security definer
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 declare
@@ -370,6 +370,7 @@ declare
   v_actor text := coalesce(p_actor, session_user);
   v_scope text;
   v_session uuid;
+  v_episodes uuid[];
   v_entity uuid;
   v_facts uuid[];
   v_deleted uuid[];  -- NULL: the whole project
@@ -380,8 +381,9 @@ declare
   v_n_facts integer := 0; v_n_events integer := 0; v_n_edges integer := 0;
   v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
   v_n_tombstones integer := 0;
+  v_before jsonb := memory_internal.store_changes(array['content']);
 begin
-  if p_session is not null and p_subject is not null then
+  if num_nonnulls(p_session, p_subject, p_stored_before) > 1 then
     raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
   end if;
   -- No writer of this project runs while content disappears under it.
@@ -392,7 +394,7 @@ begin
       from memory_internal.fact_versions(p_project) v));
   perform set_config('chronomem.wiping', 'on', true);
 
-  if p_session is null and p_subject is null then
+  if num_nonnulls(p_session, p_subject, p_stored_before) = 0 then
     v_scope := 'project';
     delete from memory.fact_events where org_id = v_org and project_id = p_project;
     get diagnostics v_n_events = row_count;
@@ -412,18 +414,27 @@ begin
     delete from memory.communities where org_id = v_org and project_id = p_project;
     delete from memory.community_runs where org_id = v_org and project_id = p_project;
   else
-    if p_session is not null then
-      v_scope := 'session';
-      select s.session_id into v_session from memory.sessions s
-       where s.org_id = v_org and s.project_id = p_project and s.external_id = p_session;
-      if v_session is null then
-        raise exception 'session "%" not found in project %', p_session, p_project
-          using errcode = 'no_data_found';
+    if p_session is not null or p_stored_before is not null then
+      if p_session is not null then
+        v_scope := 'session';
+        select s.session_id into v_session from memory.sessions s
+         where s.org_id = v_org and s.project_id = p_project and s.external_id = p_session;
+        if v_session is null then
+          raise exception 'session "%" not found in project %', p_session, p_project
+            using errcode = 'no_data_found';
+        end if;
+        v_episodes := array(select e.episode_id from memory.episodes e
+                             where e.org_id = v_org and e.session_id = v_session);
+      else
+        v_scope := 'expired';
+        v_episodes := array(select e.episode_id from memory.episodes e
+                             where e.org_id = v_org and e.project_id = p_project
+                               and e.created_at < p_stored_before);
       end if;
+      -- What derives only from those episodes: the facts drawn from them.
       select coalesce(array_agg(v.fact_id), '{}') into v_facts
         from memory_internal.fact_versions(p_project) v
-        join memory.episodes e on e.org_id = v.org_id and e.episode_id = v.source_episode_id
-       where v.org_id = v_org and e.session_id = v_session;
+       where v.org_id = v_org and v.source_episode_id = any (v_episodes);
     else
       v_scope := 'subject';
       v_entity := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_subject));
@@ -523,12 +534,14 @@ begin
       from unnest(v_key_subjects, v_key_predicates, v_key_entities) k(subject_id, predicate, object_entity_id)
      where v_entity is null or (k.subject_id <> v_entity and k.object_entity_id <> v_entity);
 
-    if v_scope = 'session' then
+    if v_scope in ('session', 'expired') then
       with gone as (
-        delete from memory.episodes where org_id = v_org and session_id = v_session
+        delete from memory.episodes where org_id = v_org and episode_id = any (v_episodes)
         returning episode_id)
       select count(*), v_facts || coalesce(array_agg(g.episode_id), '{}')
         into v_n_episodes, v_deleted from gone g;
+      -- A session goes with a session wipe; one whose episodes expired
+      -- stays (its conversation may go on), its id and metadata with it.
       delete from memory.sessions where org_id = v_org and session_id = v_session;
       get diagnostics v_n_sessions = row_count;
     else
@@ -550,11 +563,14 @@ begin
     end if;
   end if;
 
+  perform memory_internal.cancel_wiped_jobs(v_org, p_project, v_deleted);
+  perform memory_internal.drop_wiped_webhook_bodies(v_org, p_project, memory_internal.txn_instant());
+  -- The receipt: rows deleted and changed in every content store, whatever
+  -- deleted them (cascades and triggers included).
   v_counts := jsonb_build_object(
     'facts', v_n_facts, 'fact_events', v_n_events, 'edges', v_n_edges,
     'entities', v_n_entities, 'episodes', v_n_episodes, 'sessions', v_n_sessions,
-    'tombstones', v_n_tombstones);
-  perform memory_internal.cancel_wiped_jobs(v_org, p_project, v_deleted);
+    'tombstones', v_n_tombstones, 'stores', memory_internal.erasure_receipt(v_before));
   -- The audit row names the scope and counts, never the wiped content.
   insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
   values (v_org, p_project, 'wipe', v_scope, v_actor, v_counts);
@@ -562,8 +578,19 @@ begin
   return jsonb_build_object('scope', v_scope) || v_counts;
 end
 $$;
+comment on function memory_internal.wipe_content(uuid, text, text, timestamptz, text) is
+  'The body of memory.wipe and memory.purge_expired: hard-delete the project''s content, or a session''s episodes and the facts drawn from them, or a subject and every fact naming it, or the episodes stored before p_stored_before and the facts drawn from them; returns the totals and the receipt (stores), written to the audit row.';
+
+create or replace function memory.wipe(
+  p_project uuid, p_session text default null, p_subject text default null,
+  p_actor text default null)
+  returns jsonb
+  language sql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+  as $$ select memory_internal.wipe_content(p_project, p_session, p_subject, null, p_actor) $$;
 comment on function memory.wipe(uuid, text, text, text) is
-  'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it, by a plain name too, and the community it was in). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction.';
+  'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it, by a plain name too, and the community it was in). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction. Returns the totals and the receipt: stores, the rows deleted, updated and inserted in every content store of memory_internal.data_stores().';
 
 -- Delete a project: its content as a project wipe deletes it (so nothing
 -- of it is readable afterwards, the derived rows kept without a foreign key
@@ -587,6 +614,7 @@ declare
   v_endpoints integer;
   v_counts jsonb;
   v_actor text := coalesce(p_actor, session_user);
+  v_before jsonb := memory_internal.store_changes(array['content', 'settings']);
 begin
   -- Writers hold it shared: none is between its checks and its writes.
   perform memory_internal.hold_project(p_project, true);
@@ -598,7 +626,8 @@ begin
   select count(*) into v_endpoints from memory.webhook_endpoints w
    where w.org_id = v_org and w.project_id = p_project;
   delete from memory.projects p where p.org_id = v_org and p.project_id = p_project;
-  v_counts := jsonb_build_object('jobs', v_jobs, 'api_keys', v_keys, 'webhook_endpoints', v_endpoints);
+  v_counts := jsonb_build_object('jobs', v_jobs, 'api_keys', v_keys, 'webhook_endpoints', v_endpoints,
+                                 'stores', memory_internal.erasure_receipt(v_before));
   insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
   values (v_org, p_project, 'project.delete', 'project:' || p_project, v_actor, v_counts);
   return jsonb_build_object('project_id', p_project, 'deleted', true, 'wiped', v_wiped) || v_counts;

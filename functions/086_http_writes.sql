@@ -107,6 +107,21 @@ $$;
 comment on function memory_http.wipe(uuid, text, text) is
   'API: memory.wipe as the authorized key (needs project:write); audited by wipe.';
 
+create or replace function memory_http.set_retention(p_project uuid, p_seconds bigint)
+  returns jsonb
+  language plpgsql
+  security definer
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.set_retention'), p_project);
+  -- set_retention writes the audit row itself.
+  return memory.set_retention(p_project, make_interval(secs => p_seconds), memory_internal.api_actor());
+end
+$$;
+comment on function memory_http.set_retention(uuid, bigint) is
+  'API: memory.set_retention as the authorized key, in seconds (needs configuration:write); audited by set_retention.';
+
 create or replace function memory_http.delete_project(p_project uuid)
   returns jsonb
   language plpgsql

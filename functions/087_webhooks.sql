@@ -438,11 +438,40 @@ begin
 end
 $$;
 
--- memory.wiped: from the wipe's audit row, in the wipe's transaction.  The
--- wipe also takes the wiped content out of the outbox: deliveries whose
--- body names a fact that no longer exists lose their body, and those not
--- sent yet are dropped (a wipe means forget: nothing wiped leaves the
--- database afterwards, nor stays readable in the job queue).
+-- A wipe takes the wiped content out of the outbox: deliveries whose body
+-- names a fact that no longer exists lose their body, and those not sent
+-- yet are dropped (a wipe means forget: nothing wiped leaves the database
+-- afterwards, nor stays readable in the job queue).  Called by memory.wipe
+-- before its receipt is taken, so the receipt counts these jobs.
+create or replace function memory_internal.drop_wiped_webhook_bodies(
+  p_org uuid, p_project uuid, p_at timestamptz)
+  returns integer
+  language plpgsql
+  set search_path = memory_internal, memory, public, pg_temp
+as $$
+declare
+  v_n integer;
+begin
+  update memory.jobs j
+     set payload = (j.payload - 'body') || jsonb_build_object('body_wiped', p_at),
+         status = case when j.status in ('queued', 'waiting') then 'done' else j.status end,
+         result = case when j.status in ('queued', 'waiting')
+                       then jsonb_build_object('skipped', 'wiped before delivery') else j.result end,
+         finished_at = case when j.status in ('queued', 'waiting') then clock_timestamp()
+                            else j.finished_at end
+   where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
+     and j.payload ? 'body'
+     and exists (select from jsonb_array_elements_text(j.payload -> 'fact_ids') x(id)
+                  where not exists (select from memory_internal.fact_versions(p_project) v
+                                     where v.org_id = p_org and v.fact_id = x.id::uuid));
+  get diagnostics v_n = row_count;
+  return v_n;
+end
+$$;
+comment on function memory_internal.drop_wiped_webhook_bodies(uuid, uuid, timestamptz) is
+  'Inside memory.wipe: webhook deliveries whose body names a fact that no longer exists lose the body (body_wiped: the instant), and those not sent yet are marked done as skipped. Returns the jobs changed.';
+
+-- memory.wiped: from the wipe's audit row, in the wipe's transaction.
 create or replace function memory_internal.tg_audit_log__webhooks() returns trigger
   language plpgsql
   security definer
@@ -454,18 +483,6 @@ declare
 begin
   for r in select n.* from new_rows n where n.action = 'wipe' and n.project_id is not null
             order by n.audit_id loop
-    update memory.jobs j
-       set payload = (j.payload - 'body') || jsonb_build_object('body_wiped', r.occurred_at),
-           status = case when j.status in ('queued', 'waiting') then 'done' else j.status end,
-           result = case when j.status in ('queued', 'waiting')
-                         then jsonb_build_object('skipped', 'wiped before delivery') else j.result end,
-           finished_at = case when j.status in ('queued', 'waiting') then clock_timestamp()
-                              else j.finished_at end
-     where j.org_id = r.org_id and j.project_id = r.project_id and j.kind = 'deliver_webhook'
-       and j.payload ? 'body'
-       and exists (select from jsonb_array_elements_text(j.payload -> 'fact_ids') x(id)
-                    where not exists (select from memory_internal.fact_versions(r.project_id) v
-                                       where v.org_id = r.org_id and v.fact_id = x.id::uuid));
     perform memory_internal.enqueue_webhook_event(
       r.org_id, r.project_id, 'memory.wiped',
       jsonb_build_object('scope', r.resource, 'counts', r.counts, 'at', r.occurred_at));

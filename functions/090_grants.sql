@@ -32,6 +32,7 @@ grant execute on function
   memory.edges_at(uuid, timestamptz, timestamptz),
   memory.fact_history(uuid, uuid),
   memory.subject_timeline(uuid, text, text),
+  memory.export_subject(uuid, text),
   memory.predicates_of(uuid),
   memory.counters(uuid),
   memory.embedding_dim(),
@@ -72,6 +73,11 @@ grant execute on function
   memory_internal.add_within_budget(text[], integer, text, text, integer)
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
+-- memory.export_subject finds plain-name objects as memory.wipe does.
+grant execute on function
+  memory_internal.auto_object_names(uuid, uuid, text[]),
+  memory_internal.named_auto_objects(uuid, uuid, text[])
+  to chronomem_app, chronomem_analyst;
 
 -- Writers: the app role only.  These are security definer: they write as
 -- the owner, under the same forced row-level security.
@@ -87,6 +93,8 @@ grant execute on function
   memory.retract_fact(uuid, uuid, text, text),
   memory.close_fact(uuid, uuid, timestamptz, text, text, text),
   memory.wipe(uuid, text, text, text),
+  memory.set_retention(uuid, interval, text),
+  memory.purge_expired(uuid, text),
   memory.delete_project(uuid, text),
   memory.reconcile_edges(integer, uuid),
   memory.ingest(uuid, text, jsonb, text, jsonb),
@@ -148,6 +156,7 @@ grant execute on function
   memory_http.ingest(uuid, text, jsonb, text, jsonb),
   memory_http.retract_fact(uuid, uuid, text),
   memory_http.wipe(uuid, text, text),
+  memory_http.set_retention(uuid, bigint),
   memory_http.delete_project(uuid),
   memory_http.declare_predicate(uuid, text, text),
   memory_http.upsert_entity(uuid, text, text, text, text[]),
@@ -156,6 +165,7 @@ grant execute on function
   memory_http.refresh_communities(uuid),
   memory_http.fact_history(uuid, uuid),
   memory_http.timeline(uuid, text, text),
+  memory_http.export_subject(uuid, text),
   memory_http.search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text),
   memory_http.context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer),
   memory_http.create_webhook(uuid, text, text[]),
@@ -191,6 +201,7 @@ grant execute on function
   memory_worker.resume_waiting_jobs(text[]),
   memory_worker.enqueue_due_jobs(),
   memory_worker.purge_done_jobs(interval),
+  memory_worker.purge_expired_episodes(),
   memory_worker.extraction_context(uuid, integer),
   memory_worker.apply_extraction(uuid, jsonb, real, integer),
   memory_worker.embedding_inputs(uuid, text, uuid[]),

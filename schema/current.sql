@@ -982,6 +982,7 @@ declare
   v_endpoints integer;
   v_counts jsonb;
   v_actor text := coalesce(p_actor, session_user);
+  v_before jsonb := memory_internal.store_changes(array['content', 'settings']);
 begin
   -- Writers hold it shared: none is between its checks and its writes.
   perform memory_internal.hold_project(p_project, true);
@@ -993,7 +994,8 @@ begin
   select count(*) into v_endpoints from memory.webhook_endpoints w
    where w.org_id = v_org and w.project_id = p_project;
   delete from memory.projects p where p.org_id = v_org and p.project_id = p_project;
-  v_counts := jsonb_build_object('jobs', v_jobs, 'api_keys', v_keys, 'webhook_endpoints', v_endpoints);
+  v_counts := jsonb_build_object('jobs', v_jobs, 'api_keys', v_keys, 'webhook_endpoints', v_endpoints,
+                                 'stores', memory_internal.erasure_receipt(v_before));
   insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
   values (v_org, p_project, 'project.delete', 'project:' || p_project, v_actor, v_counts);
   return jsonb_build_object('project_id', p_project, 'deleted', true, 'wiped', v_wiped) || v_counts;
@@ -1149,6 +1151,164 @@ CREATE FUNCTION memory.embedding_model() RETURNS text
 --
 
 COMMENT ON FUNCTION memory.embedding_model() IS 'The embedding model named by the last `chronomem reembed --model`, or NULL (none named: only the dimension is checked).';
+
+
+--
+-- Name: export_subject(uuid, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.export_subject(p_project uuid, p_subject text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_entity uuid;
+  v_names text[];
+  v_first_words text[];
+  v_facts uuid[];
+  v_sources uuid[];
+  v_fact_docs jsonb;
+  v_episode_docs jsonb;
+  v_edge_docs jsonb;
+  v_note_docs jsonb;
+begin
+  if p_subject is null or btrim(p_subject) = '' then
+    raise exception 'subject must not be empty' using errcode = 'invalid_parameter_value',
+      detail = 'subject';
+  end if;
+  v_entity := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_subject));
+  if v_entity is null then
+    raise exception 'subject "%" not found in project %', p_subject, p_project
+      using errcode = 'no_data_found';
+  end if;
+  -- Its names, normalized: its own and its aliases.
+  v_names := array(
+    select e.normalized_name from memory.entities e
+     where e.org_id = v_org and e.entity_id = v_entity
+    union
+    select a.normalized_alias from memory.entity_aliases a
+     where a.org_id = v_org and a.entity_id = v_entity);
+  v_first_words := array(select distinct split_part(n, ' ', 1) from unnest(v_names) n);
+
+  -- The facts memory.wipe finds (a union, so each side keeps its index).
+  v_facts := array(
+    select v.fact_id from memory_internal.fact_versions(p_project) v
+     where v.org_id = v_org and v.subject_id = v_entity
+    union
+    select v.fact_id from memory_internal.fact_versions(p_project) v
+     where v.org_id = v_org and v.object_entity_id = v_entity
+    union
+    select a.fact_id from memory_internal.named_auto_objects(v_org, p_project, v_names) a
+     where a.entity_id = v_entity);
+
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'fact_id', v.fact_id,
+           'named_as', case when v.subject_id = v_entity then 'subject' else 'object' end,
+           'subject', s.name, 'subject_id', v.subject_id,
+           'predicate', v.predicate_label,
+           'object', coalesce(o.name, v.object_literal), 'object_entity_id', v.object_entity_id,
+           'object_type', case when v.object_entity_id is not null then 'entity'
+                               when v.object_auto then 'auto' else 'literal' end,
+           'content', v.content, 'confidence', v.confidence, 'source', v.source,
+           'source_episode_id', v.source_episode_id, 'actor', v.actor,
+           'valid_from', v.valid_from, 'valid_to', upper(v.valid_range),
+           'window_empty', isempty(v.valid_range),
+           'recorded_at', v.recorded_at, 'invalid_at', v.invalid_at,
+           -- The statuses of memory.subject_timeline.
+           'status', case when v.invalid_at is not null then 'retracted'
+                          when isempty(v.valid_range) then 'superseded'
+                          when v.valid_range @> now() then 'current'
+                          when lower(v.valid_range) > now() then 'future'
+                          else 'ended' end,
+           'events', coalesce((
+             select jsonb_agg(jsonb_build_object(
+                      'event_id', e.event_id, 'event_type', e.event_type, 'at', e.occurred_at,
+                      'actor', e.actor, 'reason', e.reason,
+                      'old_fact_id', e.old_fact_id, 'new_fact_id', e.new_fact_id,
+                      'old_valid_from', lower(e.old_range), 'old_valid_until', upper(e.old_range),
+                      'new_valid_from', lower(e.new_range), 'new_valid_until', upper(e.new_range),
+                      'new_window_empty', coalesce(isempty(e.new_range), false))
+                    order by e.occurred_at, e.event_id)
+               from memory.fact_events e
+              where e.org_id = v.org_id and e.fact_id = v.fact_id), '[]'))
+           order by v.subject_id <> v_entity, v.predicate, s.normalized_name, v.valid_from,
+                    v.fact_seq, v.fact_id), '[]'),
+         coalesce(array_agg(distinct v.source_episode_id)
+                    filter (where v.source_episode_id is not null), '{}')
+    into v_fact_docs, v_sources
+    from memory_internal.fact_versions(p_project) v
+    join memory.entities s on s.org_id = v.org_id and s.entity_id = v.subject_id
+    left join memory.entities o on o.org_id = v.org_id and o.entity_id = v.object_entity_id
+   where v.org_id = v_org and v.fact_id = any (v_facts);
+
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'episode_id', e.episode_id, 'session_id', e.session_id, 'session', s.external_id,
+           'seq', e.seq, 'role', e.role, 'content', e.content, 'metadata', e.metadata,
+           'occurred_at', e.occurred_at, 'created_at', e.created_at,
+           'is_source', m.is_source, 'mentions', m.mentions)
+           order by s.external_id, e.seq, e.episode_id), '[]')
+    into v_episode_docs
+    from memory.episodes e
+    join memory.sessions s on s.org_id = e.org_id and s.session_id = e.session_id
+   -- Its words, normalized (NULL: ASCII text without a name's first word);
+   -- offset 0: computed once per episode, not once per name.
+   cross join lateral (
+     select case when octet_length(e.content) > length(e.content)
+                      or exists (select from unnest(v_first_words) w
+                                  where strpos(lower(e.content collate "C"), w) > 0)
+                 then ' ' || memory.normalize_text(e.content) || ' ' end as words
+     offset 0) t
+   cross join lateral (
+     select e.episode_id = any (v_sources) as is_source,
+            exists (select from unnest(v_names) n where strpos(t.words, ' ' || n || ' ') > 0)
+              as mentions) m
+   where e.org_id = v_org and e.project_id = p_project and (m.is_source or m.mentions);
+
+  -- Every edge row touching it, expired ones included: the graph's history.
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'edge_id', g.edge_id, 'source_id', g.source_id, 'source', sn.name,
+           'target_id', g.target_id, 'target', tn.name, 'relation', g.relation,
+           'valid_from', lower(g.valid_range), 'valid_until', upper(g.valid_range),
+           'recorded_at', g.recorded_at, 'expired_at', g.expired_at)
+           order by g.relation, sn.normalized_name, tn.normalized_name, g.recorded_at,
+                    lower(g.valid_range), g.edge_id), '[]')
+    into v_edge_docs
+    from (select x.* from memory.edges x
+           where x.org_id = v_org and x.project_id = p_project and x.source_id = v_entity
+          union all
+          select x.* from memory.edges x
+           where x.org_id = v_org and x.target_id = v_entity and x.project_id = p_project
+             and x.source_id <> v_entity) g
+    join memory.entities sn on sn.org_id = g.org_id and sn.entity_id = g.source_id
+    join memory.entities tn on tn.org_id = g.org_id and tn.entity_id = g.target_id;
+
+  -- What extraction noted about it (preferences, summaries).
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'note_id', n.note_id, 'kind', n.kind, 'content', n.content,
+           'episode_id', n.episode_id, 'created_at', n.created_at)
+           order by n.created_at, n.note_id), '[]')
+    into v_note_docs
+    from memory.notes n
+   where n.org_id = v_org and n.project_id = p_project and n.subject_id = v_entity;
+
+  return jsonb_build_object(
+    'project_id', p_project, 'subject', p_subject, 'exported_at', now(),
+    'entity', (select ej.j from memory.entities e
+                cross join lateral memory_internal.entity_api_json(e) ej
+                where e.org_id = v_org and e.entity_id = v_entity),
+    'facts', v_fact_docs, 'episodes', v_episode_docs, 'edges', v_edge_docs,
+    'notes', v_note_docs);
+end
+$$;
+
+
+--
+-- Name: FUNCTION export_subject(p_project uuid, p_subject text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.export_subject(p_project uuid, p_subject text) IS 'Everything the project holds about one subject (by name or alias), as one JSON document for a data-subject access request: its entity and aliases; every version of the facts naming it as subject or object (retracted and superseded ones too, and plain-name objects as memory.wipe finds them) with valid window, record window, status and events; the episodes that are those facts'' sources or name it (or an alias) as whole words; every edge row touching it; the notes about it. Fixed order throughout. P0002 for a subject or project not found, as memory.wipe.';
 
 
 --
@@ -2275,6 +2435,39 @@ COMMENT ON FUNCTION memory.project_backlog(p_project uuid) IS 'A project''s jobs
 
 
 --
+-- Name: purge_expired(uuid, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.purge_expired(p_project uuid, p_actor text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_before timestamptz;
+begin
+  select now() - p.retention into v_before from memory.projects p
+   where p.org_id = v_org and p.project_id = p_project;
+  -- Nothing to erase: no wipe, no lock, no audit row.
+  if v_before is null or not exists (
+       select from memory.episodes e
+        where e.org_id = v_org and e.project_id = p_project and e.created_at < v_before) then
+    return null;
+  end if;
+  return memory_internal.wipe_content(p_project, null, null, v_before,
+                                      coalesce(p_actor, 'retention'));
+end
+$$;
+
+
+--
+-- Name: FUNCTION purge_expired(p_project uuid, p_actor text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.purge_expired(p_project uuid, p_actor text) IS 'Erase the project''s episodes stored longer ago than its retention and the facts drawn from them, as a wipe of scope expired (receipt, audit row, memory.wiped event); NULL when the project has no retention or nothing is that old.';
+
+
+--
 -- Name: queue_stats(); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3145,6 +3338,40 @@ COMMENT ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_af
 
 
 --
+-- Name: set_retention(uuid, interval, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.set_retention(p_project uuid, p_retention interval, p_actor text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  if p_retention is not null and p_retention < interval '1 hour' then
+    raise exception 'retention must be at least 1 hour, not %', p_retention
+      using errcode = 'invalid_parameter_value', detail = 'retention';
+  end if;
+  update memory.projects set retention = p_retention
+   where org_id = v_org and project_id = p_project;
+  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+  values (v_org, p_project, 'project.retention', 'project:' || p_project,
+          coalesce(p_actor, session_user),
+          jsonb_build_object('retention_seconds', extract(epoch from p_retention)::bigint));
+  return jsonb_build_object('project_id', p_project,
+                            'retention_seconds', extract(epoch from p_retention)::bigint);
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_retention(p_project uuid, p_retention interval, p_actor text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.set_retention(p_project uuid, p_retention interval, p_actor text) IS 'Keep the project''s episodes for this long after they are stored (NULL: for ever; at least an hour); the periodic purge job erases older ones and the facts drawn from them. Audited.';
+
+
+--
 -- Name: split_entity(uuid, text, boolean); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3480,6 +3707,84 @@ COMMENT ON FUNCTION memory.vector_query_text(p_project uuid, p_query text, p_at 
 
 
 --
+-- Name: verify_erased(uuid, text[]); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.verify_erased(p_project uuid, p_strings text[]) RETURNS TABLE(store text, string text, rows_found bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $_$
+declare
+  v_org uuid := nullif(current_setting('chronomem.org_id', true), '')::uuid;
+  v_strings text[];
+  s record;
+  v_where text;
+  v_match text;
+  v_unlisted text;
+begin
+  if v_org is null then
+    raise exception 'verify_erased needs an org scope' using errcode = 'invalid_parameter_value',
+      hint = 'Call memory.use_org(org) first.';
+  end if;
+  if p_project is null then
+    raise exception 'project must not be null' using errcode = 'null_value_not_allowed';
+  end if;
+  v_strings := array(select distinct btrim(x) from unnest(p_strings) x where btrim(x) <> '');
+  if coalesce(cardinality(v_strings), 0) = 0 then
+    raise exception 'verify_erased needs at least one non-empty string' using errcode = 'invalid_parameter_value';
+  end if;
+  -- A store the list does not know could hold anything: no proof then.
+  select string_agg(c.oid::regclass::text, ', ' order by c.oid::regclass::text) into v_unlisted
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace
+   where n.nspname in ('memory', 'memory_internal', 'memory_http', 'memory_worker')
+     and c.relkind in ('r', 'p') and not c.relispartition
+     and c.oid not in (select d.relation from memory_internal.data_stores() d);
+  if v_unlisted is not null then
+    raise exception 'tables not in memory_internal.data_stores(): %', v_unlisted
+      using errcode = 'object_not_in_prerequisite_state';
+  end if;
+
+  for s in
+    select d.relation, d.store as name,
+           exists (select from pg_attribute a where a.attrelid = d.relation
+                     and a.attname = 'project_id' and not a.attisdropped) as by_project,
+           (select a.attname::text from pg_attribute a where a.attrelid = d.relation
+               and a.attname in ('lexeme', 'token') and not a.attisdropped) as word_column,
+           (select a.attname::text from pg_attribute a where a.attrelid = d.relation
+               and a.attname = 'lexemes' and not a.attisdropped) as words_column
+      from memory_internal.data_stores() d order by 2
+  loop
+    v_where := case when s.by_project then 't.org_id = $1 and t.project_id = $2' else 't.org_id = $1' end;
+    -- strpos on lower(): no pattern characters to escape in the strings.
+    v_match := 'strpos(lower(t::text), lower(w.string)) > 0';
+    if s.word_column is not null then
+      v_match := v_match || format(
+        ' or t.%1$I = any (tsvector_to_array(to_tsvector(''english'', w.string)))'
+        ' or t.%1$I = any (memory_internal.name_tokens(memory.normalize_text(w.string)))',
+        s.word_column);
+    end if;
+    if s.words_column is not null then
+      v_match := v_match || format(
+        ' or t.%1$I && tsvector_to_array(to_tsvector(''english'', w.string))', s.words_column);
+    end if;
+    return query execute format(
+      'select %L::text, w.string, count(*) from unnest($3) w(string) join %s t on %s and (%s)'
+      ' group by w.string order by w.string',
+      s.name, s.relation, v_where, v_match)
+      using v_org, p_project, v_strings;
+  end loop;
+end
+$_$;
+
+
+--
+-- Name: FUNCTION verify_erased(p_project uuid, p_strings text[]); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.verify_erased(p_project uuid, p_strings text[]) IS 'Owner and operators only: every store of memory_internal.data_stores() where a row of the project (of the org for org-wide stores) still holds one of the strings (case-insensitive, or as the lexemes and name tokens it would produce), with the number of rows; no rows means none remains. Fails when a table exists that data_stores() does not list. Needs memory.use_org; works after delete_project.';
+
+
+--
 -- Name: webhook_deliveries(uuid, uuid, integer, bigint); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3542,213 +3847,16 @@ COMMENT ON FUNCTION memory.webhook_event_types() IS 'The event types a webhook e
 --
 
 CREATE FUNCTION memory.wipe(p_project uuid, p_session text DEFAULT NULL::text, p_subject text DEFAULT NULL::text, p_actor text DEFAULT NULL::text) RETURNS jsonb
-    LANGUAGE plpgsql SECURITY DEFINER
+    LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
-    AS $$
-declare
-  v_org uuid := memory_internal.project_org(p_project);
-  v_actor text := coalesce(p_actor, session_user);
-  v_scope text;
-  v_session uuid;
-  v_entity uuid;
-  v_facts uuid[];
-  v_deleted uuid[];  -- NULL: the whole project
-  v_key_subjects uuid[]; v_key_predicates text[]; v_key_objects text[]; v_key_entities uuid[];
-  v_past_ids uuid[]; v_past_ranges tstzrange[]; v_past_changed_at timestamptz[];
-  v_past_sources uuid[]; v_past_targets uuid[]; v_past_relations text[];
-  v_counts jsonb;
-  v_n_facts integer := 0; v_n_events integer := 0; v_n_edges integer := 0;
-  v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
-  v_n_tombstones integer := 0;
-begin
-  if p_session is not null and p_subject is not null then
-    raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
-  end if;
-  -- No writer of this project runs while content disappears under it.
-  -- Nothing else writes this project now: every row it has is committed.
-  perform memory_internal.hold_project(p_project, true);
-  perform memory_internal.begin_write((
-    select max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at))
-      from memory_internal.fact_versions(p_project) v));
-  perform set_config('chronomem.wiping', 'on', true);
-
-  if p_session is null and p_subject is null then
-    v_scope := 'project';
-    delete from memory.fact_events where org_id = v_org and project_id = p_project;
-    get diagnostics v_n_events = row_count;
-    delete from memory.edges where org_id = v_org and project_id = p_project;
-    get diagnostics v_n_edges = row_count;
-    delete from memory.tombstones where org_id = v_org and project_id = p_project;
-    get diagnostics v_n_tombstones = row_count;
-    delete from memory.facts where org_id = v_org and project_id = p_project;
-    get diagnostics v_n_facts = row_count;
-    delete from memory.entity_aliases where org_id = v_org and project_id = p_project;
-    delete from memory.entities where org_id = v_org and project_id = p_project;
-    get diagnostics v_n_entities = row_count;
-    delete from memory.episodes where org_id = v_org and project_id = p_project;
-    get diagnostics v_n_episodes = row_count;
-    delete from memory.sessions where org_id = v_org and project_id = p_project;
-    get diagnostics v_n_sessions = row_count;
-    delete from memory.communities where org_id = v_org and project_id = p_project;
-    delete from memory.community_runs where org_id = v_org and project_id = p_project;
-  else
-    if p_session is not null then
-      v_scope := 'session';
-      select s.session_id into v_session from memory.sessions s
-       where s.org_id = v_org and s.project_id = p_project and s.external_id = p_session;
-      if v_session is null then
-        raise exception 'session "%" not found in project %', p_session, p_project
-          using errcode = 'no_data_found';
-      end if;
-      select coalesce(array_agg(v.fact_id), '{}') into v_facts
-        from memory_internal.fact_versions(p_project) v
-        join memory.episodes e on e.org_id = v.org_id and e.episode_id = v.source_episode_id
-       where v.org_id = v_org and e.session_id = v_session;
-    else
-      v_scope := 'subject';
-      v_entity := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_subject));
-      if v_entity is null then
-        raise exception 'subject "%" not found in project %', p_subject, p_project
-          using errcode = 'no_data_found';
-      end if;
-      -- Every fact naming it: as subject, as object, and as a plain name
-      -- not taken over yet (written while the entity was being created).
-      select coalesce(array_agg(v.fact_id), '{}') into v_facts
-        from memory_internal.fact_versions(p_project) v
-       where v.org_id = v_org and (v.subject_id = v_entity or v.object_entity_id = v_entity);
-      select v_facts || coalesce(array_agg(a.fact_id), '{}') into v_facts
-        from memory_internal.named_auto_objects(v_org, p_project, array(
-               select e.normalized_name from memory.entities e
-                where e.org_id = v_org and e.entity_id = v_entity
-               union all
-               select a.normalized_alias from memory.entity_aliases a
-                where a.org_id = v_org and a.entity_id = v_entity)) a
-       where a.entity_id = v_entity;
-    end if;
-
-    -- The identities and edge keys the wiped facts shared with facts that
-    -- stay: those are laid out again as if the wiped facts never existed.
-    -- Kept as arrays in step (entry i of each is one key), not in a temp
-    -- table, which the caller's session could have created with a trigger.
-    select array_agg(k.subject_id), array_agg(k.predicate), array_agg(k.identity_object),
-           array_agg(k.object_entity_id)
-      into v_key_subjects, v_key_predicates, v_key_objects, v_key_entities
-      from (select distinct v.subject_id, v.predicate, v.identity_object, v.object_entity_id
-              from memory_internal.fact_versions(p_project) v
-             where v.org_id = v_org and v.fact_id = any (v_facts)) k;
-
-    -- The past of the versions that stay in the identities the wiped facts
-    -- are in, as if those had never been asserted: their logged windows at
-    -- every instant now; their rows and edges once the wiped rows are gone.
-    select array_agg(r.fact_id) filter (where r.row_changed),
-           array_agg(r.valid_range) filter (where r.row_changed),
-           array_agg(r.range_changed_at) filter (where r.row_changed),
-           array_agg(r.subject_id) filter (where r.object_entity_id is not null),
-           array_agg(r.object_entity_id) filter (where r.object_entity_id is not null),
-           array_agg(r.predicate) filter (where r.object_entity_id is not null)
-      into v_past_ids, v_past_ranges, v_past_changed_at, v_past_sources, v_past_targets,
-           v_past_relations
-      from memory_internal.replay_wiped_past(v_org, p_project, v_facts) r;
-
-    -- Events of facts that stay but name a wiped one (the closing it
-    -- caused) go too: the wiped facts are as if never asserted.
-    delete from memory.fact_events where org_id = v_org
-       and (fact_id = any (v_facts) or old_fact_id = any (v_facts) or new_fact_id = any (v_facts));
-    get diagnostics v_n_events = row_count;
-    delete from memory.tombstones where org_id = v_org and fact_id = any (v_facts);
-    get diagnostics v_n_tombstones = row_count;
-    delete from memory.edges e
-     using unnest(v_key_subjects, v_key_predicates, v_key_entities) k(subject_id, predicate, object_entity_id)
-     where e.org_id = v_org and e.project_id = p_project and e.source_id = k.subject_id
-       and e.relation = k.predicate and e.target_id = k.object_entity_id;
-    get diagnostics v_n_edges = row_count;
-    delete from memory.facts where org_id = v_org and fact_id = any (v_facts);
-    get diagnostics v_n_facts = row_count;
-    -- The staying versions' rows as the replayed log ends (retracted ones
-    -- too), windows that shrink before those that grow (the exclusion
-    -- constraint holds after each statement); then their edges' history.
-    if cardinality(v_past_ids) > 0 then
-      update memory.facts f set valid_range = r.valid_range, range_changed_at = r.changed_at
-        from unnest(v_past_ids, v_past_ranges, v_past_changed_at) r(fact_id, valid_range, changed_at)
-       where f.org_id = v_org and f.fact_id = any (v_past_ids) and f.fact_id = r.fact_id
-         and (f.invalid_at is not null or r.valid_range <@ f.valid_range);
-      update memory.facts f set valid_range = r.valid_range, range_changed_at = r.changed_at
-        from unnest(v_past_ids, v_past_ranges, v_past_changed_at) r(fact_id, valid_range, changed_at)
-       where f.org_id = v_org and f.fact_id = any (v_past_ids) and f.fact_id = r.fact_id
-         and f.invalid_at is null and not r.valid_range <@ f.valid_range;
-    end if;
-    if cardinality(v_past_sources) > 0 then
-      perform memory_internal.rebuild_edge_history(
-        v_org, p_project, v_past_sources, v_past_targets, v_past_relations);
-    end if;
-
-    perform memory_internal.lock_identities(
-      p_project, array_agg(k.subject_id), array_agg(k.predicate), array_agg(k.identity_object))
-      from unnest(v_key_subjects, v_key_predicates, v_key_objects) k(subject_id, predicate, identity_object);
-    -- restitch reports the facts that stay whose windows it changed (the
-    -- ones the wiped facts had closed): their edge keys are synced too.
-    select v_key_subjects || array_agg(x.subject_id), v_key_predicates || array_agg(x.predicate),
-           v_key_objects || array_agg(''::text), v_key_entities || array_agg(x.object_entity_id)
-      into v_key_subjects, v_key_predicates, v_key_objects, v_key_entities
-      from (select array_agg(k.subject_id) as s, array_agg(k.predicate) as p,
-                   array_agg(k.identity_object) as o
-              from unnest(v_key_subjects, v_key_predicates, v_key_objects) k(subject_id, predicate, identity_object)
-             where v_entity is null or k.subject_id <> v_entity) a
-     cross join lateral memory_internal.restitch(
-       v_org, p_project, a.s, a.p, a.o, 'superseded', v_actor, 'wipe',
-       p_forget_old_ranges => true) x
-     where x.object_entity_id is not null;
-    perform memory_internal.sync_edges(
-      v_org, p_project, array_agg(k.subject_id), array_agg(k.object_entity_id), array_agg(k.predicate))
-      from unnest(v_key_subjects, v_key_predicates, v_key_entities) k(subject_id, predicate, object_entity_id)
-     where v_entity is null or (k.subject_id <> v_entity and k.object_entity_id <> v_entity);
-
-    if v_scope = 'session' then
-      with gone as (
-        delete from memory.episodes where org_id = v_org and session_id = v_session
-        returning episode_id)
-      select count(*), v_facts || coalesce(array_agg(g.episode_id), '{}')
-        into v_n_episodes, v_deleted from gone g;
-      delete from memory.sessions where org_id = v_org and session_id = v_session;
-      get diagnostics v_n_sessions = row_count;
-    else
-      delete from memory.tombstones where org_id = v_org and project_id = p_project
-         and subject_id = v_entity;
-      delete from memory.edges where org_id = v_org and project_id = p_project
-         and (source_id = v_entity or target_id = v_entity);
-      delete from memory.entity_aliases where org_id = v_org and entity_id = v_entity;
-      -- The community it was in: its label may be the subject's name and its
-      -- size counts it (deleting the entity would only drop its membership).
-      -- The communities job computes the others' again.
-      delete from memory.communities c
-       using memory.community_members m
-       where m.org_id = v_org and m.project_id = p_project and m.entity_id = v_entity
-         and c.org_id = v_org and c.community_id = m.community_id;
-      delete from memory.entities where org_id = v_org and entity_id = v_entity;
-      get diagnostics v_n_entities = row_count;
-      v_deleted := v_facts || v_entity;
-    end if;
-  end if;
-
-  v_counts := jsonb_build_object(
-    'facts', v_n_facts, 'fact_events', v_n_events, 'edges', v_n_edges,
-    'entities', v_n_entities, 'episodes', v_n_episodes, 'sessions', v_n_sessions,
-    'tombstones', v_n_tombstones);
-  perform memory_internal.cancel_wiped_jobs(v_org, p_project, v_deleted);
-  -- The audit row names the scope and counts, never the wiped content.
-  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
-  values (v_org, p_project, 'wipe', v_scope, v_actor, v_counts);
-  perform memory_internal.bump_counter(v_org, p_project, 'facts_purged', v_n_facts);
-  return jsonb_build_object('scope', v_scope) || v_counts;
-end
-$$;
+    AS $$ select memory_internal.wipe_content(p_project, p_session, p_subject, null, p_actor) $$;
 
 
 --
 -- Name: FUNCTION wipe(p_project uuid, p_session text, p_subject text, p_actor text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.wipe(p_project uuid, p_session text, p_subject text, p_actor text) IS 'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it, by a plain name too, and the community it was in). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction.';
+COMMENT ON FUNCTION memory.wipe(p_project uuid, p_session text, p_subject text, p_actor text) IS 'Hard-delete a project''s content (or one session''s episodes and the facts drawn from them, or one subject and every fact naming it, by a plain name too, and the community it was in). Writes an audit row with counts only and no tombstones: nothing wiped is readable at any instant afterwards. Queued enrich and embed jobs of the deleted rows are cancelled in the same transaction. Returns the totals and the receipt: stores, the rows deleted, updated and inserted in every content store of memory_internal.data_stores().';
 
 
 --
@@ -4079,6 +4187,7 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory.project_backlog', 'project:read'),
       ('memory.session_messages', 'project:read'),
       ('memory_http.context', 'project:read'),
+      ('memory_http.export_subject', 'project:read'),
       ('memory_http.fact_history', 'project:read'),
       ('memory_http.search', 'project:read'),
       ('memory_http.timeline', 'project:read'),
@@ -4098,6 +4207,7 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory_http.declare_predicate', 'configuration:write'),
       ('memory_http.delete_webhook', 'configuration:write'),
       ('memory_http.rotate_webhook_secret', 'configuration:write'),
+      ('memory_http.set_retention', 'configuration:write'),
       ('memory_http.update_webhook', 'configuration:write'),
       ('memory_http.create_api_key', 'project:manage'),
       ('memory_http.create_project', 'project:manage'),
@@ -4331,6 +4441,30 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.delete_webhook(p_project uuid, p_endpoint uuid) IS 'API: memory.delete_webhook as the authorized key (needs configuration:write); audited.';
+
+
+--
+-- Name: export_subject(uuid, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.export_subject(p_project uuid, p_subject text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.export_subject'),
+                                      p_project);
+  return memory.export_subject(p_project, p_subject);
+end
+$$;
+
+
+--
+-- Name: FUNCTION export_subject(p_project uuid, p_subject text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.export_subject(p_project uuid, p_subject text) IS 'API: memory.export_subject for the authorized key (needs project:read).';
 
 
 --
@@ -4676,6 +4810,29 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) IS 'memory.search for the API: a client embedding of the wrong dimension is an error, a server-computed one is dropped.';
+
+
+--
+-- Name: set_retention(uuid, bigint); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.set_retention(p_project uuid, p_seconds bigint) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.set_retention'), p_project);
+  -- set_retention writes the audit row itself.
+  return memory.set_retention(p_project, make_interval(secs => p_seconds), memory_internal.api_actor());
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_retention(p_project uuid, p_seconds bigint); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.set_retention(p_project uuid, p_seconds bigint) IS 'API: memory.set_retention as the authorized key, in seconds (needs configuration:write); audited by set_retention.';
 
 
 --
@@ -5865,6 +6022,58 @@ COMMENT ON FUNCTION memory_internal.current_org() IS 'The org the current transa
 
 
 --
+-- Name: data_stores(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.data_stores() RETURNS TABLE(store text, relation regclass, holds text, about text)
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+  select s.store, s.store::regclass, s.holds, s.about from (values
+    ('memory.episodes', 'content', 'messages as written, their embeddings and text vectors'),
+    ('memory.sessions', 'content', 'session ids and metadata as the client named them'),
+    ('memory.facts', 'content', 'every fact version: subject, predicate, object, windows'),
+    ('memory.fact_events', 'content', 'the history of fact versions, with reasons and actors'),
+    ('memory.fact_embeddings', 'content', 'embeddings of fact texts'),
+    ('memory.tombstones', 'content', 'retracted identities'),
+    ('memory.edges', 'content', 'the entity graph drawn from facts'),
+    ('memory.entities', 'content', 'entity names, kinds, embeddings'),
+    ('memory.entity_aliases', 'content', 'other names of entities'),
+    ('memory.notes', 'content', 'preferences and summaries drawn from episodes'),
+    ('memory.communities', 'content', 'communities of entities, labelled by a member''s name'),
+    ('memory.community_members', 'content', 'which entity is in which community'),
+    ('memory.community_runs', 'counts', 'when communities were computed and how many'),
+    ('memory.jobs', 'content', 'queued work: episode and fact ids, webhook bodies, results'),
+    ('memory.webhook_delivery_log', 'content', 'delivery attempts: event ids, status, errors'),
+    ('memory_internal.episode_terms', 'content', 'lexemes of episodes (full-text postings)'),
+    ('memory_internal.episode_term_df', 'content', 'lexemes of a project with their document counts'),
+    ('memory_internal.episode_term_df_pending', 'content', 'lexeme count changes not folded in yet'),
+    ('memory_internal.fact_terms', 'content', 'lexemes of facts (full-text postings)'),
+    ('memory_internal.entity_name_tokens', 'content', 'tokens of entity names and aliases'),
+    ('memory_internal.ingest_requests', 'content', 'idempotency keys and the answers they replay'),
+    ('memory_internal.community_labels', 'content', 'working set of a community computation'),
+    ('memory_internal.community_links', 'content', 'working set of a community computation'),
+    ('memory.orgs', 'settings', 'tenant names'),
+    ('memory.projects', 'settings', 'project names'),
+    ('memory.predicates', 'settings', 'declared predicates and their cardinality'),
+    ('memory.webhook_endpoints', 'settings', 'webhook URLs and subscriptions'),
+    ('memory_internal.webhook_secrets', 'settings', 'webhook signing secrets'),
+    ('memory_internal.api_keys', 'settings', 'API key hashes and permissions'),
+    ('memory.job_schedules', 'settings', 'periodic jobs of an org'),
+    ('memory.audit_log', 'counts', 'who did what, with counts, never content'),
+    ('memory_internal.counters', 'counts', 'per-project counters for /metrics')
+  ) s(store, holds, about)
+$$;
+
+
+--
+-- Name: FUNCTION data_stores(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.data_stores() IS 'Every table of the chronomem schemas and what it holds of a tenant: content (a wipe erases it in its scope), settings (kept by a wipe, removed with the project) or counts (never content). The one list the wipe receipt and memory.verify_erased read.';
+
+
+--
 -- Name: drop_name_tokens(uuid[], uuid[], uuid[], text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -5923,6 +6132,42 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.drop_queued_deliveries(p_org uuid, p_project uuid, p_endpoint uuid, p_reason text) IS 'Mark an endpoint''s queued deliveries done and unsent, with p_reason as their result (the endpoint was disabled or deleted). Returns how many.';
+
+
+--
+-- Name: drop_wiped_webhook_bodies(uuid, uuid, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.drop_wiped_webhook_bodies(p_org uuid, p_project uuid, p_at timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_n integer;
+begin
+  update memory.jobs j
+     set payload = (j.payload - 'body') || jsonb_build_object('body_wiped', p_at),
+         status = case when j.status in ('queued', 'waiting') then 'done' else j.status end,
+         result = case when j.status in ('queued', 'waiting')
+                       then jsonb_build_object('skipped', 'wiped before delivery') else j.result end,
+         finished_at = case when j.status in ('queued', 'waiting') then clock_timestamp()
+                            else j.finished_at end
+   where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
+     and j.payload ? 'body'
+     and exists (select from jsonb_array_elements_text(j.payload -> 'fact_ids') x(id)
+                  where not exists (select from memory_internal.fact_versions(p_project) v
+                                     where v.org_id = p_org and v.fact_id = x.id::uuid));
+  get diagnostics v_n = row_count;
+  return v_n;
+end
+$$;
+
+
+--
+-- Name: FUNCTION drop_wiped_webhook_bodies(p_org uuid, p_project uuid, p_at timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.drop_wiped_webhook_bodies(p_org uuid, p_project uuid, p_at timestamp with time zone) IS 'Inside memory.wipe: webhook deliveries whose body names a fact that no longer exists lose the body (body_wiped: the instant), and those not sent yet are marked done as skipped. Returns the jobs changed.';
 
 
 --
@@ -6271,6 +6516,32 @@ CREATE FUNCTION memory_internal.episode_visible(p_occurred_at timestamp with tim
 --
 
 COMMENT ON FUNCTION memory_internal.episode_visible(p_occurred_at timestamp with time zone, p_created_at timestamp with time zone, p_at timestamp with time zone, p_known_at timestamp with time zone) IS 'Whether an episode (occurred_at, created_at) is in the memory at p_at as known at p_known_at: occurred by p_at and stored by p_known_at.';
+
+
+--
+-- Name: erasure_receipt(jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.erasure_receipt(p_before jsonb) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+  select case when p_before is not null then
+    (select jsonb_object_agg(b.key, jsonb_build_object(
+              'deleted', pg_stat_get_xact_tuples_deleted(b.key::regclass) - (b.value ->> 0)::bigint,
+              'updated', pg_stat_get_xact_tuples_updated(b.key::regclass) - (b.value ->> 1)::bigint,
+              'inserted', pg_stat_get_xact_tuples_inserted(b.key::regclass) - (b.value ->> 2)::bigint)
+              order by b.key)
+       from jsonb_each(p_before) b)
+  end
+$$;
+
+
+--
+-- Name: FUNCTION erasure_receipt(p_before jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.erasure_receipt(p_before jsonb) IS 'Rows deleted, updated and inserted in each store p_before names since memory_internal.store_changes() read it: the receipt memory.wipe returns (NULL when track_counts is off).';
 
 
 --
@@ -8540,6 +8811,30 @@ COMMENT ON FUNCTION memory_internal.search_leg_hits(p_k integer) IS 'Hits each l
 
 
 --
+-- Name: store_changes(text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.store_changes(p_holds text[]) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+  select case when current_setting('track_counts')::boolean then
+    (select jsonb_object_agg(s.store, jsonb_build_array(
+              pg_stat_get_xact_tuples_deleted(s.relation), pg_stat_get_xact_tuples_updated(s.relation),
+              pg_stat_get_xact_tuples_inserted(s.relation)))
+       from memory_internal.data_stores() s where s.holds = any (p_holds))
+  end
+$$;
+
+
+--
+-- Name: FUNCTION store_changes(p_holds text[]); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.store_changes(p_holds text[]) IS 'Per store of memory_internal.data_stores() holding one of p_holds: [rows deleted, updated, inserted] by this transaction so far (NULL when track_counts is off). Two readings around a wipe give its receipt.';
+
+
+--
 -- Name: sync_edges(uuid, uuid, uuid[], uuid[], text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -8653,18 +8948,6 @@ declare
 begin
   for r in select n.* from new_rows n where n.action = 'wipe' and n.project_id is not null
             order by n.audit_id loop
-    update memory.jobs j
-       set payload = (j.payload - 'body') || jsonb_build_object('body_wiped', r.occurred_at),
-           status = case when j.status in ('queued', 'waiting') then 'done' else j.status end,
-           result = case when j.status in ('queued', 'waiting')
-                         then jsonb_build_object('skipped', 'wiped before delivery') else j.result end,
-           finished_at = case when j.status in ('queued', 'waiting') then clock_timestamp()
-                              else j.finished_at end
-     where j.org_id = r.org_id and j.project_id = r.project_id and j.kind = 'deliver_webhook'
-       and j.payload ? 'body'
-       and exists (select from jsonb_array_elements_text(j.payload -> 'fact_ids') x(id)
-                    where not exists (select from memory_internal.fact_versions(r.project_id) v
-                                       where v.org_id = r.org_id and v.fact_id = x.id::uuid));
     perform memory_internal.enqueue_webhook_event(
       r.org_id, r.project_id, 'memory.wiped',
       jsonb_build_object('scope', r.resource, 'counts', r.counts, 'at', r.occurred_at));
@@ -9496,6 +9779,236 @@ COMMENT ON FUNCTION memory_internal.webhook_wants(p_event_types text[], p_type t
 
 
 --
+-- Name: wipe_content(uuid, text, text, timestamp with time zone, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.wipe_content(p_project uuid, p_session text, p_subject text, p_stored_before timestamp with time zone, p_actor text) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_actor text := coalesce(p_actor, session_user);
+  v_scope text;
+  v_session uuid;
+  v_episodes uuid[];
+  v_entity uuid;
+  v_facts uuid[];
+  v_deleted uuid[];  -- NULL: the whole project
+  v_key_subjects uuid[]; v_key_predicates text[]; v_key_objects text[]; v_key_entities uuid[];
+  v_past_ids uuid[]; v_past_ranges tstzrange[]; v_past_changed_at timestamptz[];
+  v_past_sources uuid[]; v_past_targets uuid[]; v_past_relations text[];
+  v_counts jsonb;
+  v_n_facts integer := 0; v_n_events integer := 0; v_n_edges integer := 0;
+  v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
+  v_n_tombstones integer := 0;
+  v_before jsonb := memory_internal.store_changes(array['content']);
+begin
+  if num_nonnulls(p_session, p_subject, p_stored_before) > 1 then
+    raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
+  end if;
+  -- No writer of this project runs while content disappears under it.
+  -- Nothing else writes this project now: every row it has is committed.
+  perform memory_internal.hold_project(p_project, true);
+  perform memory_internal.begin_write((
+    select max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at))
+      from memory_internal.fact_versions(p_project) v));
+  perform set_config('chronomem.wiping', 'on', true);
+
+  if num_nonnulls(p_session, p_subject, p_stored_before) = 0 then
+    v_scope := 'project';
+    delete from memory.fact_events where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_events = row_count;
+    delete from memory.edges where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_edges = row_count;
+    delete from memory.tombstones where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_tombstones = row_count;
+    delete from memory.facts where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_facts = row_count;
+    delete from memory.entity_aliases where org_id = v_org and project_id = p_project;
+    delete from memory.entities where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_entities = row_count;
+    delete from memory.episodes where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_episodes = row_count;
+    delete from memory.sessions where org_id = v_org and project_id = p_project;
+    get diagnostics v_n_sessions = row_count;
+    delete from memory.communities where org_id = v_org and project_id = p_project;
+    delete from memory.community_runs where org_id = v_org and project_id = p_project;
+  else
+    if p_session is not null or p_stored_before is not null then
+      if p_session is not null then
+        v_scope := 'session';
+        select s.session_id into v_session from memory.sessions s
+         where s.org_id = v_org and s.project_id = p_project and s.external_id = p_session;
+        if v_session is null then
+          raise exception 'session "%" not found in project %', p_session, p_project
+            using errcode = 'no_data_found';
+        end if;
+        v_episodes := array(select e.episode_id from memory.episodes e
+                             where e.org_id = v_org and e.session_id = v_session);
+      else
+        v_scope := 'expired';
+        v_episodes := array(select e.episode_id from memory.episodes e
+                             where e.org_id = v_org and e.project_id = p_project
+                               and e.created_at < p_stored_before);
+      end if;
+      -- What derives only from those episodes: the facts drawn from them.
+      select coalesce(array_agg(v.fact_id), '{}') into v_facts
+        from memory_internal.fact_versions(p_project) v
+       where v.org_id = v_org and v.source_episode_id = any (v_episodes);
+    else
+      v_scope := 'subject';
+      v_entity := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_subject));
+      if v_entity is null then
+        raise exception 'subject "%" not found in project %', p_subject, p_project
+          using errcode = 'no_data_found';
+      end if;
+      -- Every fact naming it: as subject, as object, and as a plain name
+      -- not taken over yet (written while the entity was being created).
+      select coalesce(array_agg(v.fact_id), '{}') into v_facts
+        from memory_internal.fact_versions(p_project) v
+       where v.org_id = v_org and (v.subject_id = v_entity or v.object_entity_id = v_entity);
+      select v_facts || coalesce(array_agg(a.fact_id), '{}') into v_facts
+        from memory_internal.named_auto_objects(v_org, p_project, array(
+               select e.normalized_name from memory.entities e
+                where e.org_id = v_org and e.entity_id = v_entity
+               union all
+               select a.normalized_alias from memory.entity_aliases a
+                where a.org_id = v_org and a.entity_id = v_entity)) a
+       where a.entity_id = v_entity;
+    end if;
+
+    -- The identities and edge keys the wiped facts shared with facts that
+    -- stay: those are laid out again as if the wiped facts never existed.
+    -- Kept as arrays in step (entry i of each is one key), not in a temp
+    -- table, which the caller's session could have created with a trigger.
+    select array_agg(k.subject_id), array_agg(k.predicate), array_agg(k.identity_object),
+           array_agg(k.object_entity_id)
+      into v_key_subjects, v_key_predicates, v_key_objects, v_key_entities
+      from (select distinct v.subject_id, v.predicate, v.identity_object, v.object_entity_id
+              from memory_internal.fact_versions(p_project) v
+             where v.org_id = v_org and v.fact_id = any (v_facts)) k;
+
+    -- The past of the versions that stay in the identities the wiped facts
+    -- are in, as if those had never been asserted: their logged windows at
+    -- every instant now; their rows and edges once the wiped rows are gone.
+    select array_agg(r.fact_id) filter (where r.row_changed),
+           array_agg(r.valid_range) filter (where r.row_changed),
+           array_agg(r.range_changed_at) filter (where r.row_changed),
+           array_agg(r.subject_id) filter (where r.object_entity_id is not null),
+           array_agg(r.object_entity_id) filter (where r.object_entity_id is not null),
+           array_agg(r.predicate) filter (where r.object_entity_id is not null)
+      into v_past_ids, v_past_ranges, v_past_changed_at, v_past_sources, v_past_targets,
+           v_past_relations
+      from memory_internal.replay_wiped_past(v_org, p_project, v_facts) r;
+
+    -- Events of facts that stay but name a wiped one (the closing it
+    -- caused) go too: the wiped facts are as if never asserted.
+    delete from memory.fact_events where org_id = v_org
+       and (fact_id = any (v_facts) or old_fact_id = any (v_facts) or new_fact_id = any (v_facts));
+    get diagnostics v_n_events = row_count;
+    delete from memory.tombstones where org_id = v_org and fact_id = any (v_facts);
+    get diagnostics v_n_tombstones = row_count;
+    delete from memory.edges e
+     using unnest(v_key_subjects, v_key_predicates, v_key_entities) k(subject_id, predicate, object_entity_id)
+     where e.org_id = v_org and e.project_id = p_project and e.source_id = k.subject_id
+       and e.relation = k.predicate and e.target_id = k.object_entity_id;
+    get diagnostics v_n_edges = row_count;
+    delete from memory.facts where org_id = v_org and fact_id = any (v_facts);
+    get diagnostics v_n_facts = row_count;
+    -- The staying versions' rows as the replayed log ends (retracted ones
+    -- too), windows that shrink before those that grow (the exclusion
+    -- constraint holds after each statement); then their edges' history.
+    if cardinality(v_past_ids) > 0 then
+      update memory.facts f set valid_range = r.valid_range, range_changed_at = r.changed_at
+        from unnest(v_past_ids, v_past_ranges, v_past_changed_at) r(fact_id, valid_range, changed_at)
+       where f.org_id = v_org and f.fact_id = any (v_past_ids) and f.fact_id = r.fact_id
+         and (f.invalid_at is not null or r.valid_range <@ f.valid_range);
+      update memory.facts f set valid_range = r.valid_range, range_changed_at = r.changed_at
+        from unnest(v_past_ids, v_past_ranges, v_past_changed_at) r(fact_id, valid_range, changed_at)
+       where f.org_id = v_org and f.fact_id = any (v_past_ids) and f.fact_id = r.fact_id
+         and f.invalid_at is null and not r.valid_range <@ f.valid_range;
+    end if;
+    if cardinality(v_past_sources) > 0 then
+      perform memory_internal.rebuild_edge_history(
+        v_org, p_project, v_past_sources, v_past_targets, v_past_relations);
+    end if;
+
+    perform memory_internal.lock_identities(
+      p_project, array_agg(k.subject_id), array_agg(k.predicate), array_agg(k.identity_object))
+      from unnest(v_key_subjects, v_key_predicates, v_key_objects) k(subject_id, predicate, identity_object);
+    -- restitch reports the facts that stay whose windows it changed (the
+    -- ones the wiped facts had closed): their edge keys are synced too.
+    select v_key_subjects || array_agg(x.subject_id), v_key_predicates || array_agg(x.predicate),
+           v_key_objects || array_agg(''::text), v_key_entities || array_agg(x.object_entity_id)
+      into v_key_subjects, v_key_predicates, v_key_objects, v_key_entities
+      from (select array_agg(k.subject_id) as s, array_agg(k.predicate) as p,
+                   array_agg(k.identity_object) as o
+              from unnest(v_key_subjects, v_key_predicates, v_key_objects) k(subject_id, predicate, identity_object)
+             where v_entity is null or k.subject_id <> v_entity) a
+     cross join lateral memory_internal.restitch(
+       v_org, p_project, a.s, a.p, a.o, 'superseded', v_actor, 'wipe',
+       p_forget_old_ranges => true) x
+     where x.object_entity_id is not null;
+    perform memory_internal.sync_edges(
+      v_org, p_project, array_agg(k.subject_id), array_agg(k.object_entity_id), array_agg(k.predicate))
+      from unnest(v_key_subjects, v_key_predicates, v_key_entities) k(subject_id, predicate, object_entity_id)
+     where v_entity is null or (k.subject_id <> v_entity and k.object_entity_id <> v_entity);
+
+    if v_scope in ('session', 'expired') then
+      with gone as (
+        delete from memory.episodes where org_id = v_org and episode_id = any (v_episodes)
+        returning episode_id)
+      select count(*), v_facts || coalesce(array_agg(g.episode_id), '{}')
+        into v_n_episodes, v_deleted from gone g;
+      -- A session goes with a session wipe; one whose episodes expired
+      -- stays (its conversation may go on), its id and metadata with it.
+      delete from memory.sessions where org_id = v_org and session_id = v_session;
+      get diagnostics v_n_sessions = row_count;
+    else
+      delete from memory.tombstones where org_id = v_org and project_id = p_project
+         and subject_id = v_entity;
+      delete from memory.edges where org_id = v_org and project_id = p_project
+         and (source_id = v_entity or target_id = v_entity);
+      delete from memory.entity_aliases where org_id = v_org and entity_id = v_entity;
+      -- The community it was in: its label may be the subject's name and its
+      -- size counts it (deleting the entity would only drop its membership).
+      -- The communities job computes the others' again.
+      delete from memory.communities c
+       using memory.community_members m
+       where m.org_id = v_org and m.project_id = p_project and m.entity_id = v_entity
+         and c.org_id = v_org and c.community_id = m.community_id;
+      delete from memory.entities where org_id = v_org and entity_id = v_entity;
+      get diagnostics v_n_entities = row_count;
+      v_deleted := v_facts || v_entity;
+    end if;
+  end if;
+
+  perform memory_internal.cancel_wiped_jobs(v_org, p_project, v_deleted);
+  perform memory_internal.drop_wiped_webhook_bodies(v_org, p_project, memory_internal.txn_instant());
+  -- The receipt: rows deleted and changed in every content store, whatever
+  -- deleted them (cascades and triggers included).
+  v_counts := jsonb_build_object(
+    'facts', v_n_facts, 'fact_events', v_n_events, 'edges', v_n_edges,
+    'entities', v_n_entities, 'episodes', v_n_episodes, 'sessions', v_n_sessions,
+    'tombstones', v_n_tombstones, 'stores', memory_internal.erasure_receipt(v_before));
+  -- The audit row names the scope and counts, never the wiped content.
+  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+  values (v_org, p_project, 'wipe', v_scope, v_actor, v_counts);
+  perform memory_internal.bump_counter(v_org, p_project, 'facts_purged', v_n_facts);
+  return jsonb_build_object('scope', v_scope) || v_counts;
+end
+$$;
+
+
+--
+-- Name: FUNCTION wipe_content(p_project uuid, p_session text, p_subject text, p_stored_before timestamp with time zone, p_actor text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.wipe_content(p_project uuid, p_session text, p_subject text, p_stored_before timestamp with time zone, p_actor text) IS 'The body of memory.wipe and memory.purge_expired: hard-delete the project''s content, or a session''s episodes and the facts drawn from them, or a subject and every fact naming it, or the episodes stored before p_stored_before and the facts drawn from them; returns the totals and the receipt (stores), written to the audit row.';
+
+
+--
 -- Name: apply_extraction(uuid, jsonb, real, integer); Type: FUNCTION; Schema: memory_worker; Owner: -
 --
 
@@ -10135,6 +10648,39 @@ COMMENT ON FUNCTION memory_worker.purge_done_jobs(p_older_than interval) IS 'Del
 
 
 --
+-- Name: purge_expired_episodes(); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.purge_expired_episodes() RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  p record;
+  v_out jsonb := '{}';
+  v_receipt jsonb;
+begin
+  for p in select x.project_id from memory.projects x
+            where x.org_id = memory_internal.current_org() and x.retention is not null
+            order by x.project_id loop
+    v_receipt := memory.purge_expired(p.project_id);
+    if v_receipt is not null then
+      v_out := v_out || jsonb_build_object(p.project_id::text, v_receipt ->> 'episodes');
+    end if;
+  end loop;
+  return v_out;
+end
+$$;
+
+
+--
+-- Name: FUNCTION purge_expired_episodes(); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.purge_expired_episodes() IS 'The periodic purge job: memory.purge_expired for every project of the current org with a retention period; returns the episodes erased per project that had any.';
+
+
+--
 -- Name: queue_community_refreshes(integer); Type: FUNCTION; Schema: memory_worker; Owner: -
 --
 
@@ -10738,7 +11284,9 @@ CREATE TABLE memory.projects (
     project_id uuid DEFAULT gen_random_uuid() NOT NULL,
     name text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT projects_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200)))
+    retention interval,
+    CONSTRAINT projects_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200))),
+    CONSTRAINT projects_retention_check CHECK (((retention IS NULL) OR (retention >= '01:00:00'::interval)))
 );
 
 ALTER TABLE ONLY memory.projects FORCE ROW LEVEL SECURITY;
@@ -10749,6 +11297,13 @@ ALTER TABLE ONLY memory.projects FORCE ROW LEVEL SECURITY;
 --
 
 COMMENT ON TABLE memory.projects IS 'A memory space inside an org. Entities, facts and edges are scoped per project.';
+
+
+--
+-- Name: COLUMN projects.retention; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.projects.retention IS 'How long episodes are kept after they are stored (NULL: for ever); the periodic purge job erases older ones and the facts drawn from them (memory.purge_expired). At least an hour.';
 
 
 --
@@ -12860,6 +13415,15 @@ GRANT ALL ON FUNCTION memory.embedding_model() TO chronomem_analyst;
 
 
 --
+-- Name: FUNCTION export_subject(p_project uuid, p_subject text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.export_subject(p_project uuid, p_subject text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.export_subject(p_project uuid, p_subject text) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.export_subject(p_project uuid, p_subject text) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION fact_changes(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone, p_after text, p_limit integer); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -13018,6 +13582,14 @@ GRANT ALL ON FUNCTION memory.project_backlog(p_project uuid) TO chronomem_analys
 
 
 --
+-- Name: FUNCTION purge_expired(p_project uuid, p_actor text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.purge_expired(p_project uuid, p_actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.purge_expired(p_project uuid, p_actor text) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION queue_stats(); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -13109,6 +13681,14 @@ GRANT ALL ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_
 
 
 --
+-- Name: FUNCTION set_retention(p_project uuid, p_retention interval, p_actor text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.set_retention(p_project uuid, p_retention interval, p_actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.set_retention(p_project uuid, p_retention interval, p_actor text) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION split_entity(p_project uuid, p_name text, p_dry_run boolean); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -13157,6 +13737,13 @@ GRANT ALL ON FUNCTION memory.use_org(p_org uuid, p_transaction_local boolean) TO
 REVOKE ALL ON FUNCTION memory.vector_query_text(p_project uuid, p_query text, p_at timestamp with time zone, p_known_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.vector_query_text(p_project uuid, p_query text, p_at timestamp with time zone, p_known_at timestamp with time zone) TO chronomem_app;
 GRANT ALL ON FUNCTION memory.vector_query_text(p_project uuid, p_query text, p_at timestamp with time zone, p_known_at timestamp with time zone) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION verify_erased(p_project uuid, p_strings text[]); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.verify_erased(p_project uuid, p_strings text[]) FROM PUBLIC;
 
 
 --
@@ -13314,6 +13901,14 @@ GRANT ALL ON FUNCTION memory_http.delete_webhook(p_project uuid, p_endpoint uuid
 
 
 --
+-- Name: FUNCTION export_subject(p_project uuid, p_subject text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.export_subject(p_project uuid, p_subject text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.export_subject(p_project uuid, p_subject text) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION fact_history(p_project uuid, p_fact uuid); Type: ACL; Schema: memory_http; Owner: -
 --
 
@@ -13407,6 +14002,14 @@ GRANT ALL ON FUNCTION memory_http.rotate_webhook_secret(p_project uuid, p_endpoi
 
 REVOKE ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION set_retention(p_project uuid, p_seconds bigint); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.set_retention(p_project uuid, p_seconds bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.set_retention(p_project uuid, p_seconds bigint) TO chronomem_app;
 
 
 --
@@ -13542,6 +14145,8 @@ REVOKE ALL ON FUNCTION memory_internal.audit(p_org uuid, p_project uuid, p_actio
 --
 
 REVOKE ALL ON FUNCTION memory_internal.auto_object_names(p_org uuid, p_project uuid, p_names text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.auto_object_names(p_org uuid, p_project uuid, p_names text[]) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.auto_object_names(p_org uuid, p_project uuid, p_names text[]) TO chronomem_analyst;
 
 
 --
@@ -13696,6 +14301,13 @@ GRANT ALL ON FUNCTION memory_internal.current_org() TO chronomem_analyst;
 
 
 --
+-- Name: FUNCTION data_stores(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.data_stores() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION drop_name_tokens(p_org uuid[], p_project uuid[], p_entity uuid[], p_name text[]); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -13707,6 +14319,13 @@ REVOKE ALL ON FUNCTION memory_internal.drop_name_tokens(p_org uuid[], p_project 
 --
 
 REVOKE ALL ON FUNCTION memory_internal.drop_queued_deliveries(p_org uuid, p_project uuid, p_endpoint uuid, p_reason text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION drop_wiped_webhook_bodies(p_org uuid, p_project uuid, p_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.drop_wiped_webhook_bodies(p_org uuid, p_project uuid, p_at timestamp with time zone) FROM PUBLIC;
 
 
 --
@@ -13816,6 +14435,13 @@ REVOKE ALL ON FUNCTION memory_internal.episode_term_impact(p_tf integer, p_dl in
 REVOKE ALL ON FUNCTION memory_internal.episode_visible(p_occurred_at timestamp with time zone, p_created_at timestamp with time zone, p_at timestamp with time zone, p_known_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.episode_visible(p_occurred_at timestamp with time zone, p_created_at timestamp with time zone, p_at timestamp with time zone, p_known_at timestamp with time zone) TO chronomem_app;
 GRANT ALL ON FUNCTION memory_internal.episode_visible(p_occurred_at timestamp with time zone, p_created_at timestamp with time zone, p_at timestamp with time zone, p_known_at timestamp with time zone) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION erasure_receipt(p_before jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.erasure_receipt(p_before jsonb) FROM PUBLIC;
 
 
 --
@@ -14022,6 +14648,8 @@ GRANT ALL ON FUNCTION memory_internal.name_tokens(p_name text) TO chronomem_anal
 --
 
 REVOKE ALL ON FUNCTION memory_internal.named_auto_objects(p_org uuid, p_project uuid, p_names text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.named_auto_objects(p_org uuid, p_project uuid, p_names text[]) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.named_auto_objects(p_org uuid, p_project uuid, p_names text[]) TO chronomem_analyst;
 
 
 --
@@ -14317,6 +14945,13 @@ GRANT ALL ON FUNCTION memory_internal.search_leg_hits(p_k integer) TO chronomem_
 
 
 --
+-- Name: FUNCTION store_changes(p_holds text[]); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.store_changes(p_holds text[]) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION sync_edges(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -14547,6 +15182,13 @@ REVOKE ALL ON FUNCTION memory_internal.webhook_wants(p_event_types text[], p_typ
 
 
 --
+-- Name: FUNCTION wipe_content(p_project uuid, p_session text, p_subject text, p_stored_before timestamp with time zone, p_actor text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.wipe_content(p_project uuid, p_session text, p_subject text, p_stored_before timestamp with time zone, p_actor text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer); Type: ACL; Schema: memory_worker; Owner: -
 --
 
@@ -14632,6 +15274,14 @@ GRANT ALL ON FUNCTION memory_worker.park_job(p_org uuid, p_job bigint, p_worker 
 
 REVOKE ALL ON FUNCTION memory_worker.purge_done_jobs(p_older_than interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_worker.purge_done_jobs(p_older_than interval) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION purge_expired_episodes(); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.purge_expired_episodes() FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.purge_expired_episodes() TO chronomem_app;
 
 
 --

@@ -49,7 +49,13 @@ def build_handlers(
         return report
 
     def purge(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
-        return {"jobs_purged": _scalar(conn, "select memory_worker.purge_done_jobs()")}
+        # Episodes past their project's retention first: the wipe that erases them
+        # marks their queued jobs done, which the second call may then delete.
+        expired = _scalar(conn, "select memory_worker.purge_expired_episodes()")
+        return {
+            "episodes_expired": expired,
+            "jobs_purged": _scalar(conn, "select memory_worker.purge_done_jobs()"),
+        }
 
     def communities(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
         if job.project_id is None:

@@ -330,6 +330,19 @@ def test_ingest_is_idempotent_and_sessions_page(api: Client, project: uuid.UUID)
     assert backlog.kinds["enrich"].oldest_queued_at is not None
 
 
+def test_session_ids_with_slashes_read_back(api: Client, project: uuid.UUID) -> None:
+    """A session id is any text: one with slashes and a percent sign reads back by
+    the id it was written under (the path segment is the rest of the path up to
+    /messages), and a prefix of it is another session (positive control)."""
+    name = "crew/research 100%/agent"
+    api.ingest(project, name, [{"role": "user", "content": "slashes are fine"}])
+    page = api.session_messages(project, name)
+    assert [m.content for m in page.messages] == ["slashes are fine"]
+    with pytest.raises(ChronomemError) as prefix:
+        api.session_messages(project, "crew/research 100%")
+    assert prefix.value.status == 404
+
+
 # -- retrieval and graph --------------------------------------------------------------
 def test_search_and_context_at_an_instant(api: Client, project: uuid.UUID) -> None:
     api.declare_predicate(project, "plan", "one")
@@ -708,8 +721,8 @@ def test_openapi_documents_every_route(base: str) -> None:
     # 20 + 7 webhook operations + GET /v1/org, GET /v1/projects, POST /v1/.../entities,
     # POST /v1/.../entities/merge, POST /v1/.../entities/split, DELETE /v1/projects/{id},
     # POST /v1/.../communities/refresh, GET /v1/.../sessions, GET /v1/.../backlog,
-    # GET /v1/.../changes
-    assert len(operations) == 37
+    # GET /v1/.../changes, GET /v1/.../subject-export
+    assert len(operations) == 39
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

@@ -155,6 +155,7 @@ READS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/projects/{p}/facts", {"params": {"as_of": "2024-06-01", "subject": "alpha user"}}),
     ("GET", "/v1/projects/{p}/facts/{f}/history", {}),
     ("GET", "/v1/projects/{p}/timeline", {"params": {"subject": "alpha user"}}),
+    ("GET", "/v1/projects/{p}/subject-export", {"params": {"subject": "alpha user"}}),
     ("GET", "/v1/projects/{p}/changes", {}),
     ("GET", "/v1/projects/{p}/predicates", {}),
     ("POST", "/v1/projects/{p}/search", {"json": {"query": "alpha secret plan"}}),
@@ -195,6 +196,7 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/v1/projects/{p}/webhooks/{e}/rotate", {}),
     ("DELETE", "/v1/projects/{p}/webhooks/{e}", {}),
     ("POST", "/v1/projects/{p}/communities/refresh", {}),
+    ("PUT", "/v1/projects/{p}/retention", {"json": {"retention_seconds": 3600}}),
     ("DELETE", "/v1/projects/{p}", {}),  # last: the controls below run in this order
     # A's ids under B's own project: still not found.
     ("POST", "/v1/projects/{bp}/facts/{f}/retract", {}),
@@ -221,6 +223,7 @@ def a_state(w: World) -> dict[str, Any]:
             (w.a.project,),
         ),
         "predicates": w.a.rows("select * from memory.predicates_of(%s)", (w.a.project,)),
+        "projects": w.a.rows("select project_id, name, retention from memory.projects order by 1"),
         "webhooks": w.a.rows(
             "select e.*, t.* from memory.webhook_endpoints e "
             "left join lateral memory_worker.webhook_target(e.endpoint_id) t on true "

@@ -152,6 +152,16 @@ CASES: dict[str, Case] = {
         control="select jsonb_array_length(memory_http.timeline(%(project)s, 'Alice') "
         "-> 'facts') > 0",
     ),
+    P + "export_subject(uuid,text)": Case(
+        probes=("select memory.export_subject(%(project)s, 'Alice')",),
+        control="select jsonb_array_length(memory.export_subject(%(project)s, 'Ally') "
+        "-> 'facts') > 0",
+    ),
+    H + "export_subject(uuid,text)": Case(
+        probes=("select memory_http.export_subject(%(project)s, 'Alice')",),
+        control="select jsonb_array_length(memory_http.export_subject(%(project)s, 'Alice') "
+        "-> 'episodes') > 0",
+    ),
     P + "list_facts(uuid,timestamptz,timestamptz,text,text,uuid,integer)": (
         Case(
             probes=(
@@ -355,6 +365,24 @@ CASES: dict[str, Case] = {
         control="select (memory_http.wipe(%(project)s, 'xt chat') ->> 'episodes')::int > 0",
         mutates=True,
     ),
+    P + "set_retention(uuid,interval,text)": Case(
+        probes=("select memory.set_retention(%(project)s, '1 day')",),
+        control="select (memory.set_retention(%(project)s, '1 day') ->> 'retention_seconds')::int"
+        " = 86400",
+        mutates=True,
+    ),
+    H + "set_retention(uuid,bigint)": Case(
+        probes=("select memory_http.set_retention(%(project)s, 86400)",),
+        control="select (memory_http.set_retention(%(project)s, 7200) ->> 'retention_seconds')"
+        "::int = 7200",
+        mutates=True,
+    ),
+    P + "purge_expired(uuid,text)": Case(
+        # A's episodes are younger than its retention: A's own call erases nothing.
+        setup="select memory.set_retention(%(project)s, '1 hour')",
+        probes=("select memory.purge_expired(%(project)s)",),
+        control="select memory.purge_expired(%(project)s) is null",
+    ),
     P + "delete_project(uuid,text)": Case(
         probes=("select memory.delete_project(%(project)s)",),
         control="select (memory.delete_project(%(project)s) #>> '{wiped,facts}')::int > 0",
@@ -502,6 +530,12 @@ CASES: dict[str, Case] = {
         probes=("select memory_worker.extend_lease(%(org)s, %(job)s, 'xt', '1 hour')",),
         control="select memory_worker.extend_lease(%(org)s, %(job)s, 'xt', '1 hour')",
         mutates=True,
+    ),
+    W + "purge_expired_episodes()": Case(
+        # No id: it acts on the caller's org's projects with a retention period.
+        setup="select memory.set_retention(%(project)s, '1 hour')",
+        probes=("select memory_worker.purge_expired_episodes()",),
+        control="select memory_worker.purge_expired_episodes() = '{}'::jsonb",
     ),
     W + "purge_done_jobs(interval)": Case(
         # No id: it acts on the caller's org. B's purge must leave A's done job.

@@ -1,4 +1,4 @@
-"""Conversations: ingest messages, read a session, wipe."""
+"""Conversations: ingest messages, read a session, wipe; a subject's export."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from thin_api.models import (
     Int32,
     MessagePage,
     SessionPage,
+    SubjectExport,
     WipeResult,
 )
 from thin_api.routes import ERRORS
@@ -72,6 +73,23 @@ def wipe(
     )
 
 
+@router.get("/projects/{project_id}/subject-export", response_model=SubjectExport)
+def export_subject(
+    project_id: UUID,
+    token: Token,
+    db: DB,
+    subject: Annotated[str, Query(min_length=1, description="The subject's name or an alias.")],
+) -> Any:
+    """Everything the project holds about one subject, for a data-subject access request:
+    its entity and aliases, every version of the facts naming it with windows and events,
+    the messages that are their sources or name it, its edges and notes."""
+    return db.call(
+        Access(token, project_id),
+        "select memory_http.export_subject(%s::uuid, %s::text)",
+        (project_id, subject),
+    )
+
+
 @router.get("/projects/{project_id}/backlog", response_model=Backlog)
 def backlog(project_id: UUID, token: Token, db: DB) -> Any:
     """The project's jobs not done yet, per kind; caught_up once extraction and
@@ -97,7 +115,7 @@ def list_sessions(
     )
 
 
-@router.get("/projects/{project_id}/sessions/{session}/messages", response_model=MessagePage)
+@router.get("/projects/{project_id}/sessions/{session:path}/messages", response_model=MessagePage)
 def session_messages(
     project_id: UUID,
     session: str,

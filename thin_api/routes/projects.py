@@ -19,6 +19,8 @@ from thin_api.models import (
     ProjectCreate,
     ProjectDeleted,
     ProjectList,
+    Retention,
+    RetentionSet,
 )
 from thin_api.routes import ERRORS
 
@@ -62,6 +64,18 @@ def delete_project(project_id: UUID, token: Token, db: DB) -> Any:
         Access(token, project_id),
         "select memory_http.delete_project(%s::uuid)",
         (project_id,),
+    )
+
+
+@router.put("/projects/{project_id}/retention", response_model=Retention)
+def set_retention(project_id: UUID, body: RetentionSet, token: Token, db: DB) -> Any:
+    """Keep the project's episodes for this long after they are stored (needs
+    configuration:write); the periodic purge job erases older ones and the facts drawn
+    from them, with a receipt in the audit log. Null keeps them for ever."""
+    return db.call(
+        Access(token, project_id),
+        "select memory_http.set_retention(%s::uuid, %s::bigint)",
+        (project_id, body.retention_seconds),
     )
 
 

@@ -51,9 +51,12 @@ from chronomem_client.models import (
     ProjectDeleted,
     ProjectList,
     Readiness,
+    Retention,
+    RetentionSet,
     RetractResult,
     SearchResult,
     SessionPage,
+    SubjectExport,
     Timeline,
     WebhookCreated,
     WebhookDeleted,
@@ -183,6 +186,26 @@ class Calls:
             f"/v1/projects/{project}/memory",
             WipeResult,
             params=_query(session=session, subject=subject),
+        )
+
+    def set_retention(self, project: Id, seconds: int | None) -> Call[Retention]:
+        """Keep the project's episodes `seconds` after they are stored (None: for ever)."""
+        return Call(
+            "PUT",
+            f"/v1/projects/{project}/retention",
+            Retention,
+            json=RetentionSet(retention_seconds=seconds).model_dump(mode="json"),
+        )
+
+    def export_subject(self, project: Id, subject: str) -> Call[SubjectExport]:
+        """Everything the project holds about one subject (by name or alias): its entity,
+        every version of its facts with their events, the messages that are their sources
+        or name it, its edges and notes. For a data-subject access request."""
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/subject-export",
+            SubjectExport,
+            params=_query(subject=subject),
         )
 
     def backlog(self, project: Id) -> Call[Backlog]:
@@ -562,6 +585,8 @@ class Client:
     revoke_api_key = _sync(Calls.revoke_api_key)
     ingest = _sync(Calls.ingest)
     wipe = _sync(Calls.wipe)
+    export_subject = _sync(Calls.export_subject)
+    set_retention = _sync(Calls.set_retention)
     backlog = _sync(Calls.backlog)
     sessions = _sync(Calls.sessions)
     session_messages = _sync(Calls.session_messages)
@@ -632,6 +657,8 @@ class AsyncClient:
     revoke_api_key = _async(Calls.revoke_api_key)
     ingest = _async(Calls.ingest)
     wipe = _async(Calls.wipe)
+    export_subject = _async(Calls.export_subject)
+    set_retention = _async(Calls.set_retention)
     backlog = _async(Calls.backlog)
     sessions = _async(Calls.sessions)
     session_messages = _async(Calls.session_messages)

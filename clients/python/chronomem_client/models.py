@@ -291,8 +291,21 @@ class IngestResult(Model):
     replayed: bool = Field(description="True when this answers a retry of an earlier request.")
 
 
+class StoreChanges(Model):
+    """Rows a wipe changed in one store, counted by the database for its transaction."""
+
+    deleted: int
+    updated: int = Field(
+        description="Changed in place: job payloads losing wiped ids or bodies, staying "
+        "facts' windows laid out again, lexeme counts going down."
+    )
+    inserted: int = Field(
+        description="Written anew: the staying facts' events and edges laid out again."
+    )
+
+
 class WipeResult(Model):
-    scope: Literal["project", "session", "subject"]
+    scope: Literal["project", "session", "subject", "expired"]
     facts: int
     fact_events: int
     edges: int
@@ -300,6 +313,25 @@ class WipeResult(Model):
     episodes: int
     sessions: int
     tombstones: int
+    stores: dict[str, StoreChanges] | None = Field(
+        description="The receipt: every store that holds content (memory_internal."
+        "data_stores()), with the rows the wipe deleted, changed and wrote there; null "
+        "when the server's track_counts setting is off."
+    )
+
+
+class RetentionSet(Model):
+    retention_seconds: int | None = Field(
+        ge=3600,
+        le=100 * 366 * 86400,
+        description="Keep episodes this many seconds after they are stored (null: for "
+        "ever); the periodic purge job erases older ones and the facts drawn from them.",
+    )
+
+
+class Retention(Model):
+    project_id: UUID
+    retention_seconds: int | None
 
 
 class ProjectDeleted(Model):
@@ -309,6 +341,10 @@ class ProjectDeleted(Model):
     jobs: int = Field(description="The project's jobs deleted, whatever their state.")
     api_keys: int = Field(description="The project's own API keys deleted (org keys stay).")
     webhook_endpoints: int
+    stores: dict[str, StoreChanges] | None = Field(
+        description="The receipt of the whole deletion, the wipe included: every store "
+        "that holds content or settings, with the rows deleted, changed and written."
+    )
 
 
 class Message(Model):
@@ -736,6 +772,98 @@ class CommunityList(Model):
     )
     communities: list[Community]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
+
+
+# -- subject export -------------------------------------------------------------------
+class ExportedEvent(Model):
+    event_id: int
+    event_type: Literal[
+        "asserted", "superseded", "contradicted", "expired", "retracted", "restored"
+    ]
+    at: datetime = Field(description="When the store recorded it (record time).")
+    actor: str | None
+    reason: str | None
+    old_fact_id: UUID | None
+    new_fact_id: UUID | None
+    old_valid_from: datetime | None
+    old_valid_until: datetime | None
+    new_valid_from: datetime | None
+    new_valid_until: datetime | None
+    new_window_empty: bool
+
+
+class ExportedFact(Model):
+    fact_id: UUID
+    named_as: Literal["subject", "object"] = Field(
+        description="Where the fact names the subject (subject wins when it is both)."
+    )
+    subject: str
+    subject_id: UUID
+    predicate: str
+    object: str
+    object_entity_id: UUID | None
+    object_type: Literal["entity", "literal", "auto"] = Field(
+        description="auto: written as a plain name that no entity had taken over yet."
+    )
+    content: str
+    confidence: float
+    source: str
+    source_episode_id: UUID | None
+    actor: str | None
+    valid_from: datetime
+    valid_to: datetime | None = Field(description="The window's end; null: open (or empty).")
+    window_empty: bool = Field(description="Superseded before it began: it never held.")
+    recorded_at: datetime
+    invalid_at: datetime | None = Field(description="Retracted then; null: still believed.")
+    status: Literal["current", "future", "ended", "superseded", "retracted"]
+    events: list[ExportedEvent] = Field(description="Oldest first.")
+
+
+class ExportedEpisode(Model):
+    episode_id: UUID
+    session_id: UUID
+    session: str = Field(description="Your id for the conversation.")
+    seq: int
+    role: Role
+    content: str
+    metadata: dict[str, JsonValue]
+    occurred_at: datetime
+    created_at: datetime
+    is_source: bool = Field(description="The source of one of the exported facts.")
+    mentions: bool = Field(description="Its text names the subject or an alias as whole words.")
+
+
+class ExportedEdge(GraphEdge):
+    source: str
+    target: str
+    recorded_at: datetime
+    expired_at: datetime | None = Field(description="When the store stopped holding this row.")
+
+
+class ExportedNote(Model):
+    note_id: UUID
+    kind: Literal["preference", "summary"]
+    content: str
+    episode_id: UUID | None
+    created_at: datetime
+
+
+class SubjectExport(Model):
+    """Everything the project holds about one subject (a data-subject access request)."""
+
+    project_id: UUID
+    subject: str = Field(description="The name asked for.")
+    exported_at: datetime
+    entity: Entity
+    facts: list[ExportedFact] = Field(
+        description="Every version naming it, closed and retracted ones too: those naming it "
+        "as subject first, then by predicate, subject and world time."
+    )
+    episodes: list[ExportedEpisode] = Field(
+        description="The facts' sources and the messages naming it, by session and sequence."
+    )
+    edges: list[ExportedEdge] = Field(description="Every edge row touching it, expired included.")
+    notes: list[ExportedNote]
 
 
 # -- webhooks -------------------------------------------------------------------------
