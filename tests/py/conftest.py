@@ -7,6 +7,21 @@ from collections.abc import Iterator
 
 import pytest
 from api_server import api_server
+from light_env import LightEnv, stop_builds
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the light environments of the selected tests' modules (their
+    LIGHT_ENV), so that pip runs while the tests before them do."""
+    modules = {getattr(item, "module", None) for item in session.items}
+    for module in sorted(modules, key=lambda m: getattr(m, "__name__", "")):
+        env = getattr(module, "LIGHT_ENV", None)
+        if isinstance(env, LightEnv):
+            env.prebuild()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    stop_builds()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,10 @@ client's extras or a pinned package. A script run there proves that the client
 installs and works beside that framework with nothing of the server's environment (a
 dependency clash fails the install, an import of server code fails the import).
 
-`light_env(extras, packages)` builds such an environment once and returns its Python.
+`light_env(extras, packages)` builds such an environment once and returns its Python. A
+test module names the one it needs as `LIGHT_ENV = LightEnv(...)`; tests/py/conftest.py
+starts building those of the selected modules when collection ends, two at a time,
+while the session's other tests run, so the first adapter test rarely waits for pip.
 Environments are cached in .venv/light-envs/, keyed by the client's pyproject.toml, the
 extras, the packages and this Python's version; the client's own source is installed
 again (without its dependencies) whenever it changed. pip fetches the dependencies
@@ -21,7 +24,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +41,38 @@ def light_env(extras: Sequence[str] = (), packages: Sequence[str] = ()) -> Path:
     """The Python of a virtual environment holding `chronomem-client[extras]`, installed
     from this repository, and `packages` (pip requirement strings, e.g.
     "langgraph>=0.3,<0.4"), and nothing else but their dependencies."""
-    return _light_env(tuple(sorted(extras)), tuple(packages))
+    return LightEnv(tuple(extras), tuple(packages)).python()
+
+
+@dataclass(frozen=True)
+class LightEnv:
+    """A light environment a test module needs: `prebuild` starts building it in the
+    background, `python` waits for it."""
+
+    extras: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+
+    def prebuild(self) -> Future[Path]:
+        key = (tuple(sorted(self.extras)), self.packages)
+        with _BUILDS_LOCK:
+            if key not in _BUILDS:
+                _BUILDS[key] = _BUILDER.submit(_light_env, *key)
+            return _BUILDS[key]
+
+    def python(self) -> Path:
+        return self.prebuild().result()
+
+
+# Two builds at a time: pip is mostly downloads and unpacking, and the machine has two
+# cores that the rest of the suite uses too.
+_BUILDER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="light-env")
+_BUILDS: dict[tuple[tuple[str, ...], tuple[str, ...]], Future[Path]] = {}
+_BUILDS_LOCK = threading.Lock()
+
+
+def stop_builds() -> None:
+    """Builds not started yet are dropped (the session ended without needing them)."""
+    _BUILDER.shutdown(wait=False, cancel_futures=True)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 from api_server import make_tenant
-from light_env import ROOT, light_env, run_python
+from light_env import ROOT, LightEnv, run_python
 from scripted_openai import ScriptedOpenAI
 
 # Run before crewai is imported, in the script's own temp directory (its cwd):
@@ -342,9 +342,13 @@ say("errors ok")
 )
 
 
+# Built while the session's other tests run (tests/py/conftest.py).
+LIGHT_ENV = LightEnv(extras=("crewai",))
+
+
 @pytest.fixture(scope="module")
 def crewai_python() -> Path:
-    return light_env(extras=["crewai"])
+    return LIGHT_ENV.python()
 
 
 def test_the_light_environment_holds_crewai_and_not_the_server(crewai_python: Path) -> None:

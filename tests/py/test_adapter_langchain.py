@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from api_server import make_tenant
-from light_env import light_env, run_python
+from light_env import LightEnv, run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -238,9 +238,13 @@ print("flow ok")
 """
 
 
+# Built while the session's other tests run (tests/py/conftest.py).
+LIGHT_ENV = LightEnv(extras=("langchain",))
+
+
 @pytest.fixture(scope="module")
 def langchain_python() -> Path:
-    return light_env(extras=["langchain"])
+    return LIGHT_ENV.python()
 
 
 def test_the_light_environment_holds_langchain_core_and_not_the_server(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from api_server import make_tenant
-from light_env import ROOT, light_env, run_python
+from light_env import ROOT, LightEnv, run_python
 
 FLOW = """
 import asyncio
@@ -162,9 +162,13 @@ print("isolated")
 """
 
 
+# Built while the session's other tests run (tests/py/conftest.py).
+LIGHT_ENV = LightEnv(extras=("langgraph",))
+
+
 @pytest.fixture(scope="module")
 def light_python() -> Path:
-    return light_env(extras=["langgraph"])
+    return LIGHT_ENV.python()
 
 
 def test_importing_the_client_does_not_import_langgraph(light_python: Path) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from api_server import make_tenant
-from light_env import ROOT, light_env, run_python
+from light_env import ROOT, LightEnv, run_python
 from scripted_openai import ScriptedOpenAI
 
 EXTRA = "llama-index"
@@ -335,9 +335,13 @@ print("async ok")
 """
 
 
+# Built while the session's other tests run (tests/py/conftest.py).
+LIGHT_ENV = LightEnv(extras=(EXTRA,), packages=(OPENAI_LIKE,))
+
+
 @pytest.fixture(scope="module")
 def llama_python() -> Path:
-    return light_env(extras=[EXTRA], packages=[OPENAI_LIKE])
+    return LIGHT_ENV.python()
 
 
 def test_the_light_environment_holds_llama_index_and_not_the_server(llama_python: Path) -> None:

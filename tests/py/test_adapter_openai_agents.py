@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import pytest
 from api_server import make_tenant
-from light_env import ROOT, light_env, run_python
+from light_env import ROOT, LightEnv, run_python
 from scripted_openai import ScriptedOpenAI
 
 
@@ -239,9 +239,13 @@ asyncio.run(main())
 """
 
 
+# Built while the session's other tests run (tests/py/conftest.py).
+LIGHT_ENV = LightEnv(extras=("openai-agents",))
+
+
 @pytest.fixture(scope="module")
 def agents_python() -> Path:
-    return light_env(extras=["openai-agents"])
+    return LIGHT_ENV.python()
 
 
 def test_agents_session_and_tools_in_the_light_environment(

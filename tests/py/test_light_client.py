@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from api_server import make_tenant
-from light_env import CLIENT, light_env, run_python
+from light_env import CLIENT, LightEnv, run_python
 
 # Top-level modules the client must never import.
 HEAVY = [
@@ -137,9 +137,13 @@ print("flow ok")
 """
 
 
+# Built while the session's other tests run (tests/py/conftest.py).
+LIGHT_ENV = LightEnv()
+
+
 @pytest.fixture(scope="module")
 def light_python() -> Path:
-    return light_env()
+    return LIGHT_ENV.python()
 
 
 def test_importing_the_client_imports_no_server_code_in_the_main_environment() -> None:
