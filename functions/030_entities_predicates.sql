@@ -113,9 +113,21 @@ create or replace function memory.upsert_entity(
 as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
-  v_names text[] := array[memory.normalize_text(p_name)];
+  v_names text[];
   v_id uuid;
+  r record;
 begin
+  -- The project's redaction policy first (functions/062_redaction.sql): a
+  -- name a drop rule matches is not stored (NULL), a summary it matches is
+  -- left out.
+  select * into r from memory_internal.redact(v_org, p_project, p_name, 'name');
+  if r.dropped then
+    return null;
+  end if;
+  p_name := r.text;
+  select * into r from memory_internal.redact(v_org, p_project, p_summary, 'summary');
+  p_summary := case when not r.dropped then r.text end;
+  v_names := array[memory.normalize_text(p_name)];
   perform memory_internal.hold_project_to_name(v_org, p_project, v_names);
   v_id := memory_internal.ensure_entity(v_org, p_project, p_name, p_type);
   -- Facts stored with the name as a plain-name object are the entity's
@@ -133,7 +145,7 @@ begin
 end
 $$;
 comment on function memory.upsert_entity(uuid, text, text, text) is
-  'Resolve a name to its entity in the project (exact normalized name or alias), creating it if missing; sets type/summary when given. Stored facts whose object was written as that name (object_type auto) become the entity''s.';
+  'Resolve a name to its entity in the project (exact normalized name or alias), creating it if missing; sets type/summary when given. Stored facts whose object was written as that name (object_type auto) become the entity''s. The project''s redaction policy applies to the name and summary first: NULL (nothing stored) when a drop rule matches the name.';
 
 create or replace function memory.add_alias(p_project uuid, p_entity text, p_alias text)
   returns uuid
@@ -143,10 +155,22 @@ create or replace function memory.add_alias(p_project uuid, p_entity text, p_ali
 as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
-  v_entity uuid := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_entity));
-  v_norm text := memory.normalize_text(p_alias);
+  v_entity uuid;
+  v_norm text;
   v_other uuid;
+  r record;
 begin
+  -- Both names as the redaction policy stores them (the entity's was
+  -- redacted when it was made); an alias a drop rule matches is not stored.
+  select * into r from memory_internal.redact(v_org, p_project, p_entity, 'entity');
+  p_entity := r.text;
+  select * into r from memory_internal.redact(v_org, p_project, p_alias, 'alias');
+  if r.dropped then
+    return null;
+  end if;
+  p_alias := r.text;
+  v_entity := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_entity));
+  v_norm := memory.normalize_text(p_alias);
   perform memory_internal.hold_project_to_name(v_org, p_project, array[v_norm]);
   if v_entity is null then
     raise exception 'entity "%" not found in project %', p_entity, p_project
@@ -171,7 +195,7 @@ begin
 end
 $$;
 comment on function memory.add_alias(uuid, text, text) is
-  'Make another name resolve to an existing entity. Refused when the name already resolves to a different entity. Stored facts whose object was written as that name (object_type auto) become the entity''s, as if the alias had come first; when there are such facts it takes the project lock, so call it before writes in a transaction.';
+  'Make another name resolve to an existing entity. Refused when the name already resolves to a different entity. Stored facts whose object was written as that name (object_type auto) become the entity''s, as if the alias had come first; when there are such facts it takes the project lock, so call it before writes in a transaction. The project''s redaction policy applies to both names first: NULL (nothing stored) when a drop rule matches the alias.';
 
 -- Tombstones follow the versions re-keyed under them (adoption, merges,
 -- splits): each tombstone of p_fact_ids[i] gets p_subjects[i] and

@@ -562,6 +562,9 @@ declare
   v_refused integer := 0; v_invalid integer := 0;
   v_names text[]; v_found text[]; v_found_ids uuid[]; v_found_canon text[];
   v_created text[]; v_adopt_keys bigint[] := '{}';
+  v_policy jsonb;
+  v_red_kept integer[]; v_red_dropped jsonb; v_red_counts jsonb; v_red_fact_counts jsonb;
+  v_result jsonb;
 begin
   if current_setting('transaction_isolation') <> 'read committed' then
     raise exception 'assert_facts needs READ COMMITTED isolation, not %',
@@ -583,6 +586,16 @@ begin
       using errcode = 'invalid_parameter_value';
   end if;
   perform memory_internal.hold_project(p_project);
+
+  -- 0. The project's redaction policy (no policy: one probe): subject,
+  -- object and content redacted before anything is parsed or stored; facts
+  -- a drop rule matched are left out (reported at their index at the end).
+  v_policy := memory_internal.redaction_policy(v_org, p_project);
+  if v_policy is not null then
+    select r.facts, r.kept, r.dropped, r.counts, r.fact_counts
+      into p_facts, v_red_kept, v_red_dropped, v_red_counts, v_red_fact_counts
+      from memory_internal.redact_facts(v_org, p_project, v_policy, p_facts) r;
+  end if;
 
   -- 1. Parse and validate.  A bad fact is reported at its index and costs
   -- nothing else.
@@ -848,12 +861,17 @@ begin
     array['facts_inserted', 'facts_superseded', 'facts_skipped', 'facts_refused', 'facts_invalid'],
     array[v_inserted, v_superseded, v_skipped, v_refused, v_invalid]);
 
-  return jsonb_build_object(
+  v_result := jsonb_build_object(
     'inserted', v_inserted, 'superseded', v_superseded, 'skipped', v_skipped,
     'refused', v_refused, 'invalid', v_invalid,
     'superseded_pairs', v_pairs,
     'results', to_jsonb(array(select x from unnest(v_out) x order by (x ->> 'index')::integer)));
+  if v_policy is not null then
+    v_result := memory_internal.redacted_facts_result(
+      v_result, v_red_kept, v_red_dropped, v_red_counts, v_red_fact_counts);
+  end if;
+  return v_result;
 end
 $$;
 comment on function memory.assert_facts(uuid, jsonb, text, uuid, boolean, text) is
-  'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Returns counts, superseded_pairs and a per-fact result.';
+  'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Under a redaction policy (memory.set_redaction_rule) subject, object and content are redacted first: a fact a drop rule matches is dropped (its result says so), a refuse rule fails the call; the answer adds dropped and redactions (counts per detector, also per fact). Returns counts, superseded_pairs and a per-fact result.';

@@ -43,6 +43,8 @@ as $$
     ('memory.orgs', 'settings', 'tenant names'),
     ('memory.projects', 'settings', 'project names'),
     ('memory.predicates', 'settings', 'declared predicates and their cardinality'),
+    ('memory.redaction_rules', 'settings', 'redaction detectors, custom patterns and actions'),
+    ('memory_internal.redaction_keys', 'settings', 'keys of the redaction hashes'),
     ('memory.webhook_endpoints', 'settings', 'webhook URLs and subscriptions'),
     ('memory_internal.webhook_secrets', 'settings', 'webhook signing secrets'),
     ('memory_internal.api_keys', 'settings', 'API key hashes and permissions'),

@@ -31,6 +31,11 @@ declare
   v_bad record;
   v_response jsonb;
   v_ids jsonb;
+  v_policy jsonb;
+  v_dropped integer[];
+  v_redacted jsonb;
+  v_session_name text;
+  v_session_dropped boolean;
 begin
   if p_session is null or p_session !~ '[^[:space:]]' or length(p_session) > 200 then
     raise exception 'session must be a non-empty string of at most 200 characters'
@@ -99,6 +104,22 @@ begin
   -- ingest that has not committed.
   perform memory_internal.hold_project(p_project);
 
+  -- The session's id and metadata are stored too: redacted like messages
+  -- (a hashed id still names one session; a masked one merges sessions).
+  -- A session cannot be left out, so a drop rule that matches refuses.
+  select r.text, r.dropped into v_session_name, v_session_dropped
+    from memory_internal.redact(v_org, p_project, btrim(p_session), 'session') r;
+  if v_session_dropped then
+    perform memory_internal.redaction_refused('drop', 'session');
+  end if;
+  p_session := v_session_name;
+  if p_session_metadata is not null
+     and exists (select from memory.redaction_rules r
+                  where r.org_id = v_org and r.project_id = p_project) then
+    select j.value into p_session_metadata
+      from memory_internal.redact_session_metadata(v_org, p_project, p_session_metadata) j;
+  end if;
+
   -- One writer per session at a time: sequence numbers and the "latest
   -- batch" that recognises retries are decided under the session's lock.
   insert into memory.sessions (org_id, project_id, external_id, metadata)
@@ -135,23 +156,41 @@ begin
     end if;
   end if;
 
+  -- The project's redaction policy, before any episode exists (no policy:
+  -- one probe): content and metadata redacted, dropped messages left out,
+  -- each kept one with its counts under "redactions" (no message can have
+  -- that key: the checks above refuse it).  A refusal or a policy that
+  -- cannot be evaluated raises, and this transaction (the session row
+  -- too) stores nothing.
+  v_policy := memory_internal.redaction_policy(v_org, p_project);
+  if v_policy is not null then
+    select r.messages, r.dropped, r.counts into p_messages, v_dropped, v_redacted
+      from memory_internal.redact_messages(v_org, p_project, v_policy, p_messages) r;
+    v_n := jsonb_array_length(p_messages);
+  end if;
+
   with inserted as (
     insert into memory.episodes
-      (org_id, project_id, session_id, seq, role, content, metadata, occurred_at, token_count)
+      (org_id, project_id, session_id, seq, role, content, metadata, occurred_at, token_count,
+       redactions)
     select v_org, p_project, v_session, v_last_seq + t.ord::integer, t.e ->> 'role', t.e ->> 'content',
            coalesce(t.e -> 'metadata', '{}'),
            coalesce(memory_internal.try_timestamptz(t.e ->> 'occurred_at'), now()),
-           memory_internal.estimate_tokens(t.e ->> 'content')
+           memory_internal.estimate_tokens(t.e ->> 'content'),
+           t.e -> 'redactions'
       from jsonb_array_elements(p_messages) with ordinality t(e, ord)
      order by t.ord
     returning episode_id, seq
   )
-  select jsonb_agg(i.episode_id order by i.seq) into v_ids from inserted i;
+  select coalesce(jsonb_agg(i.episode_id order by i.seq), '[]') into v_ids from inserted i;
 
   update memory.sessions set last_seq = v_last_seq + v_n
    where org_id = v_org and session_id = v_session;
 
   v_response := jsonb_build_object('session_id', v_session, 'episode_ids', v_ids, 'replayed', false);
+  if v_policy is not null then
+    v_response := v_response || jsonb_build_object('dropped', to_jsonb(v_dropped), 'redactions', v_redacted);
+  end if;
   insert into memory_internal.ingest_requests
     (org_id, project_id, session_id, idempotency_key, body_hash, response)
   values (v_org, p_project, v_session, p_idempotency_key, v_hash, v_response);
@@ -159,7 +198,7 @@ begin
 end
 $$;
 comment on function memory.ingest(uuid, text, jsonb, text, jsonb) is
-  'Store messages [{role, content, occurred_at?, metadata?}] as episodes of a session (created on first use) at once; enrich and embed jobs are enqueued in the same transaction. The same idempotency key with the same body returns the first answer (replayed: true); with another body it is an error. Without a key, resending a session''s latest batch is recognised as a retry.';
+  'Store messages [{role, content, occurred_at?, metadata?}] as episodes of a session (created on first use) at once; enrich and embed jobs are enqueued in the same transaction. The same idempotency key with the same body returns the first answer (replayed: true); with another body it is an error. Without a key, resending a session''s latest batch is recognised as a retry. Under a redaction policy (memory.set_redaction_rule) content and metadata strings are redacted before anything is stored; the answer adds dropped (indexes of messages a drop rule left out) and redactions (counts per detector); a refuse rule fails the call (check_violation).';
 
 -- The dimension the installation embeds with, read from the column type.
 create or replace function memory.embedding_dim() returns integer

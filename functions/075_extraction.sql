@@ -181,10 +181,14 @@ begin
         v_skipped := v_skipped + 1;
         continue;
       end if;
-      perform memory.upsert_entity(ep.project_id, x ->> 'name', x ->> 'type', x ->> 'summary');
+      -- upsert_entity and add_alias apply the project's redaction policy;
+      -- an entity it drops gets no aliases.
+      continue when memory.upsert_entity(ep.project_id, x ->> 'name', x ->> 'type', x ->> 'summary') is null;
       perform memory.add_alias(ep.project_id, x ->> 'name', a)
          from jsonb_array_elements_text(coalesce(x -> 'aliases', '[]')) a
-        where memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(a)) is null;
+        where memory_internal.find_entity(
+                ep.org_id, ep.project_id,
+                memory.normalize_text((memory_internal.redact(ep.org_id, ep.project_id, a, 'alias', false)).text)) is null;
       v_n := v_n + 1;
     end loop;
     v_report := v_report || jsonb_build_object('entities',
@@ -284,14 +288,19 @@ begin
     v_report := v_report || jsonb_build_object('contradictions', jsonb_build_object('error', sqlerrm));
   end;
 
-  -- Notes: preferences and summaries that are not triples.
+  -- Notes: preferences and summaries that are not triples; content and
+  -- subject through the project's redaction policy (a note a drop rule
+  -- matches is not stored).
   begin
     insert into memory.notes (org_id, project_id, episode_id, kind, subject_id, content)
     select ep.org_id, ep.project_id, p_episode, n.e ->> 'kind',
-           case when coalesce(n.e ->> 'subject', '') <> '' then
-             memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(n.e ->> 'subject')) end,
-           btrim(n.e ->> 'content')
+           case when coalesce(rs.text, '') <> '' then
+             memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(rs.text)) end,
+           rc.text
       from jsonb_array_elements(coalesce(p_payload -> 'notes', '[]')) n(e)
+     cross join lateral memory_internal.redact(ep.org_id, ep.project_id, btrim(n.e ->> 'content'), 'note content') rc
+     cross join lateral memory_internal.redact(ep.org_id, ep.project_id, n.e ->> 'subject', 'note subject') rs
+     where not rc.dropped and not rs.dropped
     on conflict (org_id, project_id, episode_id, kind, content) do nothing;
     get diagnostics v_n = row_count;
     v_report := v_report || jsonb_build_object('notes', jsonb_build_object('inserted', v_n));

@@ -204,6 +204,10 @@ begin
     perform memory_internal.check_entity_name_length('aliases: an alias', v_alias);
   end loop;
   v_id := memory.upsert_entity(p_project, p_name, p_entity_type, p_summary);
+  if v_id is null then
+    raise exception 'the redaction policy drops this name: nothing was stored'
+      using errcode = 'check_violation', detail = 'name';
+  end if;
   foreach v_alias in array coalesce(p_aliases, '{}') loop
     perform memory.add_alias(p_project, p_name, v_alias);
   end loop;

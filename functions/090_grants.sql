@@ -34,6 +34,7 @@ grant execute on function
   memory.subject_timeline(uuid, text, text),
   memory.export_subject(uuid, text),
   memory.predicates_of(uuid),
+  memory.redaction_rules_of(uuid),
   memory.counters(uuid),
   memory.embedding_dim(),
   memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[], text),
@@ -70,6 +71,7 @@ grant execute on function
   memory_internal.question_ngrams(text), memory_internal.name_tokens(text),
   memory_internal.content_words(text[]),
   memory_internal.estimate_tokens(text),
+  memory_internal.redaction_detectors(),
   memory_internal.add_within_budget(text[], integer, text, text, integer)
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
@@ -94,6 +96,8 @@ grant execute on function
   memory.close_fact(uuid, uuid, timestamptz, text, text, text),
   memory.wipe(uuid, text, text, text),
   memory.set_retention(uuid, interval, text),
+  memory.set_redaction_rule(uuid, text, text, text),
+  memory.delete_redaction_rule(uuid, text),
   memory.purge_expired(uuid, text),
   memory.delete_project(uuid, text),
   memory.reconcile_edges(integer, uuid),
@@ -159,6 +163,8 @@ grant execute on function
   memory_http.set_retention(uuid, bigint),
   memory_http.delete_project(uuid),
   memory_http.declare_predicate(uuid, text, text),
+  memory_http.set_redaction_rule(uuid, text, text, text),
+  memory_http.delete_redaction_rule(uuid, text),
   memory_http.upsert_entity(uuid, text, text, text, text[]),
   memory_http.merge_entities(uuid, text, text, boolean),
   memory_http.split_entity(uuid, text, boolean),

@@ -158,10 +158,22 @@ CREATE FUNCTION memory.add_alias(p_project uuid, p_entity text, p_alias text) RE
     AS $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
-  v_entity uuid := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_entity));
-  v_norm text := memory.normalize_text(p_alias);
+  v_entity uuid;
+  v_norm text;
   v_other uuid;
+  r record;
 begin
+  -- Both names as the redaction policy stores them (the entity's was
+  -- redacted when it was made); an alias a drop rule matches is not stored.
+  select * into r from memory_internal.redact(v_org, p_project, p_entity, 'entity');
+  p_entity := r.text;
+  select * into r from memory_internal.redact(v_org, p_project, p_alias, 'alias');
+  if r.dropped then
+    return null;
+  end if;
+  p_alias := r.text;
+  v_entity := memory_internal.find_entity(v_org, p_project, memory.normalize_text(p_entity));
+  v_norm := memory.normalize_text(p_alias);
   perform memory_internal.hold_project_to_name(v_org, p_project, array[v_norm]);
   if v_entity is null then
     raise exception 'entity "%" not found in project %', p_entity, p_project
@@ -191,7 +203,7 @@ $$;
 -- Name: FUNCTION add_alias(p_project uuid, p_entity text, p_alias text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.add_alias(p_project uuid, p_entity text, p_alias text) IS 'Make another name resolve to an existing entity. Refused when the name already resolves to a different entity. Stored facts whose object was written as that name (object_type auto) become the entity''s, as if the alias had come first; when there are such facts it takes the project lock, so call it before writes in a transaction.';
+COMMENT ON FUNCTION memory.add_alias(p_project uuid, p_entity text, p_alias text) IS 'Make another name resolve to an existing entity. Refused when the name already resolves to a different entity. Stored facts whose object was written as that name (object_type auto) become the entity''s, as if the alias had come first; when there are such facts it takes the project lock, so call it before writes in a transaction. The project''s redaction policy applies to both names first: NULL (nothing stored) when a drop rule matches the alias.';
 
 
 --
@@ -227,6 +239,9 @@ declare
   v_refused integer := 0; v_invalid integer := 0;
   v_names text[]; v_found text[]; v_found_ids uuid[]; v_found_canon text[];
   v_created text[]; v_adopt_keys bigint[] := '{}';
+  v_policy jsonb;
+  v_red_kept integer[]; v_red_dropped jsonb; v_red_counts jsonb; v_red_fact_counts jsonb;
+  v_result jsonb;
 begin
   if current_setting('transaction_isolation') <> 'read committed' then
     raise exception 'assert_facts needs READ COMMITTED isolation, not %',
@@ -248,6 +263,16 @@ begin
       using errcode = 'invalid_parameter_value';
   end if;
   perform memory_internal.hold_project(p_project);
+
+  -- 0. The project's redaction policy (no policy: one probe): subject,
+  -- object and content redacted before anything is parsed or stored; facts
+  -- a drop rule matched are left out (reported at their index at the end).
+  v_policy := memory_internal.redaction_policy(v_org, p_project);
+  if v_policy is not null then
+    select r.facts, r.kept, r.dropped, r.counts, r.fact_counts
+      into p_facts, v_red_kept, v_red_dropped, v_red_counts, v_red_fact_counts
+      from memory_internal.redact_facts(v_org, p_project, v_policy, p_facts) r;
+  end if;
 
   -- 1. Parse and validate.  A bad fact is reported at its index and costs
   -- nothing else.
@@ -513,11 +538,16 @@ begin
     array['facts_inserted', 'facts_superseded', 'facts_skipped', 'facts_refused', 'facts_invalid'],
     array[v_inserted, v_superseded, v_skipped, v_refused, v_invalid]);
 
-  return jsonb_build_object(
+  v_result := jsonb_build_object(
     'inserted', v_inserted, 'superseded', v_superseded, 'skipped', v_skipped,
     'refused', v_refused, 'invalid', v_invalid,
     'superseded_pairs', v_pairs,
     'results', to_jsonb(array(select x from unnest(v_out) x order by (x ->> 'index')::integer)));
+  if v_policy is not null then
+    v_result := memory_internal.redacted_facts_result(
+      v_result, v_red_kept, v_red_dropped, v_red_counts, v_red_fact_counts);
+  end if;
+  return v_result;
 end
 $$;
 
@@ -526,7 +556,7 @@ $$;
 -- Name: FUNCTION assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text) IS 'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Returns counts, superseded_pairs and a per-fact result.';
+COMMENT ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text) IS 'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Under a redaction policy (memory.set_redaction_rule) subject, object and content are redacted first: a fact a drop rule matches is dropped (its result says so), a refuse rule fails the call; the answer adds dropped and redactions (counts per detector, also per fact). Returns counts, superseded_pairs and a per-fact result.';
 
 
 --
@@ -1008,6 +1038,32 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.delete_project(p_project uuid, p_actor text) IS 'Delete a project: its content as memory.wipe deletes it, its jobs, and the project row with everything keyed to it (API keys, webhook endpoints, predicates, sessions). Keeps the audit log (counts only) and the project''s counters (their sums are /metrics counters). Returns the wipe''s counts and what else went.';
+
+
+--
+-- Name: delete_redaction_rule(uuid, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.delete_redaction_rule(p_project uuid, p_detector text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  perform memory_internal.hold_project(p_project, true);
+  delete from memory.redaction_rules r
+   where r.org_id = v_org and r.project_id = p_project and r.detector = lower(btrim(p_detector));
+  return found;
+end
+$$;
+
+
+--
+-- Name: FUNCTION delete_redaction_rule(p_project uuid, p_detector text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.delete_redaction_rule(p_project uuid, p_detector text) IS 'Delete the project''s redaction rule for a detector; false when there was none. The hash key stays, so hashes made later match earlier ones.';
 
 
 --
@@ -1755,6 +1811,11 @@ declare
   v_bad record;
   v_response jsonb;
   v_ids jsonb;
+  v_policy jsonb;
+  v_dropped integer[];
+  v_redacted jsonb;
+  v_session_name text;
+  v_session_dropped boolean;
 begin
   if p_session is null or p_session !~ '[^[:space:]]' or length(p_session) > 200 then
     raise exception 'session must be a non-empty string of at most 200 characters'
@@ -1823,6 +1884,22 @@ begin
   -- ingest that has not committed.
   perform memory_internal.hold_project(p_project);
 
+  -- The session's id and metadata are stored too: redacted like messages
+  -- (a hashed id still names one session; a masked one merges sessions).
+  -- A session cannot be left out, so a drop rule that matches refuses.
+  select r.text, r.dropped into v_session_name, v_session_dropped
+    from memory_internal.redact(v_org, p_project, btrim(p_session), 'session') r;
+  if v_session_dropped then
+    perform memory_internal.redaction_refused('drop', 'session');
+  end if;
+  p_session := v_session_name;
+  if p_session_metadata is not null
+     and exists (select from memory.redaction_rules r
+                  where r.org_id = v_org and r.project_id = p_project) then
+    select j.value into p_session_metadata
+      from memory_internal.redact_session_metadata(v_org, p_project, p_session_metadata) j;
+  end if;
+
   -- One writer per session at a time: sequence numbers and the "latest
   -- batch" that recognises retries are decided under the session's lock.
   insert into memory.sessions (org_id, project_id, external_id, metadata)
@@ -1859,23 +1936,41 @@ begin
     end if;
   end if;
 
+  -- The project's redaction policy, before any episode exists (no policy:
+  -- one probe): content and metadata redacted, dropped messages left out,
+  -- each kept one with its counts under "redactions" (no message can have
+  -- that key: the checks above refuse it).  A refusal or a policy that
+  -- cannot be evaluated raises, and this transaction (the session row
+  -- too) stores nothing.
+  v_policy := memory_internal.redaction_policy(v_org, p_project);
+  if v_policy is not null then
+    select r.messages, r.dropped, r.counts into p_messages, v_dropped, v_redacted
+      from memory_internal.redact_messages(v_org, p_project, v_policy, p_messages) r;
+    v_n := jsonb_array_length(p_messages);
+  end if;
+
   with inserted as (
     insert into memory.episodes
-      (org_id, project_id, session_id, seq, role, content, metadata, occurred_at, token_count)
+      (org_id, project_id, session_id, seq, role, content, metadata, occurred_at, token_count,
+       redactions)
     select v_org, p_project, v_session, v_last_seq + t.ord::integer, t.e ->> 'role', t.e ->> 'content',
            coalesce(t.e -> 'metadata', '{}'),
            coalesce(memory_internal.try_timestamptz(t.e ->> 'occurred_at'), now()),
-           memory_internal.estimate_tokens(t.e ->> 'content')
+           memory_internal.estimate_tokens(t.e ->> 'content'),
+           t.e -> 'redactions'
       from jsonb_array_elements(p_messages) with ordinality t(e, ord)
      order by t.ord
     returning episode_id, seq
   )
-  select jsonb_agg(i.episode_id order by i.seq) into v_ids from inserted i;
+  select coalesce(jsonb_agg(i.episode_id order by i.seq), '[]') into v_ids from inserted i;
 
   update memory.sessions set last_seq = v_last_seq + v_n
    where org_id = v_org and session_id = v_session;
 
   v_response := jsonb_build_object('session_id', v_session, 'episode_ids', v_ids, 'replayed', false);
+  if v_policy is not null then
+    v_response := v_response || jsonb_build_object('dropped', to_jsonb(v_dropped), 'redactions', v_redacted);
+  end if;
   insert into memory_internal.ingest_requests
     (org_id, project_id, session_id, idempotency_key, body_hash, response)
   values (v_org, p_project, v_session, p_idempotency_key, v_hash, v_response);
@@ -1888,7 +1983,7 @@ $$;
 -- Name: FUNCTION ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) IS 'Store messages [{role, content, occurred_at?, metadata?}] as episodes of a session (created on first use) at once; enrich and embed jobs are enqueued in the same transaction. The same idempotency key with the same body returns the first answer (replayed: true); with another body it is an error. Without a key, resending a session''s latest batch is recognised as a retry.';
+COMMENT ON FUNCTION memory.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) IS 'Store messages [{role, content, occurred_at?, metadata?}] as episodes of a session (created on first use) at once; enrich and embed jobs are enqueued in the same transaction. The same idempotency key with the same body returns the first answer (replayed: true); with another body it is an error. Without a key, resending a session''s latest batch is recognised as a retry. Under a redaction policy (memory.set_redaction_rule) content and metadata strings are redacted before anything is stored; the answer adds dropped (indexes of messages a drop rule left out) and redactions (counts per detector); a refuse rule fails the call (check_violation).';
 
 
 --
@@ -2622,6 +2717,27 @@ COMMENT ON FUNCTION memory.reconcile_edges(p_batch integer, p_project uuid) IS '
 
 
 --
+-- Name: redaction_rules_of(uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.redaction_rules_of(p_project uuid) RETURNS TABLE(detector text, action text, pattern text, created_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+    select r.detector, r.action, r.pattern, r.created_at
+      from memory.redaction_rules r
+     where r.project_id = p_project
+     order by coalesce(array_position(memory_internal.redaction_detectors(), r.detector), 99), r.detector
+  $$;
+
+
+--
+-- Name: FUNCTION redaction_rules_of(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.redaction_rules_of(p_project uuid) IS 'The project''s redaction rules, in the order they run (never the hash key).';
+
+
+--
 -- Name: reembed(integer, text); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3338,6 +3454,77 @@ COMMENT ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_af
 
 
 --
+-- Name: set_redaction_rule(uuid, text, text, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text DEFAULT NULL::text) RETURNS TABLE(detector text, action text, pattern text, created_at timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $_$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_detector text := lower(btrim(p_detector));
+  v_action text := lower(btrim(p_action));
+  v_matches_empty boolean;
+begin
+  if v_detector is null
+     or not (v_detector = any (memory_internal.redaction_detectors())
+             or v_detector ~ '^custom:[a-z][a-z0-9_]{0,39}$') then
+    raise exception 'detector must be one of %, or custom:<name> (a lowercase letter, then up to 39 letters, digits or _), not %',
+      array_to_string(memory_internal.redaction_detectors(), ', '), coalesce(quote_literal(p_detector), 'NULL')
+      using errcode = 'invalid_parameter_value', detail = 'detector';
+  end if;
+  if v_action is null or v_action not in ('mask', 'hash', 'drop', 'refuse') then
+    raise exception 'action must be mask, hash, drop or refuse, not %', coalesce(quote_literal(p_action), 'NULL')
+      using errcode = 'invalid_parameter_value', detail = 'action';
+  end if;
+  if v_detector like 'custom:%' then
+    if p_pattern is null or p_pattern = '' or length(p_pattern) > 1000 then
+      raise exception 'a custom detector needs a pattern of 1 to 1000 characters'
+        using errcode = 'invalid_parameter_value', detail = 'pattern';
+    end if;
+    -- Compiled here, so that a bad pattern is refused now rather than
+    -- refusing every write later; one that matches the empty string would
+    -- match between every two characters.
+    begin
+      v_matches_empty := '' ~ p_pattern;
+    exception when invalid_regular_expression then
+      raise exception 'pattern is not a valid regular expression: %', sqlerrm
+        using errcode = 'invalid_parameter_value', detail = 'pattern';
+    end;
+    if v_matches_empty then
+      raise exception 'pattern must not match the empty string'
+        using errcode = 'invalid_parameter_value', detail = 'pattern';
+    end if;
+  elsif p_pattern is not null then
+    raise exception 'only a custom detector takes a pattern'
+      using errcode = 'invalid_parameter_value', detail = 'pattern';
+  end if;
+
+  -- Every write of the project reads the policy: change it between them.
+  perform memory_internal.hold_project(p_project, true);
+  insert into memory_internal.redaction_keys (org_id, project_id, key)
+  values (v_org, p_project, sha256(uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
+                                   || uuid_send(gen_random_uuid())))
+  on conflict do nothing;
+  return query
+  insert into memory.redaction_rules as r (org_id, project_id, detector, pattern, action)
+  values (v_org, p_project, v_detector, case when v_detector like 'custom:%' then p_pattern end, v_action)
+  on conflict on constraint redaction_rules_pkey
+  do update set action = excluded.action, pattern = excluded.pattern, created_at = now()
+  returning r.detector, r.action, r.pattern, r.created_at;
+end
+$_$;
+
+
+--
+-- Name: FUNCTION set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text) IS 'Set the project''s redaction rule for a detector (email, phone, card, iban, ip, ssn or custom:<name> with a POSIX pattern, checked now): mask ([EMAIL]), hash ([EMAIL:<first 12 hex of HMAC-SHA256>], the same value always the same token), drop (the message or item is not stored) or refuse (the write fails, naming the detector). Applies to every later write of the project.';
+
+
+--
 -- Name: set_retention(uuid, interval, text); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3602,9 +3789,21 @@ CREATE FUNCTION memory.upsert_entity(p_project uuid, p_name text, p_type text DE
     AS $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
-  v_names text[] := array[memory.normalize_text(p_name)];
+  v_names text[];
   v_id uuid;
+  r record;
 begin
+  -- The project's redaction policy first (functions/062_redaction.sql): a
+  -- name a drop rule matches is not stored (NULL), a summary it matches is
+  -- left out.
+  select * into r from memory_internal.redact(v_org, p_project, p_name, 'name');
+  if r.dropped then
+    return null;
+  end if;
+  p_name := r.text;
+  select * into r from memory_internal.redact(v_org, p_project, p_summary, 'summary');
+  p_summary := case when not r.dropped then r.text end;
+  v_names := array[memory.normalize_text(p_name)];
   perform memory_internal.hold_project_to_name(v_org, p_project, v_names);
   v_id := memory_internal.ensure_entity(v_org, p_project, p_name, p_type);
   -- Facts stored with the name as a plain-name object are the entity's
@@ -3627,7 +3826,7 @@ $$;
 -- Name: FUNCTION upsert_entity(p_project uuid, p_name text, p_type text, p_summary text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.upsert_entity(p_project uuid, p_name text, p_type text, p_summary text) IS 'Resolve a name to its entity in the project (exact normalized name or alias), creating it if missing; sets type/summary when given. Stored facts whose object was written as that name (object_type auto) become the entity''s.';
+COMMENT ON FUNCTION memory.upsert_entity(p_project uuid, p_name text, p_type text, p_summary text) IS 'Resolve a name to its entity in the project (exact normalized name or alias), creating it if missing; sets type/summary when given. Stored facts whose object was written as that name (object_type auto) become the entity''s. The project''s redaction policy applies to the name and summary first: NULL (nothing stored) when a drop rule matches the name.';
 
 
 --
@@ -4201,12 +4400,15 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory_http.wipe', 'project:write'),
       ('memory.list_webhooks', 'configuration:read'),
       ('memory.predicates_of', 'configuration:read'),
+      ('memory.redaction_rules_of', 'configuration:read'),
       ('memory.webhook_event_types', 'configuration:read'),
       ('memory_http.webhook_deliveries', 'configuration:read'),
       ('memory_http.create_webhook', 'configuration:write'),
       ('memory_http.declare_predicate', 'configuration:write'),
+      ('memory_http.delete_redaction_rule', 'configuration:write'),
       ('memory_http.delete_webhook', 'configuration:write'),
       ('memory_http.rotate_webhook_secret', 'configuration:write'),
+      ('memory_http.set_redaction_rule', 'configuration:write'),
       ('memory_http.set_retention', 'configuration:write'),
       ('memory_http.update_webhook', 'configuration:write'),
       ('memory_http.create_api_key', 'project:manage'),
@@ -4414,6 +4616,35 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.delete_project(p_project uuid) IS 'API: memory.delete_project as the authorized key (needs project:manage); audited by delete_project.';
+
+
+--
+-- Name: delete_redaction_rule(uuid, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.delete_redaction_rule(p_project uuid, p_detector text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_found boolean;
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.delete_redaction_rule'), p_project);
+  v_found := memory.delete_redaction_rule(p_project, p_detector);
+  if v_found then
+    perform memory_internal.audit(memory_internal.current_org(), p_project, 'redaction_rule.delete',
+      'redaction_rule:' || lower(btrim(p_detector)));
+  end if;
+  return v_found;
+end
+$$;
+
+
+--
+-- Name: FUNCTION delete_redaction_rule(p_project uuid, p_detector text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.delete_redaction_rule(p_project uuid, p_detector text) IS 'API: memory.delete_redaction_rule as the authorized key (needs configuration:write); audited.';
 
 
 --
@@ -4813,6 +5044,30 @@ COMMENT ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_em
 
 
 --
+-- Name: set_redaction_rule(uuid, text, text, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text DEFAULT NULL::text) RETURNS TABLE(detector text, action text, pattern text, created_at timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.set_redaction_rule'), p_project);
+  return query select * from memory.set_redaction_rule(p_project, p_detector, p_action, p_pattern);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'redaction_rule.set',
+    'redaction_rule:' || lower(btrim(p_detector)));
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text) IS 'API: memory.set_redaction_rule as the authorized key (needs configuration:write); audited.';
+
+
+--
 -- Name: set_retention(uuid, bigint); Type: FUNCTION; Schema: memory_http; Owner: -
 --
 
@@ -4971,6 +5226,10 @@ begin
     perform memory_internal.check_entity_name_length('aliases: an alias', v_alias);
   end loop;
   v_id := memory.upsert_entity(p_project, p_name, p_entity_type, p_summary);
+  if v_id is null then
+    raise exception 'the redaction policy drops this name: nothing was stored'
+      using errcode = 'check_violation', detail = 'name';
+  end if;
   foreach v_alias in array coalesce(p_aliases, '{}') loop
     perform memory.add_alias(p_project, p_name, v_alias);
   end loop;
@@ -5051,6 +5310,28 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.wipe(p_project uuid, p_session text, p_subject text) IS 'API: memory.wipe as the authorized key (needs project:write); audited by wipe.';
+
+
+--
+-- Name: add_counts(jsonb, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.add_counts(p_a jsonb, p_b jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select coalesce(jsonb_object_agg(k, n), '{}') from (
+      select k, sum(v::bigint) as n
+        from (select * from jsonb_each_text(coalesce(p_a, '{}'))
+              union all select * from jsonb_each_text(coalesce(p_b, '{}'))) t(k, v)
+       group by k) s
+  $$;
+
+
+--
+-- Name: FUNCTION add_counts(p_a jsonb, p_b jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.add_counts(p_a jsonb, p_b jsonb) IS 'Sum two {detector: count} objects.';
 
 
 --
@@ -5986,6 +6267,28 @@ COMMENT ON FUNCTION memory_internal.context_communities(p_project uuid, p_at tim
 
 
 --
+-- Name: count_redactions(uuid, uuid, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.count_redactions(p_org uuid, p_project uuid, p_counts jsonb) RETURNS void
+    LANGUAGE sql
+    AS $$
+    select memory_internal.bump_counters(p_org, p_project, array_agg(m), array_agg(n::bigint))
+      from (select 'redactions_' || case when k like 'custom:%' then 'custom' else k end as m,
+                   sum(v::bigint) as n
+              from jsonb_each_text(p_counts) t(k, v) group by 1) s
+    having count(*) > 0
+  $$;
+
+
+--
+-- Name: FUNCTION count_redactions(p_org uuid, p_project uuid, p_counts jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.count_redactions(p_org uuid, p_project uuid, p_counts jsonb) IS 'Add {detector: count} to the project''s redactions_<detector> counters (custom detectors as redactions_custom).';
+
+
+--
 -- Name: current_edges_digest(uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -6056,6 +6359,8 @@ CREATE FUNCTION memory_internal.data_stores() RETURNS TABLE(store text, relation
     ('memory.orgs', 'settings', 'tenant names'),
     ('memory.projects', 'settings', 'project names'),
     ('memory.predicates', 'settings', 'declared predicates and their cardinality'),
+    ('memory.redaction_rules', 'settings', 'redaction detectors, custom patterns and actions'),
+    ('memory_internal.redaction_keys', 'settings', 'keys of the redaction hashes'),
     ('memory.webhook_endpoints', 'settings', 'webhook URLs and subscriptions'),
     ('memory_internal.webhook_secrets', 'settings', 'webhook signing secrets'),
     ('memory_internal.api_keys', 'settings', 'API key hashes and permissions'),
@@ -6230,6 +6535,25 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.edges_floor(p_org uuid, p_project uuid, p_sources uuid[], p_relations text[]) IS 'The latest record-time stamp (recorded_at, expired_at) on the edges from the given sources with the paired relations: the edges half of the record-time floor.';
+
+
+--
+-- Name: email_valid(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.email_valid(p_text text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    select length(p_text) <= 254 and length(split_part(p_text, '@', 1)) <= 64
+           and p_text !~ '\.\.' and p_text !~ '^\.' and p_text !~ '\.@'
+  $$;
+
+
+--
+-- Name: FUNCTION email_valid(p_text text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.email_valid(p_text text) IS 'Whether an e-mail candidate is an address: at most 254 characters, a local part of at most 64 without leading, trailing or doubled dots.';
 
 
 --
@@ -6887,6 +7211,37 @@ COMMENT ON FUNCTION memory_internal.fold_episode_term_df(p_org uuid, p_project u
 
 
 --
+-- Name: hmac_sha256(bytea, bytea); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.hmac_sha256(p_key bytea, p_message bytea) RETURNS bytea
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+declare
+  v_key bytea := case when length(p_key) > 64 then sha256(p_key) else p_key end;
+  v_inner bytea;
+  v_outer bytea;
+begin
+  v_key := v_key || decode(repeat('00', 64 - length(v_key)), 'hex');
+  v_inner := v_key;
+  v_outer := v_key;
+  for i in 0 .. 63 loop
+    v_inner := set_byte(v_inner, i, get_byte(v_key, i) # 54);   -- 0x36
+    v_outer := set_byte(v_outer, i, get_byte(v_key, i) # 92);   -- 0x5c
+  end loop;
+  return sha256(v_outer || sha256(v_inner || p_message));
+end
+$$;
+
+
+--
+-- Name: FUNCTION hmac_sha256(p_key bytea, p_message bytea); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.hmac_sha256(p_key bytea, p_message bytea) IS 'HMAC-SHA256 of p_message under p_key (RFC 2104, built on sha256(); no pgcrypto).';
+
+
+--
 -- Name: hold_project(uuid, boolean); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -6932,6 +7287,29 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.hold_project_to_name(p_org uuid, p_project uuid, p_names text[]) IS 'hold_project for a call that makes p_names (normalized) an entity''s: exclusively when stored facts use one of them as a plain-name object, which adopting re-keys; else shared.';
+
+
+--
+-- Name: iban_valid(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.iban_valid(p_text text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $_$
+    select c ~ '^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$'
+           and (select string_agg(case when ch between 'A' and 'Z' then (ascii(ch) - 55)::text else ch end,
+                                  '' order by i)
+                  from (select i, substr(substr(c, 5) || left(c, 4), i, 1) as ch
+                          from generate_series(1, length(c)) i) s)::numeric % 97 = 1
+      from (select upper(regexp_replace(p_text, '[[:space:]]', '', 'g')) as c) x
+  $_$;
+
+
+--
+-- Name: FUNCTION iban_valid(p_text text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.iban_valid(p_text text) IS 'Whether p_text (spaces ignored, any case) is an IBAN: country, check digits, 11 to 30 letters or digits, and the ISO 13616 mod-97 check.';
 
 
 --
@@ -7005,6 +7383,22 @@ CREATE FUNCTION memory_internal.instant_in_range(p_at timestamp with time zone) 
 --
 
 COMMENT ON FUNCTION memory_internal.instant_in_range(p_at timestamp with time zone) IS 'Whether an instant lies in years 1..9999 UTC: the instants a client may give and every read can write back as ISO 8601.';
+
+
+--
+-- Name: ip_valid(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.ip_valid(p_text text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ select strpos(p_text, '/') = 0 and p_text ~ '[0-9A-Fa-f]' and pg_input_is_valid(p_text, 'inet') $$;
+
+
+--
+-- Name: FUNCTION ip_valid(p_text text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.ip_valid(p_text text) IS 'Whether p_text is an IPv4 or IPv6 address (inet''s own parse: 999.1.1.1 is not one), without a prefix length.';
 
 
 --
@@ -7094,6 +7488,29 @@ begin
             order by 1) keys;
 end
 $$;
+
+
+--
+-- Name: luhn_valid(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.luhn_valid(p_text text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $_$
+    select d ~ '^[0-9]{2,}$'
+           and (select sum(case when (length(d) - i) % 2 = 1
+                                then (substr(d, i, 1)::integer * 2) % 10 + (substr(d, i, 1)::integer * 2) / 10
+                                else substr(d, i, 1)::integer end) % 10 = 0
+                  from generate_series(1, length(d)) i)
+      from (select regexp_replace(p_text, '[ -]', '', 'g') as d) x
+  $_$;
+
+
+--
+-- Name: FUNCTION luhn_valid(p_text text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.luhn_valid(p_text text) IS 'Whether the digits of p_text (spaces and dashes ignored; anything else makes it false) pass Luhn''s checksum, as payment card numbers do.';
 
 
 --
@@ -7292,6 +7709,28 @@ begin
       from checked c;
 end
 $$;
+
+
+--
+-- Name: phone_valid(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.phone_valid(p_text text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $_$
+    select length(regexp_replace(p_text, '[^0-9]', '', 'g')) between 7 and 15
+           and (left(p_text, 1) = '+' or p_text ~ '[ ()-]' or p_text ~ '\..*\.')
+           and p_text !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}$'
+           and p_text !~ '^[0-9]{3}-[0-9]{2}-[0-9]{4}$'
+           and p_text !~ '^[0-9]{1,3}(\.[0-9]{1,3}){3}$'
+  $_$;
+
+
+--
+-- Name: FUNCTION phone_valid(p_text text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.phone_valid(p_text text) IS 'Whether a phone candidate is one: 7 to 15 digits, a leading + or separators, and not a date, SSN or IPv4 shape.';
 
 
 --
@@ -7648,6 +8087,539 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.rebuild_edge_history(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]) IS 'Inside memory.wipe: the edge rows of these keys rebuilt from their facts'' windows as believed at every instant one changed (one row per maximal window, recorded where it appears, expired where it stops being one). Returns the rows inserted.';
+
+
+--
+-- Name: redact(uuid, uuid, text, text, boolean); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redact(p_org uuid, p_project uuid, p_text text, p_field text DEFAULT 'text'::text, p_count boolean DEFAULT true, OUT text text, OUT counts jsonb, OUT dropped boolean) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_policy jsonb;
+begin
+  text := p_text;
+  counts := null;
+  dropped := false;
+  -- No policy: one probe, and no subtransaction.
+  if p_text is null or not exists (select from memory.redaction_rules r
+                                    where r.org_id = p_org and r.project_id = p_project) then
+    return;
+  end if;
+  begin
+    v_policy := memory_internal.redaction_policy(p_org, p_project);
+    select a.text, a.counts, a.dropped into text, counts, dropped
+      from memory_internal.redact_apply(v_policy, p_text, p_field) a;
+  exception
+    when check_violation then raise;
+    when others then perform memory_internal.redaction_failed(sqlstate, p_field);
+  end;
+  if counts = '{}' then
+    counts := null;
+  elsif p_count then
+    perform memory_internal.count_redactions(p_org, p_project, counts);
+  end if;
+end
+$$;
+
+
+--
+-- Name: FUNCTION redact(p_org uuid, p_project uuid, p_text text, p_field text, p_count boolean, OUT text text, OUT counts jsonb, OUT dropped boolean); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redact(p_org uuid, p_project uuid, p_text text, p_field text, p_count boolean, OUT text text, OUT counts jsonb, OUT dropped boolean) IS 'Apply the project''s redaction policy to one text before it is stored: the text (masked or hashed values), counts per detector (NULL: nothing redacted; added to the counters unless p_count is false) and whether a drop rule matched. A refuse rule, or a policy that cannot be evaluated, raises check_violation naming p_field, never the value.';
+
+
+--
+-- Name: redact_apply(jsonb, text, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redact_apply(p_policy jsonb, p_text text, p_field text, OUT text text, OUT counts jsonb, OUT dropped boolean) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $_$
+declare
+  r record;
+  v_pieces text[];
+  v_matches text[];
+  v_out text;
+  v_norm text;
+  v_n integer;
+  c text;
+begin
+  text := p_text;
+  counts := '{}';
+  dropped := false;
+  if p_text is null or p_policy is null then
+    return;
+  end if;
+  for r in select x ->> 'detector' as detector, x ->> 'action' as action, x ->> 'pattern' as pattern
+             from jsonb_array_elements(p_policy -> 'rules') x loop
+    if text !~ r.pattern then
+      continue;
+    end if;
+    v_pieces := regexp_split_to_array(text, r.pattern);
+    v_matches := array(select m[1] from regexp_matches(text, '(' || r.pattern || ')', 'g') m);
+    if cardinality(v_pieces) <> cardinality(v_matches) + 1 then
+      raise exception 'redaction detector % matched inconsistently', r.detector
+        using errcode = 'internal_error';
+    end if;
+    v_out := v_pieces[1];
+    v_n := 0;
+    for i in 1 .. cardinality(v_matches) loop
+      c := v_matches[i];
+      v_norm := memory_internal.redaction_normalize(r.detector, c);
+      if v_norm is null or c ~ '^\[[A-Z0-9_]+(:[0-9a-f]{12})?\]$' then
+        v_out := v_out || c || v_pieces[i + 1];
+        continue;
+      end if;
+      v_n := v_n + 1;
+      if r.action = 'refuse' then
+        raise exception 'the redaction policy refuses % values: % holds one', r.detector, p_field
+          using errcode = 'check_violation', detail = p_field,
+                hint = 'Remove the value or change the project''s redaction rule for ' || r.detector || '.';
+      end if;
+      v_out := v_out || '[' || memory_internal.redaction_label(r.detector)
+               || case when r.action = 'hash' then
+                    ':' || left(encode(memory_internal.hmac_sha256(
+                                  decode(p_policy ->> 'key', 'hex'),
+                                  convert_to(r.detector || ':' || v_norm, 'UTF8')), 'hex'), 12)
+                  else '' end
+               || ']' || v_pieces[i + 1];
+    end loop;
+    if v_n > 0 then
+      counts := counts || jsonb_build_object(r.detector, v_n);
+      dropped := dropped or r.action = 'drop';
+      text := v_out;
+    end if;
+  end loop;
+end
+$_$;
+
+
+--
+-- Name: FUNCTION redact_apply(p_policy jsonb, p_text text, p_field text, OUT text text, OUT counts jsonb, OUT dropped boolean); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redact_apply(p_policy jsonb, p_text text, p_field text, OUT text text, OUT counts jsonb, OUT dropped boolean) IS 'Apply a redaction policy (memory_internal.redaction_policy) to one text: the text with values masked or hashed, counts per detector, and whether a drop rule matched; a refuse rule raises check_violation naming the detector and p_field, never the value.';
+
+
+--
+-- Name: redact_facts(uuid, uuid, jsonb, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redact_facts(p_org uuid, p_project uuid, p_policy jsonb, p_facts jsonb, OUT facts jsonb, OUT kept integer[], OUT dropped jsonb, OUT counts jsonb, OUT fact_counts jsonb) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  f record;
+  c record;
+  k text;
+  v_fact jsonb;
+  v_counts jsonb;
+  v_drop boolean;
+  v_idx integer;
+begin
+  facts := '[]';
+  kept := '{}';
+  dropped := '[]';
+  counts := '{}';
+  fact_counts := '{}';
+  begin
+    for f in select t.e, (t.ord - 1)::integer as idx
+               from jsonb_array_elements(p_facts) with ordinality t(e, ord) loop
+      v_idx := f.idx;
+      v_fact := f.e;
+      v_counts := '{}';
+      v_drop := false;
+      if jsonb_typeof(f.e) = 'object' then
+        foreach k in array array['subject', 'object', 'content'] loop
+          continue when jsonb_typeof(f.e -> k) is distinct from 'string';
+          select * into c from memory_internal.redact_apply(
+            p_policy, f.e ->> k, format('fact %s %s', f.idx, k));
+          v_fact := v_fact || jsonb_build_object(k, c.text);
+          if c.counts <> '{}' then
+            v_counts := memory_internal.add_counts(v_counts, c.counts);
+          end if;
+          v_drop := v_drop or c.dropped;
+        end loop;
+      end if;
+      if v_counts <> '{}' then
+        counts := memory_internal.add_counts(counts, v_counts);
+      end if;
+      if v_drop then
+        dropped := dropped || jsonb_build_object('index', f.idx, 'status', 'dropped',
+                                                 'redactions', v_counts);
+        continue;
+      end if;
+      if v_counts <> '{}' then
+        fact_counts := fact_counts || jsonb_build_object(cardinality(kept)::text, v_counts);
+      end if;
+      facts := facts || jsonb_build_array(v_fact);
+      kept := kept || f.idx;
+    end loop;
+  exception
+    when check_violation then raise;
+    when others then perform memory_internal.redaction_failed(sqlstate, format('fact %s', v_idx));
+  end;
+  perform memory_internal.count_redactions(p_org, p_project, counts);
+end
+$$;
+
+
+--
+-- Name: FUNCTION redact_facts(p_org uuid, p_project uuid, p_policy jsonb, p_facts jsonb, OUT facts jsonb, OUT kept integer[], OUT dropped jsonb, OUT counts jsonb, OUT fact_counts jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redact_facts(p_org uuid, p_project uuid, p_policy jsonb, p_facts jsonb, OUT facts jsonb, OUT kept integer[], OUT dropped jsonb, OUT counts jsonb, OUT fact_counts jsonb) IS 'assert_facts'' redaction: subject, object and content of each fact through the policy; facts a drop rule matched left out (dropped: their results); kept: the original index of each fact passed on; fact_counts: counts by passed-on index; totals added to the counters.';
+
+
+--
+-- Name: redact_jsonb(jsonb, jsonb, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redact_jsonb(p_policy jsonb, p_value jsonb, p_field text, OUT value jsonb, OUT counts jsonb, OUT dropped boolean) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  r record;
+  x record;
+  v_parts jsonb;
+begin
+  value := p_value;
+  counts := '{}';
+  dropped := false;
+  case jsonb_typeof(p_value)
+    when 'string' then
+      select to_jsonb(a.text), a.counts, a.dropped into value, counts, dropped
+        from memory_internal.redact_apply(p_policy, p_value #>> '{}', p_field) a;
+    when 'object' then
+      v_parts := '{}';
+      for x in select * from jsonb_each(p_value) loop
+        select * into r from memory_internal.redact_jsonb(p_policy, x.value, p_field || '.' || x.key);
+        v_parts := v_parts || jsonb_build_object(x.key, r.value);
+        counts := memory_internal.add_counts(counts, r.counts);
+        dropped := dropped or r.dropped;
+      end loop;
+      value := v_parts;
+    when 'array' then
+      v_parts := '[]';
+      for x in select e, ord from jsonb_array_elements(p_value) with ordinality t(e, ord) loop
+        select * into r from memory_internal.redact_jsonb(p_policy, x.e, format('%s[%s]', p_field, x.ord - 1));
+        v_parts := v_parts || jsonb_build_array(r.value);
+        counts := memory_internal.add_counts(counts, r.counts);
+        dropped := dropped or r.dropped;
+      end loop;
+      value := v_parts;
+    else
+      null;
+  end case;
+end
+$$;
+
+
+--
+-- Name: FUNCTION redact_jsonb(p_policy jsonb, p_value jsonb, p_field text, OUT value jsonb, OUT counts jsonb, OUT dropped boolean); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redact_jsonb(p_policy jsonb, p_value jsonb, p_field text, OUT value jsonb, OUT counts jsonb, OUT dropped boolean) IS 'memory_internal.redact_apply over every string of a JSON value (keys kept), counts summed.';
+
+
+--
+-- Name: redact_messages(uuid, uuid, jsonb, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redact_messages(p_org uuid, p_project uuid, p_policy jsonb, p_messages jsonb, OUT messages jsonb, OUT dropped integer[], OUT counts jsonb) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  m record;
+  c record;
+  v_meta jsonb;
+  v_meta_drop boolean;
+  v_meta_counts jsonb;
+  v_counts jsonb;
+  v_idx integer;
+begin
+  messages := '[]';
+  dropped := '{}';
+  counts := '{}';
+  -- One subtransaction for the batch, not one per message; v_idx keeps
+  -- the message the handler names (variables survive the error).
+  begin
+    for m in select t.e, (t.ord - 1)::integer as idx
+               from jsonb_array_elements(p_messages) with ordinality t(e, ord) loop
+      v_idx := m.idx;
+      v_meta := null;
+      v_meta_drop := false;
+      v_meta_counts := '{}';
+      select * into c from memory_internal.redact_apply(
+        p_policy, m.e ->> 'content', format('message %s content', m.idx));
+      if jsonb_typeof(m.e -> 'metadata') = 'object' then
+        select j.value, j.counts, j.dropped into v_meta, v_meta_counts, v_meta_drop
+          from memory_internal.redact_jsonb(
+                 p_policy, m.e -> 'metadata', format('message %s metadata', m.idx)) j;
+      end if;
+      v_counts := case when v_meta_counts = '{}' then c.counts
+                       else memory_internal.add_counts(c.counts, v_meta_counts) end;
+      if v_counts <> '{}' then
+        counts := memory_internal.add_counts(counts, v_counts);
+      end if;
+      if c.dropped or v_meta_drop then
+        dropped := dropped || m.idx;
+        continue;
+      end if;
+      messages := messages || jsonb_build_array(
+        m.e || jsonb_build_object('content', c.text)
+            || case when v_meta is not null then jsonb_build_object('metadata', v_meta) else '{}' end
+            || case when v_counts <> '{}' then jsonb_build_object('redactions', v_counts) else '{}' end);
+    end loop;
+  exception
+    when check_violation then raise;
+    when others then perform memory_internal.redaction_failed(sqlstate, format('message %s', v_idx));
+  end;
+  perform memory_internal.count_redactions(p_org, p_project, counts);
+end
+$$;
+
+
+--
+-- Name: FUNCTION redact_messages(p_org uuid, p_project uuid, p_policy jsonb, p_messages jsonb, OUT messages jsonb, OUT dropped integer[], OUT counts jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redact_messages(p_org uuid, p_project uuid, p_policy jsonb, p_messages jsonb, OUT messages jsonb, OUT dropped integer[], OUT counts jsonb) IS 'Ingest''s redaction: each message''s content and metadata strings through the policy; messages a drop rule matched left out (dropped: their indexes); kept ones carry their counts as "redactions"; totals added to the counters.';
+
+
+--
+-- Name: redact_session_metadata(uuid, uuid, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  r record;
+begin
+  begin
+    select * into r from memory_internal.redact_jsonb(
+      memory_internal.redaction_policy(p_org, p_project), p_metadata, 'session_metadata');
+  exception
+    when check_violation then raise;
+    when others then perform memory_internal.redaction_failed(sqlstate, 'session_metadata');
+  end;
+  if r.dropped then
+    perform memory_internal.redaction_refused('drop', 'session_metadata');
+  end if;
+  perform memory_internal.count_redactions(p_org, p_project, r.counts);
+  value := r.value;
+end
+$$;
+
+
+--
+-- Name: FUNCTION redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb) IS 'Ingest''s session metadata under the project''s redaction policy: strings masked or hashed and counted; a drop or refuse rule that matches, or a policy that cannot be evaluated, refuses the write (check_violation).';
+
+
+--
+-- Name: redacted_facts_result(jsonb, integer[], jsonb, jsonb, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redacted_facts_result(p_result jsonb, p_kept integer[], p_dropped jsonb, p_counts jsonb, p_fact_counts jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    select p_result
+           || jsonb_build_object(
+                'dropped', jsonb_array_length(p_dropped),
+                'redactions', p_counts,
+                'results', coalesce((
+                  select jsonb_agg(x order by (x ->> 'index')::integer)
+                    from (select r || jsonb_build_object('index', p_kept[(r ->> 'index')::integer + 1])
+                                   || coalesce(jsonb_build_object('redactions',
+                                                 p_fact_counts -> (r ->> 'index')), '{}') as x
+                            from jsonb_array_elements(p_result -> 'results') r
+                          union all
+                          select d from jsonb_array_elements(p_dropped) d) s), '[]'))
+  $$;
+
+
+--
+-- Name: FUNCTION redacted_facts_result(p_result jsonb, p_kept integer[], p_dropped jsonb, p_counts jsonb, p_fact_counts jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redacted_facts_result(p_result jsonb, p_kept integer[], p_dropped jsonb, p_counts jsonb, p_fact_counts jsonb) IS 'assert_facts'' answer under a redaction policy: results at the caller''s indexes with their redaction counts, dropped facts added, and the dropped and redactions totals.';
+
+
+--
+-- Name: redaction_detectors(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redaction_detectors() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select array['email', 'iban', 'card', 'ssn', 'ip', 'phone'] $$;
+
+
+--
+-- Name: FUNCTION redaction_detectors(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redaction_detectors() IS 'The built-in redaction detectors, in the order they run (custom:<name> detectors run after them, by name).';
+
+
+--
+-- Name: redaction_failed(text, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redaction_failed(p_state text, p_field text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+begin
+  raise exception 'the redaction policy could not be evaluated for % (SQLSTATE %); nothing was stored',
+    p_field, p_state
+    using errcode = 'check_violation', detail = p_field,
+          hint = 'Fix or delete the project''s redaction rules (memory.redaction_rules_of).';
+end
+$$;
+
+
+--
+-- Name: redaction_label(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redaction_label(p_detector text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select upper(regexp_replace(p_detector, '^custom:', '')) $$;
+
+
+--
+-- Name: redaction_normalize(text, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redaction_normalize(p_detector text, p_value text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select case p_detector
+      when 'email' then case when memory_internal.email_valid(p_value) then lower(p_value) end
+      when 'iban' then case when memory_internal.iban_valid(p_value)
+                            then upper(regexp_replace(p_value, '[[:space:]]', '', 'g')) end
+      when 'card' then case when memory_internal.luhn_valid(p_value)
+                            then regexp_replace(p_value, '[^0-9]', '', 'g') end
+      when 'ssn' then case when memory_internal.ssn_valid(p_value)
+                           then regexp_replace(p_value, '[^0-9]', '', 'g') end
+      when 'ip' then case when memory_internal.ip_valid(p_value) then host(p_value::inet) end
+      when 'phone' then case when memory_internal.phone_valid(p_value)
+                             then regexp_replace(p_value, '[^0-9]', '', 'g') end
+      else p_value
+    end
+  $$;
+
+
+--
+-- Name: FUNCTION redaction_normalize(p_detector text, p_value text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redaction_normalize(p_detector text, p_value text) IS 'A detector''s candidate in normalized form (lowercased e-mail, digits of a card, phone or SSN, IBAN without spaces, canonical IP, a custom match as found), or NULL when the validator rejects it.';
+
+
+--
+-- Name: redaction_pattern(text, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redaction_pattern(p_detector text, p_pattern text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select case p_detector
+      when 'email' then '[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}'
+      when 'iban' then '(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])'
+      when 'card' then '(?<![0-9])(?:[0-9]{4}(?: [0-9]{4}){3}|[0-9]{4}(?:-[0-9]{4}){3}'
+                       '|[0-9]{4}[ -][0-9]{6}[ -][0-9]{5}|[0-9]{13,19})(?![0-9])'
+      when 'ssn' then '(?<![0-9])[0-9]{3}-[0-9]{2}-[0-9]{4}(?![0-9])'
+      when 'ip' then '(?<![0-9.])[0-9]{1,3}(?:\.[0-9]{1,3}){3}(?![0-9]|\.[0-9])'
+                     '|(?<![0-9A-Za-z:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Za-z:])'
+      when 'phone' then '(?<![0-9A-Za-z+])\+?\(?[0-9][0-9 ().-]{5,}[0-9](?![0-9A-Za-z])'
+      else p_pattern
+    end
+  $$;
+
+
+--
+-- Name: FUNCTION redaction_pattern(p_detector text, p_pattern text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redaction_pattern(p_detector text, p_pattern text) IS 'The regular expression that finds a detector''s candidates (a custom detector''s own pattern); the validators decide.';
+
+
+--
+-- Name: redaction_policy(uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redaction_policy(p_org uuid, p_project uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_rules jsonb;
+  v_key bytea;
+begin
+  if not exists (select from memory.redaction_rules r
+                  where r.org_id = p_org and r.project_id = p_project) then
+    return null;
+  end if;
+  select jsonb_agg(jsonb_build_object(
+           'detector', r.detector, 'action', r.action,
+           'pattern', memory_internal.redaction_pattern(r.detector, r.pattern))
+           order by coalesce(array_position(memory_internal.redaction_detectors(), r.detector), 99),
+                    r.detector)
+    into v_rules
+    from memory.redaction_rules r
+   where r.org_id = p_org and r.project_id = p_project;
+  if exists (select from jsonb_array_elements(v_rules) x where x ->> 'action' = 'hash') then
+    select k.key into v_key from memory_internal.redaction_keys k
+     where k.org_id = p_org and k.project_id = p_project;
+    if v_key is null then
+      raise exception 'the redaction policy hashes but the project has no hash key'
+        using errcode = 'check_violation';
+    end if;
+  end if;
+  return jsonb_build_object('rules', v_rules, 'key', encode(v_key, 'hex'));
+end
+$$;
+
+
+--
+-- Name: FUNCTION redaction_policy(p_org uuid, p_project uuid); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redaction_policy(p_org uuid, p_project uuid) IS 'A project''s redaction rules in the order they run, with its hash key when a rule hashes; NULL when it has none. For the evaluators only (it holds the key).';
+
+
+--
+-- Name: redaction_refused(text, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.redaction_refused(p_action text, p_field text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+begin
+  raise exception 'a % rule matched the %, which cannot be left out; nothing was stored', p_action, p_field
+    using errcode = 'check_violation', detail = p_field;
+end
+$$;
+
+
+--
+-- Name: FUNCTION redaction_refused(p_action text, p_field text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.redaction_refused(p_action text, p_field text) IS 'Raise check_violation: a drop rule matched a value that cannot be left out (p_field: session, session_metadata), so the write is refused.';
 
 
 --
@@ -8808,6 +9780,26 @@ CREATE FUNCTION memory_internal.search_leg_hits(p_k integer) RETURNS integer
 --
 
 COMMENT ON FUNCTION memory_internal.search_leg_hits(p_k integer) IS 'Hits each leg of memory.search ranks for an answer of p_k results: greatest(3 * p_k, 30).';
+
+
+--
+-- Name: ssn_valid(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.ssn_valid(p_text text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $_$
+    select p_text ~ '^[0-9]{3}-[0-9]{2}-[0-9]{4}$'
+           and left(p_text, 3) not in ('000', '666') and left(p_text, 1) <> '9'
+           and substr(p_text, 5, 2) <> '00' and right(p_text, 4) <> '0000'
+  $_$;
+
+
+--
+-- Name: FUNCTION ssn_valid(p_text text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.ssn_valid(p_text text) IS 'Whether p_text is a US social security number as written AAA-GG-SSSS that could have been issued (area not 000, 666 or 9xx; group not 00; serial not 0000).';
 
 
 --
@@ -10071,10 +11063,14 @@ begin
         v_skipped := v_skipped + 1;
         continue;
       end if;
-      perform memory.upsert_entity(ep.project_id, x ->> 'name', x ->> 'type', x ->> 'summary');
+      -- upsert_entity and add_alias apply the project's redaction policy;
+      -- an entity it drops gets no aliases.
+      continue when memory.upsert_entity(ep.project_id, x ->> 'name', x ->> 'type', x ->> 'summary') is null;
       perform memory.add_alias(ep.project_id, x ->> 'name', a)
          from jsonb_array_elements_text(coalesce(x -> 'aliases', '[]')) a
-        where memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(a)) is null;
+        where memory_internal.find_entity(
+                ep.org_id, ep.project_id,
+                memory.normalize_text((memory_internal.redact(ep.org_id, ep.project_id, a, 'alias', false)).text)) is null;
       v_n := v_n + 1;
     end loop;
     v_report := v_report || jsonb_build_object('entities',
@@ -10174,14 +11170,19 @@ begin
     v_report := v_report || jsonb_build_object('contradictions', jsonb_build_object('error', sqlerrm));
   end;
 
-  -- Notes: preferences and summaries that are not triples.
+  -- Notes: preferences and summaries that are not triples; content and
+  -- subject through the project's redaction policy (a note a drop rule
+  -- matches is not stored).
   begin
     insert into memory.notes (org_id, project_id, episode_id, kind, subject_id, content)
     select ep.org_id, ep.project_id, p_episode, n.e ->> 'kind',
-           case when coalesce(n.e ->> 'subject', '') <> '' then
-             memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(n.e ->> 'subject')) end,
-           btrim(n.e ->> 'content')
+           case when coalesce(rs.text, '') <> '' then
+             memory_internal.find_entity(ep.org_id, ep.project_id, memory.normalize_text(rs.text)) end,
+           rc.text
       from jsonb_array_elements(coalesce(p_payload -> 'notes', '[]')) n(e)
+     cross join lateral memory_internal.redact(ep.org_id, ep.project_id, btrim(n.e ->> 'content'), 'note content') rc
+     cross join lateral memory_internal.redact(ep.org_id, ep.project_id, n.e ->> 'subject', 'note subject') rs
+     where not rc.dropped and not rs.dropped
     on conflict (org_id, project_id, episode_id, kind, content) do nothing;
     get diagnostics v_n = row_count;
     v_report := v_report || jsonb_build_object('notes', jsonb_build_object('inserted', v_n));
@@ -11027,8 +12028,10 @@ CREATE TABLE memory.episodes (
     embedding public.vector(384),
     token_count integer DEFAULT 0 NOT NULL,
     content_tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
+    redactions jsonb,
     CONSTRAINT episodes_content_check CHECK ((content <> ''::text)),
     CONSTRAINT episodes_occurred_at_years_check CHECK (((occurred_at >= '0001-01-01 00:00:00+00'::timestamp with time zone) AND (occurred_at < '10000-01-01 00:00:00+00'::timestamp with time zone))),
+    CONSTRAINT episodes_redactions_check CHECK (((redactions IS NULL) OR (jsonb_typeof(redactions) = 'object'::text))),
     CONSTRAINT episodes_role_check CHECK ((role = ANY (ARRAY['user'::text, 'assistant'::text, 'system'::text, 'tool'::text]))),
     CONSTRAINT episodes_seq_check CHECK ((seq >= 1)),
     CONSTRAINT episodes_token_count_check CHECK ((token_count >= 0))
@@ -11063,6 +12066,13 @@ COMMENT ON COLUMN memory.episodes.token_count IS 'Estimated tokens (about four c
 --
 
 COMMENT ON COLUMN memory.episodes.content_tsv IS 'English full-text vector of content.';
+
+
+--
+-- Name: COLUMN episodes.redactions; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.episodes.redactions IS 'Values the project''s redaction policy replaced in this message, counted per detector ({"email": 2}); NULL when nothing was redacted. Never the values.';
 
 
 --
@@ -11304,6 +12314,32 @@ COMMENT ON TABLE memory.projects IS 'A memory space inside an org. Entities, fac
 --
 
 COMMENT ON COLUMN memory.projects.retention IS 'How long episodes are kept after they are stored (NULL: for ever); the periodic purge job erases older ones and the facts drawn from them (memory.purge_expired). At least an hour.';
+
+
+--
+-- Name: redaction_rules; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.redaction_rules (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    detector text NOT NULL,
+    pattern text,
+    action text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT redaction_rules_action_check CHECK ((action = ANY (ARRAY['mask'::text, 'hash'::text, 'drop'::text, 'refuse'::text]))),
+    CONSTRAINT redaction_rules_detector_check CHECK (((detector = ANY (ARRAY['email'::text, 'phone'::text, 'card'::text, 'iban'::text, 'ip'::text, 'ssn'::text])) OR (detector ~ '^custom:[a-z][a-z0-9_]{0,39}$'::text))),
+    CONSTRAINT redaction_rules_pattern_check CHECK (((detector ~~ 'custom:%'::text) = (pattern IS NOT NULL)))
+);
+
+ALTER TABLE ONLY memory.redaction_rules FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE redaction_rules; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.redaction_rules IS 'The redaction policy of a project: per detector (email, phone, card, iban, ip, ssn, custom:<name> with its pattern) an action: mask ([EMAIL]), hash ([EMAIL:<keyed hash>]), drop (the message or item is not stored) or refuse (the write fails). Applied by ingest, assert_facts, upsert_entity, add_alias and the worker''s apply_extraction before anything is stored. Written through memory.set_redaction_rule / delete_redaction_rule.';
 
 
 --
@@ -11715,6 +12751,28 @@ ALTER TABLE memory_internal.ingest_requests ALTER COLUMN request_id ADD GENERATE
 
 
 --
+-- Name: redaction_keys; Type: TABLE; Schema: memory_internal; Owner: -
+--
+
+CREATE TABLE memory_internal.redaction_keys (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    key bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT redaction_keys_key_check CHECK ((length(key) = 32))
+);
+
+ALTER TABLE ONLY memory_internal.redaction_keys FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE redaction_keys; Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON TABLE memory_internal.redaction_keys IS 'The HMAC-SHA256 key of each project''s redaction hashes (32 random bytes). Read only by security definer functions; no client role has a grant on it.';
+
+
+--
 -- Name: webhook_secrets; Type: TABLE; Schema: memory_internal; Owner: -
 --
 
@@ -11937,6 +12995,14 @@ ALTER TABLE ONLY memory.projects
 
 
 --
+-- Name: redaction_rules redaction_rules_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.redaction_rules
+    ADD CONSTRAINT redaction_rules_pkey PRIMARY KEY (org_id, project_id, detector);
+
+
+--
 -- Name: sessions sessions_org_id_project_id_external_id_key; Type: CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -12054,6 +13120,14 @@ ALTER TABLE ONLY memory_internal.fact_terms
 
 ALTER TABLE ONLY memory_internal.ingest_requests
     ADD CONSTRAINT ingest_requests_pkey PRIMARY KEY (org_id, request_id);
+
+
+--
+-- Name: redaction_keys redaction_keys_pkey; Type: CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.redaction_keys
+    ADD CONSTRAINT redaction_keys_pkey PRIMARY KEY (org_id, project_id);
 
 
 --
@@ -12704,6 +13778,14 @@ ALTER TABLE ONLY memory.projects
 
 
 --
+-- Name: redaction_rules redaction_rules_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.redaction_rules
+    ADD CONSTRAINT redaction_rules_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
 -- Name: sessions sessions_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -12781,6 +13863,14 @@ ALTER TABLE ONLY memory_internal.ingest_requests
 
 ALTER TABLE ONLY memory_internal.ingest_requests
     ADD CONSTRAINT ingest_requests_org_id_session_id_fkey FOREIGN KEY (org_id, session_id) REFERENCES memory.sessions(org_id, session_id) ON DELETE CASCADE;
+
+
+--
+-- Name: redaction_keys redaction_keys_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.redaction_keys
+    ADD CONSTRAINT redaction_keys_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
 
 
 --
@@ -12899,6 +13989,12 @@ ALTER TABLE memory.predicates ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE memory.projects ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: redaction_rules; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.redaction_rules ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: sessions; Type: ROW SECURITY; Schema: memory; Owner: -
@@ -13023,6 +14119,13 @@ CREATE POLICY tenant_isolation ON memory.predicates USING ((org_id = memory_inte
 --
 
 CREATE POLICY tenant_isolation ON memory.projects USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: redaction_rules tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.redaction_rules USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
 
 
 --
@@ -13160,6 +14263,12 @@ CREATE POLICY metric_totals ON memory_internal.counters FOR SELECT TO chronomem_
 
 
 --
+-- Name: redaction_keys; Type: ROW SECURITY; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE memory_internal.redaction_keys ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: api_keys tenant_isolation; Type: POLICY; Schema: memory_internal; Owner: -
 --
 
@@ -13227,6 +14336,13 @@ CREATE POLICY tenant_isolation ON memory_internal.fact_terms USING ((org_id = me
 --
 
 CREATE POLICY tenant_isolation ON memory_internal.ingest_requests USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: redaction_keys tenant_isolation; Type: POLICY; Schema: memory_internal; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory_internal.redaction_keys USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
 
 
 --
@@ -13360,6 +14476,14 @@ GRANT ALL ON FUNCTION memory.declare_predicate(p_project uuid, p_predicate text,
 
 REVOKE ALL ON FUNCTION memory.delete_project(p_project uuid, p_actor text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.delete_project(p_project uuid, p_actor text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION delete_redaction_rule(p_project uuid, p_detector text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.delete_redaction_rule(p_project uuid, p_detector text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.delete_redaction_rule(p_project uuid, p_detector text) TO chronomem_app;
 
 
 --
@@ -13615,6 +14739,15 @@ GRANT ALL ON FUNCTION memory.reconcile_edges(p_batch integer, p_project uuid) TO
 
 
 --
+-- Name: FUNCTION redaction_rules_of(p_project uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.redaction_rules_of(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.redaction_rules_of(p_project uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.redaction_rules_of(p_project uuid) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION reembed(p_dim integer, p_model text); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -13678,6 +14811,14 @@ GRANT ALL ON FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_e
 REVOKE ALL ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_after_seq integer, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_after_seq integer, p_limit integer) TO chronomem_app;
 GRANT ALL ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_after_seq integer, p_limit integer) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text) TO chronomem_app;
 
 
 --
@@ -13893,6 +15034,14 @@ GRANT ALL ON FUNCTION memory_http.delete_project(p_project uuid) TO chronomem_ap
 
 
 --
+-- Name: FUNCTION delete_redaction_rule(p_project uuid, p_detector text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.delete_redaction_rule(p_project uuid, p_detector text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.delete_redaction_rule(p_project uuid, p_detector text) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION delete_webhook(p_project uuid, p_endpoint uuid); Type: ACL; Schema: memory_http; Owner: -
 --
 
@@ -14005,6 +15154,14 @@ GRANT ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_
 
 
 --
+-- Name: FUNCTION set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION set_retention(p_project uuid, p_seconds bigint); Type: ACL; Schema: memory_http; Owner: -
 --
 
@@ -14058,6 +15215,13 @@ GRANT ALL ON FUNCTION memory_http.webhook_deliveries(p_project uuid, p_endpoint 
 
 REVOKE ALL ON FUNCTION memory_http.wipe(p_project uuid, p_session text, p_subject text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.wipe(p_project uuid, p_session text, p_subject text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION add_counts(p_a jsonb, p_b jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.add_counts(p_a jsonb, p_b jsonb) FROM PUBLIC;
 
 
 --
@@ -14285,6 +15449,13 @@ GRANT ALL ON FUNCTION memory_internal.context_communities(p_project uuid, p_at t
 
 
 --
+-- Name: FUNCTION count_redactions(p_org uuid, p_project uuid, p_counts jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.count_redactions(p_org uuid, p_project uuid, p_counts jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION current_edges_digest(p_project uuid, OUT edges integer, OUT edges_digest bigint); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -14340,6 +15511,13 @@ REVOKE ALL ON FUNCTION memory_internal.dry_run(p_query text, p_project uuid, p_a
 --
 
 REVOKE ALL ON FUNCTION memory_internal.edges_floor(p_org uuid, p_project uuid, p_sources uuid[], p_relations text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION email_valid(p_text text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.email_valid(p_text text) FROM PUBLIC;
 
 
 --
@@ -14556,6 +15734,13 @@ REVOKE ALL ON FUNCTION memory_internal.fold_episode_term_df(p_org uuid, p_projec
 
 
 --
+-- Name: FUNCTION hmac_sha256(p_key bytea, p_message bytea); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.hmac_sha256(p_key bytea, p_message bytea) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION hold_project(p_project uuid, p_exclusive boolean); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -14567,6 +15752,13 @@ REVOKE ALL ON FUNCTION memory_internal.hold_project(p_project uuid, p_exclusive 
 --
 
 REVOKE ALL ON FUNCTION memory_internal.hold_project_to_name(p_org uuid, p_project uuid, p_names text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION iban_valid(p_text text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.iban_valid(p_text text) FROM PUBLIC;
 
 
 --
@@ -14596,6 +15788,13 @@ REVOKE ALL ON FUNCTION memory_internal.in_scope(p_org uuid) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION memory_internal.instant_in_range(p_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.instant_in_range(p_at timestamp with time zone) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION ip_valid(p_text text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.ip_valid(p_text text) FROM PUBLIC;
 
 
 --
@@ -14632,6 +15831,13 @@ REVOKE ALL ON FUNCTION memory_internal.lock_fact(p_org uuid, p_project uuid, p_f
 --
 
 REVOKE ALL ON FUNCTION memory_internal.lock_identities(p_project uuid, p_subjects uuid[], p_predicates text[], p_identity_objects text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION luhn_valid(p_text text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.luhn_valid(p_text text) FROM PUBLIC;
 
 
 --
@@ -14678,6 +15884,13 @@ REVOKE ALL ON FUNCTION memory_internal.parse_api_token(p_token text, OUT key_id 
 --
 
 REVOKE ALL ON FUNCTION memory_internal.parse_facts(p_org uuid, p_project uuid, p_facts jsonb, p_default_episode uuid) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION phone_valid(p_text text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.phone_valid(p_text text) FROM PUBLIC;
 
 
 --
@@ -14778,6 +15991,106 @@ GRANT ALL ON FUNCTION memory_internal.read_instants(p_at timestamp with time zon
 --
 
 REVOKE ALL ON FUNCTION memory_internal.rebuild_edge_history(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redact(p_org uuid, p_project uuid, p_text text, p_field text, p_count boolean, OUT text text, OUT counts jsonb, OUT dropped boolean); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redact(p_org uuid, p_project uuid, p_text text, p_field text, p_count boolean, OUT text text, OUT counts jsonb, OUT dropped boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redact_apply(p_policy jsonb, p_text text, p_field text, OUT text text, OUT counts jsonb, OUT dropped boolean); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redact_apply(p_policy jsonb, p_text text, p_field text, OUT text text, OUT counts jsonb, OUT dropped boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redact_facts(p_org uuid, p_project uuid, p_policy jsonb, p_facts jsonb, OUT facts jsonb, OUT kept integer[], OUT dropped jsonb, OUT counts jsonb, OUT fact_counts jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redact_facts(p_org uuid, p_project uuid, p_policy jsonb, p_facts jsonb, OUT facts jsonb, OUT kept integer[], OUT dropped jsonb, OUT counts jsonb, OUT fact_counts jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redact_jsonb(p_policy jsonb, p_value jsonb, p_field text, OUT value jsonb, OUT counts jsonb, OUT dropped boolean); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redact_jsonb(p_policy jsonb, p_value jsonb, p_field text, OUT value jsonb, OUT counts jsonb, OUT dropped boolean) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redact_messages(p_org uuid, p_project uuid, p_policy jsonb, p_messages jsonb, OUT messages jsonb, OUT dropped integer[], OUT counts jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redact_messages(p_org uuid, p_project uuid, p_policy jsonb, p_messages jsonb, OUT messages jsonb, OUT dropped integer[], OUT counts jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redacted_facts_result(p_result jsonb, p_kept integer[], p_dropped jsonb, p_counts jsonb, p_fact_counts jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redacted_facts_result(p_result jsonb, p_kept integer[], p_dropped jsonb, p_counts jsonb, p_fact_counts jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redaction_detectors(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redaction_detectors() FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.redaction_detectors() TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.redaction_detectors() TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION redaction_failed(p_state text, p_field text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redaction_failed(p_state text, p_field text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redaction_label(p_detector text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redaction_label(p_detector text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redaction_normalize(p_detector text, p_value text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redaction_normalize(p_detector text, p_value text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redaction_pattern(p_detector text, p_pattern text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redaction_pattern(p_detector text, p_pattern text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redaction_policy(p_org uuid, p_project uuid); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redaction_policy(p_org uuid, p_project uuid) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION redaction_refused(p_action text, p_field text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.redaction_refused(p_action text, p_field text) FROM PUBLIC;
 
 
 --
@@ -14942,6 +16255,13 @@ GRANT ALL ON FUNCTION memory_internal.search_graph_level(p_project uuid, p_at ti
 REVOKE ALL ON FUNCTION memory_internal.search_leg_hits(p_k integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.search_leg_hits(p_k integer) TO chronomem_app;
 GRANT ALL ON FUNCTION memory_internal.search_leg_hits(p_k integer) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION ssn_valid(p_text text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.ssn_valid(p_text text) FROM PUBLIC;
 
 
 --
@@ -15418,6 +16738,14 @@ GRANT SELECT ON TABLE memory.predicates TO chronomem_analyst;
 
 GRANT SELECT ON TABLE memory.projects TO chronomem_app;
 GRANT SELECT ON TABLE memory.projects TO chronomem_analyst;
+
+
+--
+-- Name: TABLE redaction_rules; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.redaction_rules TO chronomem_app;
+GRANT SELECT ON TABLE memory.redaction_rules TO chronomem_analyst;
 
 
 --

@@ -105,7 +105,14 @@ def world(base: str, app_dsn: str, http: httpx.Client) -> World:
 
 def call(w: World, token: str, method: str, path: str, **kw: Any) -> httpx.Response:
     url = path.format(
-        p=w.a.project, f=w.fact, s=w.session, k=w.key, e=w.endpoint, bp=w.b.project, pred="likes"
+        p=w.a.project,
+        f=w.fact,
+        s=w.session,
+        k=w.key,
+        e=w.endpoint,
+        bp=w.b.project,
+        pred="likes",
+        det="email",
     )
     return w.http.request(
         method, w.base + url, headers={"Authorization": b"Bearer " + token.encode()}, **kw
@@ -158,6 +165,7 @@ READS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/projects/{p}/subject-export", {"params": {"subject": "alpha user"}}),
     ("GET", "/v1/projects/{p}/changes", {}),
     ("GET", "/v1/projects/{p}/predicates", {}),
+    ("GET", "/v1/projects/{p}/redaction-rules", {}),
     ("POST", "/v1/projects/{p}/search", {"json": {"query": "alpha secret plan"}}),
     ("POST", "/v1/projects/{p}/context", {"json": {"query": "alpha secret plan"}}),
     ("GET", "/v1/projects/{p}/graph/neighbors", {"params": {"entity": "alpha user"}}),
@@ -178,6 +186,8 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
         {"json": {"session": "intruder", "messages": [{"role": "user", "content": "hi"}]}},
     ),
     ("PUT", "/v1/projects/{p}/predicates/{pred}", {"json": {"cardinality": "one"}}),
+    ("PUT", "/v1/projects/{p}/redaction-rules/{det}", {"json": {"action": "mask"}}),
+    ("DELETE", "/v1/projects/{p}/redaction-rules/{det}", {}),
     ("POST", "/v1/projects/{p}/entities", {"json": {"name": "x", "aliases": ["x corp"]}}),
     (
         "POST",
@@ -223,6 +233,7 @@ def a_state(w: World) -> dict[str, Any]:
             (w.a.project,),
         ),
         "predicates": w.a.rows("select * from memory.predicates_of(%s)", (w.a.project,)),
+        "redaction_rules": w.a.rows("select * from memory.redaction_rules_of(%s)", (w.a.project,)),
         "projects": w.a.rows("select project_id, name, retention from memory.projects order by 1"),
         "webhooks": w.a.rows(
             "select e.*, t.* from memory.webhook_endpoints e "

@@ -237,6 +237,35 @@ CASES: dict[str, Case] = {
         "'xt pred', 'one')",
         mutates=True,
     ),
+    # ---- redaction rules -----------------------------------------------------------
+    P + "redaction_rules_of(uuid)": Case(
+        setup="select memory.set_redaction_rule(%(project)s, 'ip', 'mask')",
+        probes=("select * from memory.redaction_rules_of(%(project)s)",),
+        control="select count(*) = 1 from memory.redaction_rules_of(%(project)s)",
+    ),
+    P + "set_redaction_rule(uuid,text,text,text)": Case(
+        probes=("select * from memory.set_redaction_rule(%(project)s, 'email', 'mask')",),
+        control="select count(*) = 1 from memory.set_redaction_rule(%(project)s, 'email', 'mask')",
+        mutates=True,
+    ),
+    H + "set_redaction_rule(uuid,text,text,text)": Case(
+        probes=("select * from memory_http.set_redaction_rule(%(project)s, 'email', 'mask')",),
+        control="select count(*) = 1 from memory_http.set_redaction_rule("
+        "%(project)s, 'ip', 'hash')",
+        mutates=True,
+    ),
+    P + "delete_redaction_rule(uuid,text)": Case(
+        setup="select memory.set_redaction_rule(%(project)s, 'ip', 'mask')",
+        probes=("select memory.delete_redaction_rule(%(project)s, 'ip')",),
+        control="select memory.delete_redaction_rule(%(project)s, 'ip')",
+        mutates=True,
+    ),
+    H + "delete_redaction_rule(uuid,text)": Case(
+        setup="select memory.set_redaction_rule(%(project)s, 'ip', 'mask')",
+        probes=("select memory_http.delete_redaction_rule(%(project)s, 'ip')",),
+        control="select memory_http.delete_redaction_rule(%(project)s, 'ip')",
+        mutates=True,
+    ),
     # ---- entities, graph, communities --------------------------------------------
     P + "upsert_entity(uuid,text,text,text)": Case(
         probes=("select memory.upsert_entity(%(project)s, 'Alice', null, 'changed')",),

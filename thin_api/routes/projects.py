@@ -19,6 +19,10 @@ from thin_api.models import (
     ProjectCreate,
     ProjectDeleted,
     ProjectList,
+    RedactionRule,
+    RedactionRuleDeleted,
+    RedactionRuleList,
+    RedactionRuleSet,
     Retention,
     RetentionSet,
 )
@@ -77,6 +81,46 @@ def set_retention(project_id: UUID, body: RetentionSet, token: Token, db: DB) ->
         "select memory_http.set_retention(%s::uuid, %s::bigint)",
         (project_id, body.retention_seconds),
     )
+
+
+@router.put("/projects/{project_id}/redaction-rules/{detector}", response_model=RedactionRule)
+def set_redaction_rule(
+    project_id: UUID, detector: str, body: RedactionRuleSet, token: Token, db: DB
+) -> Any:
+    """Set the project's redaction rule for a detector (needs configuration:write):
+    email, phone, card, iban, ip, ssn, or custom:<name> with a pattern. Every later write
+    of the project masks, hashes, drops or refuses what it finds, before storing."""
+    return db.call_row(
+        Access(token, project_id),
+        "select * from memory_http.set_redaction_rule(%s::uuid, %s::text, %s::text, %s::text)",
+        (project_id, detector, body.action, body.pattern),
+    )
+
+
+@router.get("/projects/{project_id}/redaction-rules", response_model=RedactionRuleList)
+def list_redaction_rules(project_id: UUID, token: Token, db: DB) -> Any:
+    """The project's redaction rules, in the order they run (needs configuration:read)."""
+    rows = db.call(
+        Access(token, project_id),
+        "select * from memory.redaction_rules_of(%s::uuid)",
+        (project_id,),
+        many=True,
+    )
+    return {"rules": rows}
+
+
+@router.delete(
+    "/projects/{project_id}/redaction-rules/{detector}", response_model=RedactionRuleDeleted
+)
+def delete_redaction_rule(project_id: UUID, detector: str, token: Token, db: DB) -> Any:
+    """Delete a detector's rule (needs configuration:write); deleted is false when it had
+    none."""
+    deleted = db.call(
+        Access(token, project_id),
+        "select memory_http.delete_redaction_rule(%s::uuid, %s::text)",
+        (project_id, detector),
+    )
+    return {"detector": detector.strip().lower(), "deleted": deleted}
 
 
 @router.post(

@@ -51,6 +51,9 @@ from chronomem_client.models import (
     ProjectDeleted,
     ProjectList,
     Readiness,
+    RedactionRule,
+    RedactionRuleDeleted,
+    RedactionRuleList,
     Retention,
     RetentionSet,
     RetractResult,
@@ -315,6 +318,28 @@ class Calls:
 
     def list_predicates(self, project: Id) -> Call[PredicateList]:
         return Call("GET", f"/v1/projects/{project}/predicates", PredicateList)
+
+    def set_redaction_rule(
+        self, project: Id, detector: str, action: str, pattern: str | None = None
+    ) -> Call[RedactionRule]:
+        """Mask, hash, drop or refuse what a detector finds (email, phone, card, iban,
+        ip, ssn, or custom:<name> with a POSIX `pattern`) in the project's later writes."""
+        return Call(
+            "PUT",
+            f"/v1/projects/{project}/redaction-rules/{quote(detector, safe='')}",
+            RedactionRule,
+            json={"action": action, "pattern": pattern},
+        )
+
+    def list_redaction_rules(self, project: Id) -> Call[RedactionRuleList]:
+        return Call("GET", f"/v1/projects/{project}/redaction-rules", RedactionRuleList)
+
+    def delete_redaction_rule(self, project: Id, detector: str) -> Call[RedactionRuleDeleted]:
+        return Call(
+            "DELETE",
+            f"/v1/projects/{project}/redaction-rules/{quote(detector, safe='')}",
+            RedactionRuleDeleted,
+        )
 
     def search(
         self,
@@ -598,6 +623,9 @@ class Client:
     timeline = _sync(Calls.timeline)
     declare_predicate = _sync(Calls.declare_predicate)
     list_predicates = _sync(Calls.list_predicates)
+    set_redaction_rule = _sync(Calls.set_redaction_rule)
+    list_redaction_rules = _sync(Calls.list_redaction_rules)
+    delete_redaction_rule = _sync(Calls.delete_redaction_rule)
     search = _sync(Calls.search)
     context = _sync(Calls.context)
     neighbors = _sync(Calls.neighbors)
@@ -670,6 +698,9 @@ class AsyncClient:
     timeline = _async(Calls.timeline)
     declare_predicate = _async(Calls.declare_predicate)
     list_predicates = _async(Calls.list_predicates)
+    set_redaction_rule = _async(Calls.set_redaction_rule)
+    list_redaction_rules = _async(Calls.list_redaction_rules)
+    delete_redaction_rule = _async(Calls.delete_redaction_rule)
     search = _async(Calls.search)
     context = _async(Calls.context)
     neighbors = _async(Calls.neighbors)

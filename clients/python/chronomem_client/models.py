@@ -289,6 +289,12 @@ class IngestResult(Model):
     session_id: UUID
     episode_ids: list[UUID]
     replayed: bool = Field(description="True when this answers a retry of an earlier request.")
+    dropped: list[int] | None = Field(
+        None, description="Under a redaction policy: the messages a drop rule left out."
+    )
+    redactions: dict[str, int] | None = Field(
+        None, description="Under a redaction policy: the values it replaced, per detector."
+    )
 
 
 class StoreChanges(Model):
@@ -405,12 +411,15 @@ class FactError(Model):
 
 class FactOutcome(Model):
     index: int
-    status: Literal["inserted", "skipped", "refused", "invalid"]
+    status: Literal["inserted", "skipped", "refused", "invalid", "dropped"]
     fact_id: UUID | None = None
     superseded: list[UUID] | None = Field(None, description="Facts this one closed.")
     reason: str | None = None
     retracted_fact_id: UUID | None = None
     error: FactError | None = None
+    redactions: dict[str, int] | None = Field(
+        None, description="Values the redaction policy replaced in this fact, per detector."
+    )
 
 
 class SupersededPair(Model):
@@ -426,6 +435,12 @@ class AssertResult(Model):
     invalid: int
     superseded_pairs: list[SupersededPair]
     results: list[FactOutcome]
+    dropped: int | None = Field(
+        None, description="Under a redaction policy: the facts a drop rule left out."
+    )
+    redactions: dict[str, int] | None = Field(
+        None, description="Under a redaction policy: the values it replaced, per detector."
+    )
 
 
 class Fact(Model):
@@ -534,6 +549,36 @@ class Predicate(Model):
 
 class PredicateList(Model):
     predicates: list[Predicate]
+
+
+# -- redaction ------------------------------------------------------------------------
+RedactionAction = Literal["mask", "hash", "drop", "refuse"]
+
+
+class RedactionRuleSet(Model):
+    action: RedactionAction
+    pattern: Text | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="A POSIX regular expression: custom:<name> detectors only.",
+    )
+
+
+class RedactionRule(Model):
+    detector: str = Field(description="email, phone, card, iban, ip, ssn or custom:<name>.")
+    action: RedactionAction
+    pattern: str | None
+    created_at: datetime
+
+
+class RedactionRuleList(Model):
+    rules: list[RedactionRule]
+
+
+class RedactionRuleDeleted(Model):
+    detector: str
+    deleted: bool = Field(description="False when the detector had no rule.")
 
 
 # -- retrieval ------------------------------------------------------------------------

@@ -343,6 +343,32 @@ export class Client {
     });
   }
 
+  /** Mask, hash, drop or refuse what a detector finds (email, phone, card, iban, ip,
+   * ssn, or custom:<name> with a POSIX `pattern`) in the project's later writes. */
+  setRedactionRule(
+    project: Id,
+    detector: string,
+    action: Schemas["RedactionRuleSet"]["action"],
+    pattern: string | null = null,
+  ): Promise<Schemas["RedactionRule"]> {
+    return this.#call("put", "/v1/projects/{project_id}/redaction-rules/{detector}", {
+      path: { project_id: project, detector },
+      body: { action, pattern },
+    });
+  }
+
+  listRedactionRules(project: Id): Promise<Schemas["RedactionRuleList"]> {
+    return this.#call("get", "/v1/projects/{project_id}/redaction-rules", {
+      path: { project_id: project },
+    });
+  }
+
+  deleteRedactionRule(project: Id, detector: string): Promise<Schemas["RedactionRuleDeleted"]> {
+    return this.#call("delete", "/v1/projects/{project_id}/redaction-rules/{detector}", {
+      path: { project_id: project, detector },
+    });
+  }
+
   search(
     project: Id,
     query: string,

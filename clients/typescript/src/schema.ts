@@ -93,6 +93,53 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{project_id}/redaction-rules/{detector}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set Redaction Rule
+         * @description Set the project's redaction rule for a detector (needs configuration:write):
+         *     email, phone, card, iban, ip, ssn, or custom:<name> with a pattern. Every later write
+         *     of the project masks, hashes, drops or refuses what it finds, before storing.
+         */
+        put: operations["set_redaction_rule_v1_projects__project_id__redaction_rules__detector__put"];
+        post?: never;
+        /**
+         * Delete Redaction Rule
+         * @description Delete a detector's rule (needs configuration:write); deleted is false when it had
+         *     none.
+         */
+        delete: operations["delete_redaction_rule_v1_projects__project_id__redaction_rules__detector__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/redaction-rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Redaction Rules
+         * @description The project's redaction rules, in the order they run (needs configuration:read).
+         */
+        get: operations["list_redaction_rules_v1_projects__project_id__redaction_rules_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{project_id}/api-keys": {
         parameters: {
             query?: never;
@@ -850,6 +897,18 @@ export interface components {
             superseded_pairs: components["schemas"]["SupersededPair"][];
             /** Results */
             results: components["schemas"]["FactOutcome"][];
+            /**
+             * Dropped
+             * @description Under a redaction policy: the facts a drop rule left out.
+             */
+            dropped?: number | null;
+            /**
+             * Redactions
+             * @description Under a redaction policy: the values it replaced, per detector.
+             */
+            redactions?: {
+                [key: string]: number;
+            } | null;
         };
         /** Backlog */
         Backlog: {
@@ -1555,7 +1614,7 @@ export interface components {
              * Status
              * @enum {string}
              */
-            status: "inserted" | "skipped" | "refused" | "invalid";
+            status: "inserted" | "skipped" | "refused" | "invalid" | "dropped";
             /** Fact Id */
             fact_id?: string | null;
             /**
@@ -1568,6 +1627,13 @@ export interface components {
             /** Retracted Fact Id */
             retracted_fact_id?: string | null;
             error?: components["schemas"]["FactError"] | null;
+            /**
+             * Redactions
+             * @description Values the redaction policy replaced in this fact, per detector.
+             */
+            redactions?: {
+                [key: string]: number;
+            } | null;
         };
         /** FactPage */
         FactPage: {
@@ -1732,6 +1798,18 @@ export interface components {
              * @description True when this answers a retry of an earlier request.
              */
             replayed: boolean;
+            /**
+             * Dropped
+             * @description Under a redaction policy: the messages a drop rule left out.
+             */
+            dropped?: number[] | null;
+            /**
+             * Redactions
+             * @description Under a redaction policy: the values it replaced, per detector.
+             */
+            redactions?: {
+                [key: string]: number;
+            } | null;
         };
         JsonValue: unknown;
         /** KindBacklog */
@@ -1977,6 +2055,54 @@ export interface components {
             revision: string | null;
             /** Head */
             head: string | null;
+        };
+        /** RedactionRule */
+        RedactionRule: {
+            /**
+             * Detector
+             * @description email, phone, card, iban, ip, ssn or custom:<name>.
+             */
+            detector: string;
+            /**
+             * Action
+             * @enum {string}
+             */
+            action: "mask" | "hash" | "drop" | "refuse";
+            /** Pattern */
+            pattern: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+        };
+        /** RedactionRuleDeleted */
+        RedactionRuleDeleted: {
+            /** Detector */
+            detector: string;
+            /**
+             * Deleted
+             * @description False when the detector had no rule.
+             */
+            deleted: boolean;
+        };
+        /** RedactionRuleList */
+        RedactionRuleList: {
+            /** Rules */
+            rules: components["schemas"]["RedactionRule"][];
+        };
+        /** RedactionRuleSet */
+        RedactionRuleSet: {
+            /**
+             * Action
+             * @enum {string}
+             */
+            action: "mask" | "hash" | "drop" | "refuse";
+            /**
+             * Pattern
+             * @description A POSIX regular expression: custom:<name> detectors only.
+             */
+            pattern?: string | null;
         };
         /** Retention */
         Retention: {
@@ -3031,6 +3157,294 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Retention"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    set_redaction_rule_v1_projects__project_id__redaction_rules__detector__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                detector: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedactionRuleSet"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedactionRule"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    delete_redaction_rule_v1_projects__project_id__redaction_rules__detector__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                detector: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedactionRuleDeleted"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_redaction_rules_v1_projects__project_id__redaction_rules_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedactionRuleList"];
                 };
             };
             /** @description Missing, malformed, unknown or revoked API key (no detail). */
