@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -103,6 +104,36 @@ def run_python(
             timeout=timeout,
             check=False,
         )
+
+
+def run_with_tenants(
+    python: Path,
+    script: str,
+    name: str,
+    model_url: str,
+    api_url: str,
+    app_dsn: str,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run an adapter's `script` against a live server, as a tenant beside a stranger
+    (another org): its argv is the model's base URL, the API's, then the tenant's token
+    and project and the stranger's token and project."""
+    from api_server import make_tenant  # the main environment's: it writes through SQL
+
+    tag = uuid.uuid4().hex[:8]
+    tenant = make_tenant(app_dsn, f"{name} {tag}")
+    stranger = make_tenant(app_dsn, f"{name} stranger {tag}")
+    return run_python(
+        python,
+        script,
+        model_url,
+        api_url,
+        tenant.token,
+        str(tenant.project),
+        stranger.token,
+        str(stranger.project),
+        timeout=timeout,
+    )
 
 
 def _digest(*parts: bytes) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 from api_server import make_tenant
-from light_env import ROOT, LightEnv, run_python
+from light_env import ROOT, LightEnv, run_python, run_with_tenants
 from scripted_openai import ScriptedOpenAI
 
 # Run before crewai is imported, in the script's own temp directory (its cwd):
@@ -371,20 +371,9 @@ def test_the_light_environment_holds_crewai_and_not_the_server(crewai_python: Pa
 def test_crewai_memory_and_crew_against_a_real_server(
     crewai_python: Path, light_api: str, app_dsn: str
 ) -> None:
-    tag = uuid.uuid4().hex[:8]
-    tenant = make_tenant(app_dsn, f"crewai {tag}")
-    stranger = make_tenant(app_dsn, f"crewai stranger {tag}")
     with CrewModel().running() as model:
-        result = run_python(
-            crewai_python,
-            SCRIPT,
-            model.base_url,
-            light_api,
-            tenant.token,
-            str(tenant.project),
-            stranger.token,
-            str(stranger.project),
-            timeout=300,
+        result = run_with_tenants(
+            crewai_python, SCRIPT, "crewai", model.base_url, light_api, app_dsn
         )
     assert result.returncode == 0, result.stdout + result.stderr
     said = [line[2:] for line in result.stdout.splitlines() if line.startswith("| ")]

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from api_server import make_tenant
-from light_env import ROOT, LightEnv, run_python
+from light_env import ROOT, LightEnv, run_python, run_with_tenants
 from scripted_openai import ScriptedOpenAI
 
 EXTRA = "llama-index"
@@ -363,21 +363,8 @@ def test_the_light_environment_holds_llama_index_and_not_the_server(llama_python
 def test_llama_index_retriever_and_memory_block_against_a_real_server(
     llama_python: Path, light_api: str, app_dsn: str
 ) -> None:
-    tag = uuid.uuid4().hex[:8]
-    tenant = make_tenant(app_dsn, f"li {tag}")
-    stranger = make_tenant(app_dsn, f"li stranger {tag}")
     with EchoModel().running() as model:
-        result = run_python(
-            llama_python,
-            SCRIPT,
-            model.base_url,
-            light_api,
-            tenant.token,
-            str(tenant.project),
-            stranger.token,
-            str(stranger.project),
-            timeout=300,
-        )
+        result = run_with_tenants(llama_python, SCRIPT, "li", model.base_url, light_api, app_dsn)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [
         "retriever ok",

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import pytest
 from api_server import make_tenant
-from light_env import ROOT, LightEnv, run_python
+from light_env import ROOT, LightEnv, run_python, run_with_tenants
 from scripted_openai import ScriptedOpenAI
 
 
@@ -251,19 +251,9 @@ def agents_python() -> Path:
 def test_agents_session_and_tools_in_the_light_environment(
     agents_python: Path, light_api: str, app_dsn: str
 ) -> None:
-    tag = uuid.uuid4().hex[:8]
-    tenant = make_tenant(app_dsn, f"agents {tag}")
-    stranger = make_tenant(app_dsn, f"agents stranger {tag}")
     with AgentModel().running() as model:
-        result = run_python(
-            agents_python,
-            SCRIPT,
-            model.base_url,
-            light_api,
-            tenant.token,
-            str(tenant.project),
-            stranger.token,
-            str(stranger.project),
+        result = run_with_tenants(
+            agents_python, SCRIPT, "agents", model.base_url, light_api, app_dsn
         )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [
