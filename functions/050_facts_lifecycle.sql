@@ -217,6 +217,22 @@ comment on function memory.fact_history(uuid, uuid) is
 -- install before its first ANALYZE), the subject's lookup would be a
 -- filter run on every version of the project
 -- (docs/decisions/007-plans-made-without-statistics.md).
+-- A fact version's standing now, as the timeline and the subject export
+-- show it.  Plain SQL without settings, so it is inlined where it is used.
+create or replace function memory_internal.version_status(
+  p_valid_range tstzrange, p_invalid_at timestamptz)
+  returns text
+  language sql stable parallel safe
+  as $$
+    select case when p_invalid_at is not null then 'retracted'
+                when isempty(p_valid_range) then 'superseded'
+                when p_valid_range @> now() then 'current'
+                when lower(p_valid_range) > now() then 'future'
+                else 'ended' end
+  $$;
+comment on function memory_internal.version_status(tstzrange, timestamptz) is
+  'A fact version''s status now: retracted, superseded (empty window), current, future or ended.';
+
 create or replace function memory.subject_timeline(
   p_project uuid, p_subject text, p_predicate text default null)
   returns table (
@@ -246,11 +262,7 @@ begin
                 x.fact_seq)
     select v.fact_id, v.predicate_label, coalesce(o.name, v.object_literal), v.content,
            v.valid_from, v.valid_range, v.recorded_at, v.invalid_at,
-           case when v.invalid_at is not null then 'retracted'
-                when isempty(v.valid_range) then 'superseded'
-                when v.valid_range @> now() then 'current'
-                when lower(v.valid_range) > now() then 'future'
-                else 'ended' end,
+           memory_internal.version_status(v.valid_range, v.invalid_at),
            (select jsonb_agg(jsonb_build_object(
                      'event', e.event_type, 'at', e.occurred_at, 'window', e.new_range::text,
                      'new_fact_id', e.new_fact_id, 'actor', e.actor, 'reason', e.reason)

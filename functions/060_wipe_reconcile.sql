@@ -357,6 +357,44 @@ $$;
 comment on function memory_internal.rebuild_edge_history(uuid, uuid, uuid[], uuid[], text[]) is
   'Inside memory.wipe: the edge rows of these keys rebuilt from their facts'' windows as believed at every instant one changed (one row per maximal window, recorded where it appears, expired where it stops being one). Returns the rows inserted.';
 
+-- An entity's names, normalized: its own and its aliases.
+create or replace function memory_internal.entity_names(p_org uuid, p_entity uuid)
+  returns text[]
+  language sql stable
+  as $$
+    select array(
+      select e.normalized_name from memory.entities e
+       where e.org_id = p_org and e.entity_id = p_entity
+      union
+      select a.normalized_alias from memory.entity_aliases a
+       where a.org_id = p_org and a.entity_id = p_entity)
+  $$;
+comment on function memory_internal.entity_names(uuid, uuid) is
+  'An entity''s normalized name and aliases.';
+
+-- The facts that name a subject: every stored version with it as subject
+-- or object, and those whose object is one of its names written as a plain
+-- name not taken over yet.  What a subject wipe deletes and a subject
+-- export shows (a union, so each side keeps its index).
+create or replace function memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid)
+  returns uuid[]
+  language sql stable
+  as $$
+    select array(
+      select v.fact_id from memory_internal.fact_versions(p_project) v
+       where v.org_id = p_org and v.subject_id = p_entity
+      union
+      select v.fact_id from memory_internal.fact_versions(p_project) v
+       where v.org_id = p_org and v.object_entity_id = p_entity
+      union
+      select a.fact_id
+        from memory_internal.named_auto_objects(
+               p_org, p_project, memory_internal.entity_names(p_org, p_entity)) a
+       where a.entity_id = p_entity)
+  $$;
+comment on function memory_internal.facts_naming(uuid, uuid, uuid) is
+  'Every stored fact version naming the entity: as subject, as object, or as a plain-name object not taken over yet. What memory.wipe''s subject scope deletes and memory.export_subject shows.';
+
 -- The one wipe: memory.wipe (a project, a session, a subject) and
 -- memory.purge_expired (the episodes stored before an instant) call it.
 create or replace function memory_internal.wipe_content(
@@ -442,19 +480,9 @@ begin
         raise exception 'subject "%" not found in project %', p_subject, p_project
           using errcode = 'no_data_found';
       end if;
-      -- Every fact naming it: as subject, as object, and as a plain name
-      -- not taken over yet (written while the entity was being created).
-      select coalesce(array_agg(v.fact_id), '{}') into v_facts
-        from memory_internal.fact_versions(p_project) v
-       where v.org_id = v_org and (v.subject_id = v_entity or v.object_entity_id = v_entity);
-      select v_facts || coalesce(array_agg(a.fact_id), '{}') into v_facts
-        from memory_internal.named_auto_objects(v_org, p_project, array(
-               select e.normalized_name from memory.entities e
-                where e.org_id = v_org and e.entity_id = v_entity
-               union all
-               select a.normalized_alias from memory.entity_aliases a
-                where a.org_id = v_org and a.entity_id = v_entity)) a
-       where a.entity_id = v_entity;
+      -- Every fact naming it, by a plain name too (written while the entity
+      -- was being created).
+      v_facts := memory_internal.facts_naming(v_org, p_project, v_entity);
     end if;
 
     -- The identities and edge keys the wiped facts shared with facts that

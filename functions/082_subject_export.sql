@@ -45,25 +45,11 @@ begin
     raise exception 'subject "%" not found in project %', p_subject, p_project
       using errcode = 'no_data_found';
   end if;
-  -- Its names, normalized: its own and its aliases.
-  v_names := array(
-    select e.normalized_name from memory.entities e
-     where e.org_id = v_org and e.entity_id = v_entity
-    union
-    select a.normalized_alias from memory.entity_aliases a
-     where a.org_id = v_org and a.entity_id = v_entity);
+  v_names := memory_internal.entity_names(v_org, v_entity);
   v_first_words := array(select distinct split_part(n, ' ', 1) from unnest(v_names) n);
 
-  -- The facts memory.wipe finds (a union, so each side keeps its index).
-  v_facts := array(
-    select v.fact_id from memory_internal.fact_versions(p_project) v
-     where v.org_id = v_org and v.subject_id = v_entity
-    union
-    select v.fact_id from memory_internal.fact_versions(p_project) v
-     where v.org_id = v_org and v.object_entity_id = v_entity
-    union
-    select a.fact_id from memory_internal.named_auto_objects(v_org, p_project, v_names) a
-     where a.entity_id = v_entity);
+  -- The facts memory.wipe finds.
+  v_facts := memory_internal.facts_naming(v_org, p_project, v_entity);
 
   select coalesce(jsonb_agg(jsonb_build_object(
            'fact_id', v.fact_id,
@@ -78,12 +64,7 @@ begin
            'valid_from', v.valid_from, 'valid_to', upper(v.valid_range),
            'window_empty', isempty(v.valid_range),
            'recorded_at', v.recorded_at, 'invalid_at', v.invalid_at,
-           -- The statuses of memory.subject_timeline.
-           'status', case when v.invalid_at is not null then 'retracted'
-                          when isempty(v.valid_range) then 'superseded'
-                          when v.valid_range @> now() then 'current'
-                          when lower(v.valid_range) > now() then 'future'
-                          else 'ended' end,
+           'status', memory_internal.version_status(v.valid_range, v.invalid_at),
            'events', coalesce((
              select jsonb_agg(jsonb_build_object(
                       'event_id', e.event_id, 'event_type', e.event_type, 'at', e.occurred_at,

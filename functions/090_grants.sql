@@ -75,10 +75,14 @@ grant execute on function
   memory_internal.add_within_budget(text[], integer, text, text, integer)
   to chronomem_app, chronomem_analyst;
 grant execute on function memory_internal.fact_versions(uuid) to chronomem_app, chronomem_analyst;
--- memory.export_subject finds plain-name objects as memory.wipe does.
+-- memory.export_subject finds a subject's facts as memory.wipe does, and
+-- the timeline and the export give a version's status alike.
 grant execute on function
   memory_internal.auto_object_names(uuid, uuid, text[]),
-  memory_internal.named_auto_objects(uuid, uuid, text[])
+  memory_internal.named_auto_objects(uuid, uuid, text[]),
+  memory_internal.entity_names(uuid, uuid),
+  memory_internal.facts_naming(uuid, uuid, uuid),
+  memory_internal.version_status(tstzrange, timestamptz)
   to chronomem_app, chronomem_analyst;
 
 -- Writers: the app role only.  These are security definer: they write as

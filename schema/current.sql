@@ -1239,25 +1239,11 @@ begin
     raise exception 'subject "%" not found in project %', p_subject, p_project
       using errcode = 'no_data_found';
   end if;
-  -- Its names, normalized: its own and its aliases.
-  v_names := array(
-    select e.normalized_name from memory.entities e
-     where e.org_id = v_org and e.entity_id = v_entity
-    union
-    select a.normalized_alias from memory.entity_aliases a
-     where a.org_id = v_org and a.entity_id = v_entity);
+  v_names := memory_internal.entity_names(v_org, v_entity);
   v_first_words := array(select distinct split_part(n, ' ', 1) from unnest(v_names) n);
 
-  -- The facts memory.wipe finds (a union, so each side keeps its index).
-  v_facts := array(
-    select v.fact_id from memory_internal.fact_versions(p_project) v
-     where v.org_id = v_org and v.subject_id = v_entity
-    union
-    select v.fact_id from memory_internal.fact_versions(p_project) v
-     where v.org_id = v_org and v.object_entity_id = v_entity
-    union
-    select a.fact_id from memory_internal.named_auto_objects(v_org, p_project, v_names) a
-     where a.entity_id = v_entity);
+  -- The facts memory.wipe finds.
+  v_facts := memory_internal.facts_naming(v_org, p_project, v_entity);
 
   select coalesce(jsonb_agg(jsonb_build_object(
            'fact_id', v.fact_id,
@@ -1272,12 +1258,7 @@ begin
            'valid_from', v.valid_from, 'valid_to', upper(v.valid_range),
            'window_empty', isempty(v.valid_range),
            'recorded_at', v.recorded_at, 'invalid_at', v.invalid_at,
-           -- The statuses of memory.subject_timeline.
-           'status', case when v.invalid_at is not null then 'retracted'
-                          when isempty(v.valid_range) then 'superseded'
-                          when v.valid_range @> now() then 'current'
-                          when lower(v.valid_range) > now() then 'future'
-                          else 'ended' end,
+           'status', memory_internal.version_status(v.valid_range, v.invalid_at),
            'events', coalesce((
              select jsonb_agg(jsonb_build_object(
                       'event_id', e.event_id, 'event_type', e.event_type, 'at', e.occurred_at,
@@ -3720,11 +3701,7 @@ begin
                 x.fact_seq)
     select v.fact_id, v.predicate_label, coalesce(o.name, v.object_literal), v.content,
            v.valid_from, v.valid_range, v.recorded_at, v.invalid_at,
-           case when v.invalid_at is not null then 'retracted'
-                when isempty(v.valid_range) then 'superseded'
-                when v.valid_range @> now() then 'current'
-                when lower(v.valid_range) > now() then 'future'
-                else 'ended' end,
+           memory_internal.version_status(v.valid_range, v.invalid_at),
            (select jsonb_agg(jsonb_build_object(
                      'event', e.event_type, 'at', e.occurred_at, 'window', e.new_range::text,
                      'new_fact_id', e.new_fact_id, 'actor', e.actor, 'reason', e.reason)
@@ -6707,6 +6684,29 @@ CREATE FUNCTION memory_internal.entity_api_json(p_entity memory.entities) RETURN
 
 
 --
+-- Name: entity_names(uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.entity_names(p_org uuid, p_entity uuid) RETURNS text[]
+    LANGUAGE sql STABLE
+    AS $$
+    select array(
+      select e.normalized_name from memory.entities e
+       where e.org_id = p_org and e.entity_id = p_entity
+      union
+      select a.normalized_alias from memory.entity_aliases a
+       where a.org_id = p_org and a.entity_id = p_entity)
+  $$;
+
+
+--
+-- Name: FUNCTION entity_names(p_org uuid, p_entity uuid); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.entity_names(p_org uuid, p_entity uuid) IS 'An entity''s normalized name and aliases.';
+
+
+--
 -- Name: episode_collection(uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7103,6 +7103,34 @@ CREATE FUNCTION memory_internal.fact_versions(p_project uuid) RETURNS SETOF memo
 --
 
 COMMENT ON FUNCTION memory_internal.fact_versions(p_project uuid) IS 'Every stored version of a project''s facts, closed and retracted ones included: for history, the write path and edge bookkeeping. Reads of what holds use memory.facts_at.';
+
+
+--
+-- Name: facts_naming(uuid, uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid) RETURNS uuid[]
+    LANGUAGE sql STABLE
+    AS $$
+    select array(
+      select v.fact_id from memory_internal.fact_versions(p_project) v
+       where v.org_id = p_org and v.subject_id = p_entity
+      union
+      select v.fact_id from memory_internal.fact_versions(p_project) v
+       where v.org_id = p_org and v.object_entity_id = p_entity
+      union
+      select a.fact_id
+        from memory_internal.named_auto_objects(
+               p_org, p_project, memory_internal.entity_names(p_org, p_entity)) a
+       where a.entity_id = p_entity)
+  $$;
+
+
+--
+-- Name: FUNCTION facts_naming(p_org uuid, p_project uuid, p_entity uuid); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid) IS 'Every stored fact version naming the entity: as subject, as object, or as a plain-name object not taken over yet. What memory.wipe''s subject scope deletes and memory.export_subject shows.';
 
 
 --
@@ -10535,6 +10563,28 @@ COMMENT ON FUNCTION memory_internal.vector_exact_budget(p_n integer, p_index_row
 
 
 --
+-- Name: version_status(tstzrange, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.version_status(p_valid_range tstzrange, p_invalid_at timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    select case when p_invalid_at is not null then 'retracted'
+                when isempty(p_valid_range) then 'superseded'
+                when p_valid_range @> now() then 'current'
+                when lower(p_valid_range) > now() then 'future'
+                else 'ended' end
+  $$;
+
+
+--
+-- Name: FUNCTION version_status(p_valid_range tstzrange, p_invalid_at timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.version_status(p_valid_range tstzrange, p_invalid_at timestamp with time zone) IS 'A fact version''s status now: retracted, superseded (empty window), current, future or ended.';
+
+
+--
 -- Name: webhook_claim_lock_key(uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -10855,19 +10905,9 @@ begin
         raise exception 'subject "%" not found in project %', p_subject, p_project
           using errcode = 'no_data_found';
       end if;
-      -- Every fact naming it: as subject, as object, and as a plain name
-      -- not taken over yet (written while the entity was being created).
-      select coalesce(array_agg(v.fact_id), '{}') into v_facts
-        from memory_internal.fact_versions(p_project) v
-       where v.org_id = v_org and (v.subject_id = v_entity or v.object_entity_id = v_entity);
-      select v_facts || coalesce(array_agg(a.fact_id), '{}') into v_facts
-        from memory_internal.named_auto_objects(v_org, p_project, array(
-               select e.normalized_name from memory.entities e
-                where e.org_id = v_org and e.entity_id = v_entity
-               union all
-               select a.normalized_alias from memory.entity_aliases a
-                where a.org_id = v_org and a.entity_id = v_entity)) a
-       where a.entity_id = v_entity;
+      -- Every fact naming it, by a plain name too (written while the entity
+      -- was being created).
+      v_facts := memory_internal.facts_naming(v_org, p_project, v_entity);
     end if;
 
     -- The identities and edge keys the wiped facts shared with facts that
@@ -15559,6 +15599,15 @@ GRANT ALL ON FUNCTION memory_internal.entity_api_json(p_entity memory.entities) 
 
 
 --
+-- Name: FUNCTION entity_names(p_org uuid, p_entity uuid); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.entity_names(p_org uuid, p_entity uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.entity_names(p_org uuid, p_entity uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.entity_names(p_org uuid, p_entity uuid) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION episode_collection(p_org uuid, p_project uuid); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -15697,6 +15746,15 @@ REVOKE ALL ON FUNCTION memory_internal.fact_term_postings(p_tsv tsvector) FROM P
 REVOKE ALL ON FUNCTION memory_internal.fact_versions(p_project uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.fact_versions(p_project uuid) TO chronomem_app;
 GRANT ALL ON FUNCTION memory_internal.fact_versions(p_project uuid) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION facts_naming(p_org uuid, p_project uuid, p_entity uuid); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid) TO chronomem_analyst;
 
 
 --
@@ -16421,6 +16479,15 @@ GRANT ALL ON FUNCTION memory_internal.vector_ef_search(p_n integer) TO chronomem
 REVOKE ALL ON FUNCTION memory_internal.vector_exact_budget(p_n integer, p_index_rows real) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.vector_exact_budget(p_n integer, p_index_rows real) TO chronomem_app;
 GRANT ALL ON FUNCTION memory_internal.vector_exact_budget(p_n integer, p_index_rows real) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION version_status(p_valid_range tstzrange, p_invalid_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.version_status(p_valid_range tstzrange, p_invalid_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.version_status(p_valid_range tstzrange, p_invalid_at timestamp with time zone) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.version_status(p_valid_range tstzrange, p_invalid_at timestamp with time zone) TO chronomem_analyst;
 
 
 --
