@@ -423,31 +423,39 @@ $$;
 comment on function memory_internal.redaction_refused(text, text) is
   'Raise check_violation: a drop rule matched a value that cannot be left out (p_field: session, session_metadata), so the write is refused.';
 
--- A session's metadata: every string redacted, counted; fail-closed.
-create or replace function memory_internal.redact_session_metadata(
-  p_org uuid, p_project uuid, p_metadata jsonb, out value jsonb)
+-- A session's id and metadata under the policy: every string redacted and
+-- counted; fail-closed.  A session cannot be left out, so a drop rule that
+-- matches either refuses the write.
+create or replace function memory_internal.redact_session(
+  p_org uuid, p_project uuid, p_policy jsonb, p_session text, p_metadata jsonb,
+  out session text, out metadata jsonb)
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 declare
-  r record;
+  v_id record;
+  v_meta record;
 begin
   begin
-    select * into r from memory_internal.redact_jsonb(
-      memory_internal.redaction_policy(p_org, p_project), p_metadata, 'session_metadata');
+    select * into v_id from memory_internal.redact_apply(p_policy, p_session, 'session');
+    select * into v_meta from memory_internal.redact_jsonb(p_policy, p_metadata, 'session_metadata');
   exception
     when check_violation then raise;
-    when others then perform memory_internal.redaction_failed(sqlstate, 'session_metadata');
+    when others then perform memory_internal.redaction_failed(sqlstate, 'session');
   end;
-  if r.dropped then
+  if v_id.dropped then
+    perform memory_internal.redaction_refused('drop', 'session');
+  elsif v_meta.dropped then
     perform memory_internal.redaction_refused('drop', 'session_metadata');
   end if;
-  perform memory_internal.count_redactions(p_org, p_project, r.counts);
-  value := r.value;
+  perform memory_internal.count_redactions(
+    p_org, p_project, memory_internal.add_counts(v_id.counts, coalesce(v_meta.counts, '{}')));
+  session := v_id.text;
+  metadata := v_meta.value;
 end
 $$;
-comment on function memory_internal.redact_session_metadata(uuid, uuid, jsonb) is
-  'Ingest''s session metadata under the project''s redaction policy: strings masked or hashed and counted; a drop or refuse rule that matches, or a policy that cannot be evaluated, refuses the write (check_violation).';
+comment on function memory_internal.redact_session(uuid, uuid, jsonb, text, jsonb) is
+  'Ingest''s session id and metadata under the project''s redaction policy: strings masked or hashed and counted; a drop or refuse rule that matches either, or a policy that cannot be evaluated, refuses the write (check_violation).';
 
 -- Ingest's messages: content and metadata strings redacted; a message a
 -- drop rule matched is left out (its index listed).  Each kept message

@@ -34,8 +34,6 @@ declare
   v_policy jsonb;
   v_dropped integer[];
   v_redacted jsonb;
-  v_session_name text;
-  v_session_dropped boolean;
 begin
   if p_session is null or p_session !~ '[^[:space:]]' or length(p_session) > 200 then
     raise exception 'session must be a non-empty string of at most 200 characters'
@@ -104,20 +102,14 @@ begin
   -- ingest that has not committed.
   perform memory_internal.hold_project(p_project);
 
-  -- The session's id and metadata are stored too: redacted like messages
-  -- (a hashed id still names one session; a masked one merges sessions).
-  -- A session cannot be left out, so a drop rule that matches refuses.
-  select r.text, r.dropped into v_session_name, v_session_dropped
-    from memory_internal.redact(v_org, p_project, btrim(p_session), 'session') r;
-  if v_session_dropped then
-    perform memory_internal.redaction_refused('drop', 'session');
-  end if;
-  p_session := v_session_name;
-  if p_session_metadata is not null
-     and exists (select from memory.redaction_rules r
-                  where r.org_id = v_org and r.project_id = p_project) then
-    select j.value into p_session_metadata
-      from memory_internal.redact_session_metadata(v_org, p_project, p_session_metadata) j;
+  -- The project's redaction policy, read once (no policy: one probe).  The
+  -- session's id and metadata are stored too: redacted like messages (a
+  -- hashed id still names one session; a masked one merges sessions).
+  v_policy := memory_internal.redaction_policy(v_org, p_project);
+  if v_policy is not null then
+    select r.session, r.metadata into p_session, p_session_metadata
+      from memory_internal.redact_session(
+             v_org, p_project, v_policy, btrim(p_session), p_session_metadata) r;
   end if;
 
   -- One writer per session at a time: sequence numbers and the "latest
@@ -156,13 +148,12 @@ begin
     end if;
   end if;
 
-  -- The project's redaction policy, before any episode exists (no policy:
-  -- one probe): content and metadata redacted, dropped messages left out,
+  -- The messages under the policy, before any episode exists: content and
+  -- metadata redacted, dropped messages left out,
   -- each kept one with its counts under "redactions" (no message can have
   -- that key: the checks above refuse it).  A refusal or a policy that
   -- cannot be evaluated raises, and this transaction (the session row
   -- too) stores nothing.
-  v_policy := memory_internal.redaction_policy(v_org, p_project);
   if v_policy is not null then
     select r.messages, r.dropped, r.counts into p_messages, v_dropped, v_redacted
       from memory_internal.redact_messages(v_org, p_project, v_policy, p_messages) r;

@@ -1795,8 +1795,6 @@ declare
   v_policy jsonb;
   v_dropped integer[];
   v_redacted jsonb;
-  v_session_name text;
-  v_session_dropped boolean;
 begin
   if p_session is null or p_session !~ '[^[:space:]]' or length(p_session) > 200 then
     raise exception 'session must be a non-empty string of at most 200 characters'
@@ -1865,20 +1863,14 @@ begin
   -- ingest that has not committed.
   perform memory_internal.hold_project(p_project);
 
-  -- The session's id and metadata are stored too: redacted like messages
-  -- (a hashed id still names one session; a masked one merges sessions).
-  -- A session cannot be left out, so a drop rule that matches refuses.
-  select r.text, r.dropped into v_session_name, v_session_dropped
-    from memory_internal.redact(v_org, p_project, btrim(p_session), 'session') r;
-  if v_session_dropped then
-    perform memory_internal.redaction_refused('drop', 'session');
-  end if;
-  p_session := v_session_name;
-  if p_session_metadata is not null
-     and exists (select from memory.redaction_rules r
-                  where r.org_id = v_org and r.project_id = p_project) then
-    select j.value into p_session_metadata
-      from memory_internal.redact_session_metadata(v_org, p_project, p_session_metadata) j;
+  -- The project's redaction policy, read once (no policy: one probe).  The
+  -- session's id and metadata are stored too: redacted like messages (a
+  -- hashed id still names one session; a masked one merges sessions).
+  v_policy := memory_internal.redaction_policy(v_org, p_project);
+  if v_policy is not null then
+    select r.session, r.metadata into p_session, p_session_metadata
+      from memory_internal.redact_session(
+             v_org, p_project, v_policy, btrim(p_session), p_session_metadata) r;
   end if;
 
   -- One writer per session at a time: sequence numbers and the "latest
@@ -1917,13 +1909,12 @@ begin
     end if;
   end if;
 
-  -- The project's redaction policy, before any episode exists (no policy:
-  -- one probe): content and metadata redacted, dropped messages left out,
+  -- The messages under the policy, before any episode exists: content and
+  -- metadata redacted, dropped messages left out,
   -- each kept one with its counts under "redactions" (no message can have
   -- that key: the checks above refuse it).  A refusal or a policy that
   -- cannot be evaluated raises, and this transaction (the session row
   -- too) stores nothing.
-  v_policy := memory_internal.redaction_policy(v_org, p_project);
   if v_policy is not null then
     select r.messages, r.dropped, r.counts into p_messages, v_dropped, v_redacted
       from memory_internal.redact_messages(v_org, p_project, v_policy, p_messages) r;
@@ -8424,37 +8415,42 @@ COMMENT ON FUNCTION memory_internal.redact_messages(p_org uuid, p_project uuid, 
 
 
 --
--- Name: redact_session_metadata(uuid, uuid, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+-- Name: redact_session(uuid, uuid, jsonb, text, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
-CREATE FUNCTION memory_internal.redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb) RETURNS jsonb
+CREATE FUNCTION memory_internal.redact_session(p_org uuid, p_project uuid, p_policy jsonb, p_session text, p_metadata jsonb, OUT session text, OUT metadata jsonb) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
 declare
-  r record;
+  v_id record;
+  v_meta record;
 begin
   begin
-    select * into r from memory_internal.redact_jsonb(
-      memory_internal.redaction_policy(p_org, p_project), p_metadata, 'session_metadata');
+    select * into v_id from memory_internal.redact_apply(p_policy, p_session, 'session');
+    select * into v_meta from memory_internal.redact_jsonb(p_policy, p_metadata, 'session_metadata');
   exception
     when check_violation then raise;
-    when others then perform memory_internal.redaction_failed(sqlstate, 'session_metadata');
+    when others then perform memory_internal.redaction_failed(sqlstate, 'session');
   end;
-  if r.dropped then
+  if v_id.dropped then
+    perform memory_internal.redaction_refused('drop', 'session');
+  elsif v_meta.dropped then
     perform memory_internal.redaction_refused('drop', 'session_metadata');
   end if;
-  perform memory_internal.count_redactions(p_org, p_project, r.counts);
-  value := r.value;
+  perform memory_internal.count_redactions(
+    p_org, p_project, memory_internal.add_counts(v_id.counts, coalesce(v_meta.counts, '{}')));
+  session := v_id.text;
+  metadata := v_meta.value;
 end
 $$;
 
 
 --
--- Name: FUNCTION redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+-- Name: FUNCTION redact_session(p_org uuid, p_project uuid, p_policy jsonb, p_session text, p_metadata jsonb, OUT session text, OUT metadata jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb) IS 'Ingest''s session metadata under the project''s redaction policy: strings masked or hashed and counted; a drop or refuse rule that matches, or a policy that cannot be evaluated, refuses the write (check_violation).';
+COMMENT ON FUNCTION memory_internal.redact_session(p_org uuid, p_project uuid, p_policy jsonb, p_session text, p_metadata jsonb, OUT session text, OUT metadata jsonb) IS 'Ingest''s session id and metadata under the project''s redaction policy: strings masked or hashed and counted; a drop or refuse rule that matches either, or a policy that cannot be evaluated, refuses the write (check_violation).';
 
 
 --
@@ -16087,10 +16083,10 @@ REVOKE ALL ON FUNCTION memory_internal.redact_messages(p_org uuid, p_project uui
 
 
 --
--- Name: FUNCTION redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb); Type: ACL; Schema: memory_internal; Owner: -
+-- Name: FUNCTION redact_session(p_org uuid, p_project uuid, p_policy jsonb, p_session text, p_metadata jsonb, OUT session text, OUT metadata jsonb); Type: ACL; Schema: memory_internal; Owner: -
 --
 
-REVOKE ALL ON FUNCTION memory_internal.redact_session_metadata(p_org uuid, p_project uuid, p_metadata jsonb, OUT value jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION memory_internal.redact_session(p_org uuid, p_project uuid, p_policy jsonb, p_session text, p_metadata jsonb, OUT session text, OUT metadata jsonb) FROM PUBLIC;
 
 
 --
