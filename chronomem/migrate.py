@@ -26,6 +26,7 @@ from sqlalchemy import create_engine, pool
 
 from chronomem.dsn import sqlalchemy_url
 from chronomem.paths import ALEMBIC_INI, FUNCTIONS_DIR, MIGRATIONS_DIR, SQL_DIR
+from chronomem.sql_statements import split_statements
 
 
 class MigrationError(RuntimeError):
@@ -59,7 +60,25 @@ def run_sql_file(op: Any, name: str) -> None:
         return
     conn: psycopg.Connection[Any] = op.get_bind().connection.driver_connection
     with conn.cursor() as cur:
-        cur.execute(script.encode())  # bytes: sent as-is, never parsed for placeholders
+        for statement in _statements(conn, script):
+            cur.execute(statement.encode())  # bytes: sent as-is, never parsed for placeholders
+
+
+def on_citus(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the database is a Citus coordinator's (`chronomem distribute`)."""
+    row = conn.execute("select 1 from pg_extension where extname = 'citus'").fetchone()
+    return row is not None
+
+
+def _statements(conn: psycopg.Connection[Any], script: str) -> list[str]:
+    """The script as one query, or on Citus statement by statement: Citus forwards
+    some DDL to the workers as the text of its query, which there must be one
+    statement (chronomem.sql_statements). There the transaction also works over one
+    connection per node: Citus refuses a function's DDL after a parallel operation
+    on a distributed table in the same transaction."""
+    if not on_citus(conn):
+        return [script]
+    return ["set local citus.multi_shard_modify_mode = 'sequential'", *split_statements(script)]
 
 
 _REVISION_FILE = re.compile(r"^(?P<revision>[0-9]{4})_[a-z0-9_]+\.sql$")
@@ -142,7 +161,8 @@ def apply_functions(owner_dsn: str) -> list[Path]:
         for path in files:
             try:
                 with conn.transaction():
-                    conn.execute(path.read_bytes())
+                    for statement in _statements(conn, path.read_text()):
+                        conn.execute(statement.encode())
             except psycopg.Error as err:
                 raise MigrationError(f"functions/{path.name}: {err}") from err
     return files

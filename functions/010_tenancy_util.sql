@@ -183,8 +183,13 @@ create or replace function memory_internal.project_org(p_project uuid) returns u
 as $$
 declare
   v_org uuid;
+  v_scope uuid := memory_internal.current_org();
 begin
-  select p.org_id into v_org from memory.projects p where p.project_id = p_project;
+  -- The scope named as well as implied by the policy: on Citus, a query
+  -- with the org as a value goes to that org's shard alone, where one
+  -- without it asks every shard (and a generic plan of that cannot be made).
+  select p.org_id into v_org from memory.projects p
+   where p.org_id = v_scope and p.project_id = p_project;
   if v_org is null then
     raise exception 'project % not found', p_project
       using errcode = 'no_data_found',
@@ -193,6 +198,36 @@ begin
   return v_org;
 end
 $$;
+
+-- A transaction's own settings that rows' policies, triggers and defaults
+-- read (the org scope, the API key a call runs under, the record-time
+-- instant, the wipe flag) are written here.  On a Citus coordinator with
+-- citus.propagate_set_commands = 'local' (`chronomem distribute` sets it)
+-- as SET LOCAL, which reaches every worker of the transaction, so the
+-- shards' policies see the coordinator's scope; set_config() stays on the
+-- coordinator (docs/decisions/016-org-scope-as-set-local.md).  On one
+-- server the two are the same.  tests/py/test_citus_lint.py fails on a
+-- function that writes a chronomem setting any other way.
+create or replace function memory_internal.set_local(p_name text, p_value text) returns text
+  language plpgsql
+as $$
+begin
+  -- The name goes into the statement's text: a setting's name, never SQL.
+  if p_name !~ '^[a-z_]+[.][a-z_]+$' then
+    raise exception 'not a setting name: %', p_name using errcode = 'invalid_parameter_value';
+  end if;
+  -- Distributed (`chronomem distribute` sets this for the database): SET
+  -- LOCAL, parsed per call.  On one server set_config(), a fifth of the cost.
+  if current_setting('citus.propagate_set_commands', true) = 'local' then
+    execute format('set local %s = %L', p_name, coalesce(p_value, ''));
+  else
+    perform set_config(p_name, coalesce(p_value, ''), true);
+  end if;
+  return p_value;
+end
+$$;
+comment on function memory_internal.set_local(text, text) is
+  'SET LOCAL p_name = p_value (NULL: empty) for the rest of the transaction: the one way a function writes a chronomem setting, so that Citus carries it to the workers.';
 
 create or replace function memory.use_org(p_org uuid, p_transaction_local boolean default true)
   returns uuid
@@ -207,7 +242,13 @@ begin
   -- request's org into the next (SQL cannot tell reliably whether it runs
   -- inside a transaction block: drivers' extended protocol defeats the
   -- usual timestamp test).  Session scope is asked for explicitly.
-  perform set_config('chronomem.org_id', p_org::text, p_transaction_local);
+  -- A session scope is also this transaction's, as SET LOCAL: Citus carries
+  -- only that to the workers (later transactions of the session scope the
+  -- coordinator alone: on Citus, scope each transaction).
+  if not p_transaction_local then
+    perform set_config('chronomem.org_id', p_org::text, false);
+  end if;
+  perform memory_internal.set_local('chronomem.org_id', p_org::text);
   if not exists (select from memory.orgs o where o.org_id = p_org) then
     raise exception 'org % not found', p_org using errcode = 'no_data_found';
   end if;
@@ -229,9 +270,9 @@ begin
   if p_name is null or length(btrim(p_name)) = 0 then
     raise exception 'org name must not be empty' using errcode = 'invalid_parameter_value';
   end if;
-  perform set_config('chronomem.org_id', v_org::text, true);
+  perform memory_internal.set_local('chronomem.org_id', v_org::text);
   insert into memory.orgs (org_id, name) values (v_org, btrim(p_name));
-  perform set_config('chronomem.org_id', coalesce(v_prev, ''), true);
+  perform memory_internal.set_local('chronomem.org_id', v_prev);
   return v_org;
 end
 $$;
@@ -275,7 +316,7 @@ declare
   v_at timestamptz := greatest(now(), p_floor, memory_internal.txn_instant());
 begin
   if v_at > now() then
-    perform set_config('chronomem.write_instant', v_at::text, true);
+    perform memory_internal.set_local('chronomem.write_instant', v_at::text);
   end if;
   return v_at;
 end

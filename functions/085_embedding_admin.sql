@@ -73,7 +73,7 @@ begin
   -- ids each.  The owner reads content only under an org scope (forced
   -- RLS); every org has its periodic schedules, which the owner may read.
   for v_org in select distinct s.org_id from memory.job_schedules s order by 1 loop
-    perform set_config('chronomem.org_id', v_org::text, true);
+    perform memory_internal.set_local('chronomem.org_id', v_org::text);
     insert into memory.jobs (org_id, project_id, kind, payload)
     select v_org, c.project_id, 'embed', jsonb_build_object('kind', 'episode', 'ids', jsonb_agg(c.id))
       from (select e.project_id, e.episode_id as id,
@@ -103,7 +103,7 @@ begin
     get diagnostics v_n = row_count;
     v_entity_jobs := v_entity_jobs + v_n;
   end loop;
-  perform set_config('chronomem.org_id', coalesce(v_prev_org, ''), true);
+  perform memory_internal.set_local('chronomem.org_id', v_prev_org);
 
   return jsonb_build_object(
     'dim', p_dim, 'model', p_model,
