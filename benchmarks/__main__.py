@@ -13,7 +13,7 @@ from pathlib import Path
 from benchmarks.common import bench_database
 from chronomem.paths import REPO_ROOT
 
-BENCHMARKS = ("write", "ingest", "search", "locomo", "api", "closes", "communities")
+BENCHMARKS = ("write", "ingest", "search", "locomo", "api", "closes", "communities", "peer")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -93,13 +93,15 @@ def _tenant(app: str, name: str) -> tuple[uuid.UUID, uuid.UUID, str]:
 
 
 @contextmanager
-def api_server(app: str, pool: int) -> Iterator[str]:
-    """`chronomem serve` on a free loopback port, its pool sized for the clients."""
+def api_server(app: str, pool: int, query_embeddings: bool = False) -> Iterator[str]:
+    """`chronomem serve` on a free loopback port, its pool sized for the clients; with
+    query_embeddings, the server embeds search queries (the local model)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = Path(tempfile.mkstemp(prefix="chronomem-bench-api-", suffix=".log")[1])
-    env = {**os.environ, "CHRONOMEM_API_QUERY_EMBEDDINGS": "off", "CHRONOMEM_LOG_LEVEL": "warning",
+    env = {**os.environ, "CHRONOMEM_API_QUERY_EMBEDDINGS": "auto" if query_embeddings else "off",
+           "CHRONOMEM_LOG_LEVEL": "warning",
            "CHRONOMEM_API_POOL_MIN": str(pool), "CHRONOMEM_API_POOL_MAX": str(pool)}  # fmt: skip
     cmd = [sys.executable, "-m", "chronomem", "serve", "--dsn", app, "--host", "127.0.0.1",
            "--port", str(port)]  # fmt: skip

