@@ -11,6 +11,8 @@ from thin_api.db import Database
 from thin_api.embedding import QueryEmbedder
 from thin_api.errors import unauthorized
 from thin_api.metrics import ApiMetrics
+from thin_api.oidc import looks_like_jwt
+from thin_api.sessions import bearer_session
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -20,11 +22,16 @@ _bearer = HTTPBearer(
 
 
 def bearer_token(
+    request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
 ) -> str:
-    """The token as sent; whether it is a valid key is the database's to say."""
+    """The token as sent; whether it is a valid key is the database's to say. A JWT
+    (an OIDC access token) is verified here and stands for the session the database
+    maps it to (thin_api/sessions.py)."""
     if credentials is None or not credentials.credentials:
         raise unauthorized()
+    if looks_like_jwt(credentials.credentials):
+        return bearer_session(request.app, credentials.credentials)
     return credentials.credentials
 
 
