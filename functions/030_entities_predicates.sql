@@ -564,6 +564,35 @@ begin
     returning a.normalized_alias, a.alias)
   select array_agg(g.normalized_alias), array_agg(g.alias) into v_alias_norms, v_alias_texts
     from gone g;
+  -- Its conflicts and keep_both exceptions are the kept entity's; an open
+  -- conflict of a predicate the kept entity has one open for too joins
+  -- that one.  Then the kept entity's disagreements that the merge made
+  -- (two objects at once of an unknown predicate) open conflicts
+  -- (functions/055_conflicts.sql; the project lock is held exclusively).
+  insert into memory.conflict_members (org_id, project_id, conflict_id, fact_id, claim, source_episode_id, outcome, added_at)
+  select m.org_id, m.project_id, k.conflict_id, m.fact_id, m.claim, m.source_episode_id, m.outcome, m.added_at
+    from memory.conflicts a
+    join memory.conflicts k on k.org_id = a.org_id and k.project_id = a.project_id
+     and k.subject_id = v_keep and k.predicate = a.predicate and k.status = 'open'
+    join memory.conflict_members m on m.org_id = a.org_id and m.conflict_id = a.conflict_id
+   where a.org_id = v_org and a.project_id = p_project and a.subject_id = v_absorb and a.status = 'open'
+  on conflict (org_id, conflict_id, fact_id) do nothing;
+  delete from memory.conflicts a
+   where a.org_id = v_org and a.project_id = p_project and a.subject_id = v_absorb and a.status = 'open'
+     and exists (select from memory.conflicts k
+                  where k.org_id = a.org_id and k.project_id = a.project_id and k.subject_id = v_keep
+                    and k.predicate = a.predicate and k.status = 'open');
+  update memory.conflicts set subject_id = v_keep
+   where org_id = v_org and project_id = p_project and subject_id = v_absorb;
+  insert into memory.subject_cardinalities (org_id, project_id, subject_id, predicate, cardinality, conflict_id, declared_at)
+  select c.org_id, c.project_id, v_keep, c.predicate, c.cardinality, c.conflict_id, c.declared_at
+    from memory.subject_cardinalities c
+   where c.org_id = v_org and c.project_id = p_project and c.subject_id = v_absorb
+  on conflict do nothing;
+  perform memory_internal.detect_conflicts(
+    v_org, p_project, array_agg(d.subject_id), array_agg(d.predicate), session_user)
+    from (select distinct v.subject_id, v.predicate from memory_internal.fact_versions(p_project) v
+           where v.org_id = v_org and v.subject_id = v_keep and v.invalid_at is null) d;
   delete from memory.entities e where e.org_id = v_org and e.entity_id = v_absorb;
   insert into memory.entity_aliases (org_id, project_id, normalized_alias, alias, entity_id)
   select v_org, p_project, x.normalized_alias, x.alias, v_keep
@@ -828,106 +857,10 @@ create or replace function memory_internal.cardinality(
     select coalesce(
       (select d.cardinality from memory.predicates d
         where d.org_id = p_org and d.project_id = p_project and d.predicate = p_predicate),
-      'many')
+      'unknown')
   $$;
 
-create or replace function memory.declare_predicate(
-  p_project uuid, p_predicate text, p_cardinality text)
-  returns text
-  language plpgsql
-  security definer
-  set search_path = memory_internal, memory, public, pg_temp
-as $$
-declare
-  v_org uuid := memory_internal.project_org(p_project);
-  v_pred text := memory.normalize_text(p_predicate);
-  v_card text := lower(btrim(p_cardinality));
-  v_example text;
-  v_rekeyed integer;
-  v_subjects uuid[]; v_preds text[]; v_objects text[];
-  v_src uuid[]; v_tgt uuid[];
-begin
-  if v_pred is null or v_pred = '' then
-    raise exception 'predicate "%" is empty after normalization', p_predicate
-      using errcode = 'invalid_parameter_value';
-  end if;
-  if v_card is null or v_card not in ('one', 'many') then
-    raise exception 'cardinality must be ''one'' or ''many'', not %', coalesce(quote_literal(p_cardinality), 'NULL')
-      using errcode = 'invalid_parameter_value';
-  end if;
-  -- A redeclaration changes the identities of every fact of the predicate:
-  -- no other writer of the project runs meanwhile (they hold this lock
-  -- shared, as for wipe).
-  perform memory_internal.hold_project(p_project, true);
-  perform pg_advisory_xact_lock(memory_internal.predicate_lock_key(p_project, v_pred));
-
-  insert into memory.predicates as d (org_id, project_id, predicate, cardinality)
-  values (v_org, p_project, v_pred, v_card)
-  on conflict (org_id, project_id, predicate)
-  do update set cardinality = excluded.cardinality, declared_at = now()
-  where d.cardinality <> excluded.cardinality;
-
-  -- Re-key stored facts so identities follow the declaration.  Switching to
-  -- 'one' is refused while a subject has overlapping current facts with
-  -- different objects: which one holds is the caller's decision.
-  begin
-    update memory.facts f
-       set identity_object = case v_card when 'one' then '' else f.object_key end
-     where f.fact_id in (
-             select v.fact_id from memory_internal.fact_versions(p_project) v
-              where v.predicate = v_pred
-                and v.identity_object <> case v_card when 'one' then '' else v.object_key end)
-       and f.org_id = v_org;
-    get diagnostics v_rekeyed = row_count;
-  exception when exclusion_violation then
-    select e.name into v_example
-      from memory.facts_at(p_project) a
-      join memory.facts_at(p_project) b
-        on b.subject_id = a.subject_id and b.predicate = a.predicate and b.object_key <> a.object_key
-      join memory.entities e on e.org_id = a.org_id and e.entity_id = a.subject_id
-     where a.predicate = v_pred
-     limit 1;
-    raise exception 'cannot declare "%" cardinality one: subjects such as "%" hold several objects over overlapping windows', v_pred, coalesce(v_example, '?')
-      using errcode = 'exclusion_violation',
-            hint = 'Retract or expire the extra facts first, then declare again.';
-  end;
-
-  -- From 'one' to 'many': each object is an identity of its own now, so a
-  -- window that another object's later fact ended runs to its own claimed
-  -- end again, as if the predicate had been 'many' when the facts arrived
-  -- (the state does not depend on when the declaration came).  Logged as
-  -- 'restored'; reads at an earlier known_at still see the old windows.
-  -- (From 'many' to 'one' nothing moves: it is refused above while two
-  -- objects overlap, and without overlaps each window already ends where
-  -- 'one' would end it.)
-  if v_card = 'many' and v_rekeyed > 0 then
-    -- The identities of the versions still believed (none: nothing to give back).
-    select array_agg(k.subject_id), array_agg(v_pred), array_agg(k.identity_object)
-      into v_subjects, v_preds, v_objects
-      from (select distinct v.subject_id, v.identity_object
-              from memory_internal.fact_versions(p_project) v
-             where v.org_id = v_org and v.predicate = v_pred and v.invalid_at is null) k;
-    if v_subjects is not null then
-      perform memory_internal.lock_identities(p_project, v_subjects, v_preds, v_objects);
-      perform memory_internal.begin_write(memory_internal.identities_floor(
-        v_org, p_project, v_subjects, v_preds, v_objects));
-      select coalesce(array_agg(r.subject_id), '{}'), coalesce(array_agg(r.object_entity_id), '{}')
-        into v_src, v_tgt
-        from memory_internal.restitch(
-               v_org, p_project, v_subjects, v_preds, v_objects, 'superseded', session_user,
-               format('%s declared many', v_pred)) r
-       where r.object_entity_id is not null;
-      if cardinality(v_src) > 0 then
-        perform memory_internal.sync_edges(
-          v_org, p_project, v_src, v_tgt, array_fill(v_pred, array[cardinality(v_src)]));
-      end if;
-    end if;
-  end if;
-  return v_card;
-end
-$$;
-comment on function memory.declare_predicate(uuid, text, text) is
-  'Declare a predicate ''one'' (a new object supersedes the old: works_at, lives_in) or ''many'' (likes, knows). Undeclared predicates are ''many''. Stored facts follow: switching to ''one'' is refused while a subject holds two objects at once; switching to ''many'' gives back the windows other objects had ended (logged as restored).';
+-- memory.declare_predicate: functions/055_conflicts.sql (declare_cardinality).
 
 create or replace function memory.predicates_of(p_project uuid)
   returns table (predicate text, cardinality text, declared_at timestamptz)

@@ -565,6 +565,17 @@ declare
   v_policy jsonb;
   v_red_kept integer[]; v_red_dropped jsonb; v_red_counts jsonb; v_red_fact_counts jsonb;
   v_result jsonb;
+  -- Conflicts (functions/055_conflicts.sql): the batch's predicates of
+  -- unknown cardinality, the subjects and predicates of their new claims,
+  -- and claims held back by a confirmed fact (protect_confirmed).
+  v_unknown text[];
+  v_touch_s uuid[] := '{}'; v_touch_p text[] := '{}';
+  v_conflicts uuid[] := '{}';
+  v_protect boolean;
+  v_held_items memory_internal.fact_input[]; v_held_by uuid[];
+  v_held integer := 0;
+  v_h memory_internal.fact_input;
+  v_conflict uuid;
 begin
   if current_setting('transaction_isolation') <> 'read committed' then
     raise exception 'assert_facts needs READ COMMITTED isolation, not %',
@@ -691,6 +702,18 @@ begin
                     from (select distinct i.predicate from unnest(v_items) i) d
                   offset 0) c(predicate, cardinality) on c.predicate = i.predicate) y) x;
 
+  -- Predicates of unknown cardinality: a second object of a subject opens
+  -- a conflict, so their writers also hold the (subject, predicate) lock
+  -- (the key a cardinality-one identity has) and see each other's facts.
+  v_unknown := array(select d.predicate from (select distinct i.predicate from unnest(v_items) i) d
+                      where memory_internal.cardinality(v_org, p_project, d.predicate) = 'unknown');
+  -- Extraction does not supersede a confirmed fact when the project says so
+  -- (a resolution storing a held claim is not held again).
+  v_protect := p_source = 'extraction'
+               and coalesce(current_setting('chronomem.resolving', true), '') <> 'on'
+               and exists (select from memory.projects p
+                            where p.org_id = v_org and p.project_id = p_project and p.protect_confirmed);
+
   -- 4. Lock every identity of the batch in one fixed order, so concurrent
   -- batches over the same identities queue instead of deadlocking.
   -- The record-time floor (see begin_write) is read by round 1's lookup
@@ -707,6 +730,9 @@ begin
   end if;
   perform pg_advisory_xact_lock(k)
      from (select i.lock_key as k from unnest(v_items) i
+           union
+           select memory_internal.identity_lock_key(p_project, i.subject_id, i.predicate, '')
+             from unnest(v_items) i where i.predicate = any (v_unknown)
            union
            select unnest(v_adopt_keys)
            order by 1) keys;
@@ -731,6 +757,8 @@ begin
            coalesce(array_agg(l.identity_object) filter (where l.outcome = 'inserted' and l.stamp is not null), '{}'),
            coalesce(array_agg(l.tomb_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
            coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
+           coalesce(array_agg(l.item order by l.idx) filter (where l.outcome = 'held'), '{}'),
+           coalesce(array_agg(l.held_by order by l.idx) filter (where l.outcome = 'held'), '{}'),
            v_refused + count(*) filter (where l.outcome = 'refused'),
            v_skipped + count(*) filter (where l.outcome = 'skipped'),
            -- The record-time floor: the identities' versions (above) and,
@@ -744,17 +772,18 @@ begin
                when 'refused' then jsonb_build_object(
                  'index', l.idx, 'status', 'refused', 'reason', 'retracted', 'retracted_fact_id', l.tomb_id)
                else jsonb_build_object('index', l.idx, 'status', 'skipped', 'fact_id', l.existing_id)
-             end) filter (where l.outcome <> 'inserted'), '{}')
+             end) filter (where l.outcome in ('refused', 'skipped')), '{}')
       into v_skip, v_new, v_fresh, v_stored_s, v_stored_p, v_stored_o, v_lift_tomb, v_lift_by,
-           v_refused, v_skipped, v_floor, v_out
+           v_held_items, v_held_by, v_refused, v_skipped, v_floor, v_out
       from (
         select q.*,
                case when q.tomb_id is not null and not p_override_tombstones then 'refused'
+                    when q.held_by is not null then 'held'
                     when q.existing_id is not null then 'skipped'
                     else 'inserted' end as outcome
           from (
             select i as item, i.idx, i.fact_id, i.subject_id, i.predicate, i.identity_object,
-                   t.fact_id as tomb_id, x.fact_id as existing_id, x.stamp
+                   t.fact_id as tomb_id, x.fact_id as existing_id, x.stamp, x.held_by
               from unnest(v_round) i
               -- A retracted claim stays refused unless the caller overrides.
               -- One scan of the round's subjects' live tombstones (usually
@@ -783,10 +812,18 @@ begin
                           where v.invalid_at is null and v.valid_from = i.valid_from
                             and v.object_key = i.object_key and v.content_key = i.content_key
                             and (i.valid_to is null or v.asserted_until = i.valid_to)))[1] as fact_id,
-                       max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at)) as stamp
+                       max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at)) as stamp,
+                       -- A confirmed version of another object this claim
+                       -- would close (protect_confirmed): the claim is held.
+                       (array_agg(v.fact_id) filter (
+                          where case when v_protect
+                                     then v.invalid_at is null and v.object_key <> i.object_key
+                                          and v.valid_from <= i.valid_from and v.valid_until > i.valid_from
+                                          and memory_internal.fact_standing(v_org, v.fact_id) = 'confirmed'
+                                     else false end))[1] as held_by
                   from (
                   select y.fact_id, y.fact_seq, y.invalid_at, y.valid_from, y.object_key, y.content_key,
-                         y.asserted_until, y.recorded_at, y.range_changed_at
+                         y.asserted_until, y.recorded_at, y.range_changed_at, y.valid_until
                     from memory_internal.fact_versions(p_project) y
                    where y.org_id = v_org and y.subject_id = i.subject_id
                      and y.predicate = i.predicate and y.identity_object = i.identity_object
@@ -799,6 +836,23 @@ begin
         perform memory_internal.adopt_auto_objects(v_org, p_project, v_created, v_adopt_keys, v_actor);
       end if;
     end if;
+    -- Held claims: recorded in the conflict of their subject and predicate,
+    -- beside the confirmed fact, instead of being stored.
+    for k in 1 .. coalesce(cardinality(v_held_items), 0) loop
+      v_h := v_held_items[k];
+      v_conflict := memory_internal.hold_claim(
+        v_org, p_project, v_h.subject_id, v_h.predicate, v_held_by[k],
+        jsonb_strip_nulls(jsonb_build_object(
+          'subject', v_h.subject_name, 'predicate', v_h.predicate_label, 'object', v_h.object_name,
+          'object_type', v_h.object_kind, 'content', v_h.content, 'confidence', v_h.confidence,
+          'valid_from', v_h.valid_from, 'valid_to', v_h.valid_to, 'subject_type', v_h.subject_type,
+          'object_entity_type', v_h.object_entity_type, 'source', p_source)),
+        v_h.source_episode_id, v_actor);
+      v_conflicts := v_conflicts || v_conflict;
+      v_held := v_held + 1;
+      v_out := v_out || jsonb_build_object('index', v_h.idx, 'status', 'conflict',
+                                           'conflict_id', v_conflict, 'held_by', v_held_by[k]);
+    end loop;
     if cardinality(v_skip) > 0 then
       update memory.facts f set support_count = f.support_count + 1, last_seen_at = memory_internal.txn_instant()
        where f.org_id = v_org and f.fact_id = any (v_skip);
@@ -850,7 +904,18 @@ begin
                             left join closed d on d.closed_by = i.fact_id)
       into v_superseded, v_pairs, v_edge_src, v_edge_tgt, v_edge_rel, v_out;
     v_inserted := v_inserted + cardinality(v_new);
+    v_touch_s := v_touch_s || array(select i.subject_id from unnest(v_fresh) i
+                                     where i.predicate = any (v_unknown) order by i.idx);
+    v_touch_p := v_touch_p || array(select i.predicate from unnest(v_fresh) i
+                                     where i.predicate = any (v_unknown) order by i.idx);
   end loop;
+
+  -- A new claim of an unknown predicate beside another current object of
+  -- its subject: the conflict opens (or grows) in this transaction.
+  if cardinality(v_touch_s) > 0 then
+    v_conflicts := v_conflicts || memory_internal.detect_conflicts(
+      v_org, p_project, v_touch_s, v_touch_p, v_actor, 'unknown_cardinality', p_source_episode);
+  end if;
 
   if cardinality(v_edge_src) > 0 then
     perform memory_internal.sync_edges(v_org, p_project, v_edge_src, v_edge_tgt, v_edge_rel);
@@ -866,6 +931,11 @@ begin
     'refused', v_refused, 'invalid', v_invalid,
     'superseded_pairs', v_pairs,
     'results', to_jsonb(array(select x from unnest(v_out) x order by (x ->> 'index')::integer)));
+  -- Conflicts, when the batch opened, joined or was held in any.
+  if cardinality(v_conflicts) > 0 then
+    v_result := v_result || jsonb_build_object(
+      'held', v_held, 'conflicts', to_jsonb(array(select distinct u from unnest(v_conflicts) u order by 1)));
+  end if;
   if v_policy is not null then
     v_result := memory_internal.redacted_facts_result(
       v_result, v_red_kept, v_red_dropped, v_red_counts, v_red_fact_counts);
@@ -874,4 +944,4 @@ begin
 end
 $$;
 comment on function memory.assert_facts(uuid, jsonb, text, uuid, boolean, text) is
-  'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Under a redaction policy (memory.set_redaction_rule) subject, object and content are redacted first: a fact a drop rule matches is dropped (its result says so), a refuse rule fails the call; the answer adds dropped and redactions (counts per detector, also per fact). Returns counts, superseded_pairs and a per-fact result.';
+  'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field); under the project''s protect_confirmed, an extraction claim that would supersede a confirmed fact is held in a conflict instead (status conflict, counted as held). A new claim of a predicate of unknown cardinality (undeclared) beside another current object of its subject opens or joins that subject''s conflict (the answer then adds conflicts, their ids, and held). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Under a redaction policy (memory.set_redaction_rule) subject, object and content are redacted first: a fact a drop rule matches is dropped (its result says so), a refuse rule fails the call; the answer adds dropped and redactions (counts per detector, also per fact). Returns counts, superseded_pairs and a per-fact result.';

@@ -420,6 +420,7 @@ declare
   v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
   v_n_tombstones integer := 0;
   v_before jsonb := memory_internal.store_changes(array['content']);
+  v_conflicts uuid[];
 begin
   if num_nonnulls(p_session, p_subject, p_stored_before) > 1 then
     raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
@@ -430,7 +431,7 @@ begin
   perform memory_internal.begin_write((
     select max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at))
       from memory_internal.fact_versions(p_project) v));
-  perform set_config('chronomem.wiping', 'on', true);
+  perform memory_internal.set_local('chronomem.wiping', 'on');
 
   if num_nonnulls(p_session, p_subject, p_stored_before) = 0 then
     v_scope := 'project';
@@ -508,6 +509,18 @@ begin
       into v_past_ids, v_past_ranges, v_past_changed_at, v_past_sources, v_past_targets,
            v_past_relations
       from memory_internal.replay_wiped_past(v_org, p_project, v_facts) r;
+
+    -- Conflicts a wiped fact or episode was in: their wiped members go
+    -- with the facts (foreign keys); a conflict left with fewer than two
+    -- members goes below, as if never opened.
+    v_conflicts := array(
+      select m.conflict_id from memory.conflict_members m
+       where m.org_id = v_org and m.project_id = p_project
+         and (m.fact_id = any (v_facts) or m.source_episode_id = any (coalesce(v_episodes, '{}')))
+      union
+      select c.conflict_id from memory.conflicts c
+       where c.org_id = v_org and c.project_id = p_project
+         and c.source_episode_id = any (coalesce(v_episodes, '{}')));
 
     -- Events of facts that stay but name a wiped one (the closing it
     -- caused) go too: the wiped facts are as if never asserted.
@@ -591,6 +604,15 @@ begin
     end if;
   end if;
 
+  if cardinality(v_conflicts) > 0 then
+    update memory.conflicts c set source_episode_id = null
+     where c.org_id = v_org and c.conflict_id = any (v_conflicts)
+       and c.source_episode_id = any (coalesce(v_episodes, '{}'));
+    delete from memory.conflicts c
+     where c.org_id = v_org and c.conflict_id = any (v_conflicts)
+       and (select count(*) from memory.conflict_members m
+             where m.org_id = v_org and m.conflict_id = c.conflict_id) < 2;
+  end if;
   perform memory_internal.cancel_wiped_jobs(v_org, p_project, v_deleted);
   perform memory_internal.drop_wiped_webhook_bodies(v_org, p_project, memory_internal.txn_instant());
   -- The receipt: rows deleted and changed in every content store, whatever

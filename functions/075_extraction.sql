@@ -145,6 +145,8 @@ declare
   v_target memory.facts;
   v_section text;
   v_offered uuid[];
+  v_policy text;
+  v_opened integer := 0;
 begin
   select e.* into ep from memory.episodes e where e.episode_id = p_episode;
   if ep.episode_id is null then
@@ -263,6 +265,8 @@ begin
   -- fact of the project the context did not offer included) is unknown: a
   -- model must not close facts it never saw.
   begin
+    select p.contradictions into v_policy from memory.projects p
+     where p.org_id = ep.org_id and p.project_id = ep.project_id;
     for x in select * from jsonb_array_elements(coalesce(p_payload -> 'contradictions', '[]')) loop
       if not memory_internal.is_uuid(x ->> 'fact_id') then
         v_unknown := v_unknown + 1;
@@ -275,6 +279,15 @@ begin
         v_unknown := v_unknown + 1;
         continue;
       end if;
+      -- The project's policy may leave the decision to a person: a conflict
+      -- opens instead (functions/055_conflicts.sql).
+      if v_policy = 'conflict' then
+        if memory_internal.contradiction_conflict(ep.org_id, ep.project_id, v_target.fact_id, p_episode,
+                                                  'extraction') is not null then
+          v_opened := v_opened + 1;
+        end if;
+        continue;
+      end if;
       if memory.close_fact(ep.project_id, v_target.fact_id, ep.occurred_at,
                            coalesce(x ->> 'reason', 'contradicted by episode ' || p_episode),
                            'contradicted', 'extraction') ->> 'status' = 'contradicted' then
@@ -282,7 +295,8 @@ begin
       end if;
     end loop;
     v_report := v_report || jsonb_build_object('contradictions',
-      jsonb_build_object('closed', v_closed, 'unknown_ids', v_unknown));
+      jsonb_build_object('closed', v_closed, 'unknown_ids', v_unknown)
+      || case when v_policy = 'conflict' then jsonb_build_object('conflicts', v_opened) else '{}' end);
   exception when others then
     v_failed := v_failed || 'contradictions'::text;
     v_report := v_report || jsonb_build_object('contradictions', jsonb_build_object('error', sqlerrm));
@@ -319,4 +333,4 @@ begin
 end
 $$;
 comment on function memory_worker.apply_extraction(uuid, jsonb, real, integer) is
-  'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant, and only facts memory_worker.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';
+  'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant (or, when the project''s contradictions policy is conflict, put in a conflict for a person to settle), and only facts memory_worker.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';

@@ -260,7 +260,8 @@ begin
            jsonb_build_object('text', f.content, 'subject', s.name, 'predicate', f.predicate_label,
                               'object', coalesce(o.name, f.object_literal),
                               'valid_from', lower(f.valid_range), 'valid_until', upper(f.valid_range),
-                              'confidence', f.confidence)
+                              'confidence', f.confidence,
+                              'standing', memory_internal.fact_standing(f.org_id, f.fact_id, p_known_at))
       from (select x.* from memory.facts_at(p_project, p_at, p_known_at) x
              where x.fact_id = any (p_ids)
              order by x.org_id, x.project_id, x.fact_id) f
@@ -277,7 +278,7 @@ begin
 end
 $$;
 comment on function memory_internal.search_fact_details(uuid, timestamptz, timestamptz, uuid[]) is
-  'memory.search''s details of its fact hits: for each id that holds at p_at as believed at p_known_at, text, subject, predicate, object (names, as readable_facts_at), window and confidence as JSON. Reads by key in one generic plan.';
+  'memory.search''s details of its fact hits: for each id that holds at p_at as believed at p_known_at, text, subject, predicate, object (names, as readable_facts_at), window, confidence and standing (at p_known_at) as JSON. Reads by key in one generic plan.';
 
 -- memory.search and search_rows take p_fusion, with a default: their
 -- 7-argument forms are dropped (sql/0036), or a 7-argument call would
@@ -313,6 +314,8 @@ declare
   v_leg text;
   v_ids uuid[];
   v_scores double precision[];
+  -- A leg's ranks when hits can tie (else 1, 2, 3, ...).
+  v_ranks integer[];
   v_n_hits integer;
   v_kind text;
   -- Every leg's hits, one entry per hit in these parallel arrays (kind,
@@ -406,6 +409,7 @@ begin
     continue when v_leg in ('entity', 'graph') and coalesce(v_qnorm, '') = '';
     v_ids := null;
     v_scores := null;
+    v_ranks := null;
     begin
       case v_leg
       when 'episode_vector' then
@@ -432,12 +436,20 @@ begin
         end if;
       when 'fact_vector' then
         v_kind := 'fact';
+        -- Facts at the same distance share a rank (fact_trust then orders
+        -- them: see the fusion).
         if v_facts_cached then
-          select array_agg(x.fact_id order by x.distance, x.fact_id) into v_ids
-            from memory_internal.search_fact_vector_cached(p_project, p_query_embedding, p_at, p_known_at, v_n) x;
+          select array_agg(y.fact_id order by y.o), array_agg(y.r order by y.o) into v_ids, v_ranks
+            from (select x.fact_id, row_number() over (order by x.distance, x.fact_id) as o,
+                         rank() over (order by x.distance)::integer as r
+                    from memory_internal.search_fact_vector_cached(p_project, p_query_embedding, p_at,
+                                                                   p_known_at, v_n) x) y;
         else
-          select array_agg(x.fact_id order by x.distance, x.fact_id) into v_ids
-            from memory_internal.search_fact_vector_planned(p_project, p_query_embedding, p_at, p_known_at, v_n) x;
+          select array_agg(y.fact_id order by y.o), array_agg(y.r order by y.o) into v_ids, v_ranks
+            from (select x.fact_id, row_number() over (order by x.distance, x.fact_id) as o,
+                         rank() over (order by x.distance)::integer as r
+                    from memory_internal.search_fact_vector_planned(p_project, p_query_embedding, p_at,
+                                                                    p_known_at, v_n) x) y;
         end if;
       when 'episode_fulltext' then
         v_kind := 'episode';
@@ -448,10 +460,12 @@ begin
       when 'fact_fulltext' then
         v_kind := 'fact';
         -- Ranked without a score (fusion gives it 1/(60 + rank)): the
-        -- candidates and their order are the leg's.
-        select array_agg(x.fact_id order by x.ord) into v_ids
-          from memory_internal.search_fact_fulltext(p_project, p_query, p_at, p_known_at, v_n)
-               with ordinality x(fact_id, score, ord);
+        -- candidates and their order are the leg's; facts of the same score
+        -- share a rank.
+        select array_agg(y.fact_id order by y.ord), array_agg(y.r order by y.ord) into v_ids, v_ranks
+          from (select x.fact_id, x.ord, rank() over (order by x.score desc)::integer as r
+                  from memory_internal.search_fact_fulltext(p_project, p_query, p_at, p_known_at, v_n)
+                       with ordinality x(fact_id, score, ord)) y;
       when 'entity' then
         v_kind := 'entity';
         -- An entity whose name (or alias) occurs in the question, whole
@@ -509,7 +523,7 @@ begin
       v_hit_kinds := v_hit_kinds || array_fill(v_kind, array[v_n_hits]);
       v_hit_ids := v_hit_ids || coalesce(v_ids, '{}');
       v_hit_legs := v_hit_legs || array_fill(v_leg, array[v_n_hits]);
-      v_hit_ranks := v_hit_ranks || array(select generate_series(1, v_n_hits));
+      v_hit_ranks := v_hit_ranks || coalesce(v_ranks, array(select generate_series(1, v_n_hits)));
       v_hit_scores := v_hit_scores || coalesce(v_scores, array_fill(null::double precision, array[v_n_hits]));
     exception when others then
       -- A failing leg is reported; the others still answer.
@@ -539,6 +553,7 @@ begin
   -- each other, so every episode passes a share of its score to the turns
   -- of its session d turns away, halving with each turn (1/2, 1/4, 1/8;
   -- farther shares, 1/16 and less, are dropped for cost).
+  -- Facts are weighed by their standing and confidence (fact_trust).
   -- Last, two preferences, each halving an episode's score (the discount
   -- of a turn one away in the context kernel; facts and entities are left
   -- alone).  Speaker: when the question names exactly one participant of
@@ -611,9 +626,18 @@ begin
   ), preferred as (
     select s.kind, s.id, coalesce(f.ranks, '{}') as ranks,
            s.score * case when s.speaker <> n.speaker then 0.5 else 1 end
-                   * case when not v_period @> s.occurred_at then 0.5 else 1 end as score
+                   * case when not v_period @> s.occurred_at then 0.5 else 1 end
+                   * coalesce(t.trust, 1) as score
       from scored s cross join named n
       left join fused f on f.kind = s.kind and f.id = s.id
+      -- A fact hit's standing (at p_known_at) and stored confidence
+      -- (memory_internal.fact_trust): confirmed ranks above unreviewed at
+      -- equal relevance, a less confident claim below a sure one.
+      left join lateral (
+        select memory_internal.fact_trust(memory_internal.fact_standing(v_org, x.fact_id, p_known_at),
+                                          x.confidence) as trust
+          from memory_internal.fact_versions(p_project) x
+         where x.org_id = v_org and x.fact_id = s.id) t on s.kind = 'fact'
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
       from (select s.*, row_number() over (order by s.score desc, s.kind, s.id) as position

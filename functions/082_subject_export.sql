@@ -65,6 +65,13 @@ begin
            'window_empty', isempty(v.valid_range),
            'recorded_at', v.recorded_at, 'invalid_at', v.invalid_at,
            'status', memory_internal.version_status(v.valid_range, v.invalid_at),
+           'standing', memory_internal.fact_standing(v.org_id, v.fact_id),
+           'reviews', coalesce((
+             select jsonb_agg(jsonb_build_object(
+                      'standing', r.standing, 'reviewer', r.reviewer, 'reason', r.reason,
+                      'reviewed_at', r.reviewed_at) order by r.reviewed_at, r.review_id)
+               from memory.fact_reviews r
+              where r.org_id = v.org_id and r.fact_id = v.fact_id), '[]'),
            'events', coalesce((
              select jsonb_agg(jsonb_build_object(
                       'event_id', e.event_id, 'event_type', e.event_type, 'at', e.occurred_at,
@@ -142,11 +149,16 @@ begin
                 cross join lateral memory_internal.entity_api_json(e) ej
                 where e.org_id = v_org and e.entity_id = v_entity),
     'facts', v_fact_docs, 'episodes', v_episode_docs, 'edges', v_edge_docs,
-    'notes', v_note_docs);
+    'notes', v_note_docs,
+    -- Its conflicts, open and settled (the members are among its facts).
+    'conflicts', coalesce((
+      select jsonb_agg(memory.get_conflict(p_project, c.conflict_id) order by c.opened_at, c.conflict_id)
+        from memory.conflicts c
+       where c.org_id = v_org and c.project_id = p_project and c.subject_id = v_entity), '[]'));
 end
 $$;
 comment on function memory.export_subject(uuid, text) is
-  'Everything the project holds about one subject (by name or alias), as one JSON document for a data-subject access request: its entity and aliases; every version of the facts naming it as subject or object (retracted and superseded ones too, and plain-name objects as memory.wipe finds them) with valid window, record window, status and events; the episodes that are those facts'' sources or name it (or an alias) as whole words; every edge row touching it; the notes about it. Fixed order throughout. P0002 for a subject or project not found, as memory.wipe.';
+  'Everything the project holds about one subject (by name or alias), as one JSON document for a data-subject access request: its entity and aliases; every version of the facts naming it as subject or object (retracted and superseded ones too, and plain-name objects as memory.wipe finds them) with valid window, record window, status and events; the episodes that are those facts'' sources or name it (or an alias) as whole words; every edge row touching it; the notes about it; the reviews of its facts (standing now and every review) and its conflicts (memory.get_conflict). Fixed order throughout. P0002 for a subject or project not found, as memory.wipe.';
 
 -- The API's export: the key must grant project:read on the project.
 create or replace function memory_http.export_subject(p_project uuid, p_subject text)

@@ -27,10 +27,14 @@ create or replace function memory_http.call_permissions()
       ('memory.list_facts', 'project:read'),
       ('memory.list_sessions', 'project:read'),
       ('memory.project_backlog', 'project:read'),
+      ('memory.project_overview', 'project:read'),
+      ('memory.fact_detail', 'project:read'),
       ('memory.session_messages', 'project:read'),
       ('memory_http.context', 'project:read'),
       ('memory_http.export_subject', 'project:read'),
       ('memory_http.fact_history', 'project:read'),
+      ('memory_http.get_conflict', 'project:read'),
+      ('memory_http.list_conflicts', 'project:read'),
       ('memory_http.search', 'project:read'),
       ('memory_http.timeline', 'project:read'),
       ('memory_http.assert_facts', 'project:write'),
@@ -41,11 +45,16 @@ create or replace function memory_http.call_permissions()
       ('memory_http.split_entity', 'project:write'),
       ('memory_http.upsert_entity', 'project:write'),
       ('memory_http.wipe', 'project:write'),
+      ('memory_http.resolve_conflict', 'memory:review'),
+      ('memory_http.review_fact', 'memory:review'),
       ('memory.list_webhooks', 'configuration:read'),
       ('memory.predicates_of', 'configuration:read'),
       ('memory.redaction_rules_of', 'configuration:read'),
       ('memory.webhook_event_types', 'configuration:read'),
       ('memory_http.webhook_deliveries', 'configuration:read'),
+      ('memory_http.conflict_policy', 'configuration:read'),
+      ('memory_http.predicate_changes', 'configuration:read'),
+      ('memory_http.suggest_cardinality', 'configuration:read'),
       ('memory_http.create_webhook', 'configuration:write'),
       ('memory_http.declare_predicate', 'configuration:write'),
       ('memory_http.delete_redaction_rule', 'configuration:write'),
@@ -53,6 +62,8 @@ create or replace function memory_http.call_permissions()
       ('memory_http.rotate_webhook_secret', 'configuration:write'),
       ('memory_http.set_redaction_rule', 'configuration:write'),
       ('memory_http.set_retention', 'configuration:write'),
+      ('memory_http.set_conflict_policy', 'configuration:write'),
+      ('memory_http.undo_predicate_change', 'configuration:write'),
       ('memory_http.update_webhook', 'configuration:write'),
       ('memory_http.create_api_key', 'project:manage'),
       ('memory_http.create_project', 'project:manage'),
@@ -135,10 +146,12 @@ create or replace function memory_internal.api_key_id() returns uuid
   language sql stable parallel safe
   as $$ select nullif(current_setting('chronomem.api_key_id', true), '')::uuid $$;
 
--- Who did it, for audit rows and fact events: the API key, else the role.
+-- Who did it, for audit rows and fact events: the user an OIDC session
+-- signed in, else the API key (or the session standing for it), else the role.
 create or replace function memory_internal.api_actor() returns text
   language sql stable parallel safe
-  as $$ select coalesce('api_key:' || memory_internal.api_key_id()::text, session_user::text) $$;
+  as $$ select coalesce(nullif(current_setting('chronomem.api_actor', true), ''),
+                        'api_key:' || memory_internal.api_key_id()::text, session_user::text) $$;
 
 create or replace function memory_internal.audit(
   p_org uuid, p_project uuid, p_action text, p_resource text, p_counts jsonb default '{}')
@@ -278,10 +291,18 @@ declare
   v_ok boolean;
 begin
   -- A failed attempt leaves the transaction with no org and no key.
-  perform set_config('chronomem.org_id', '', true),
-          set_config('chronomem.api_key_id', '', true),
-          set_config('chronomem.api_project_id', '', true),
-          set_config('chronomem.api_permissions', '', true);
+  perform memory_internal.set_local('chronomem.org_id', ''),
+          memory_internal.set_local('chronomem.api_key_id', ''),
+          memory_internal.set_local('chronomem.api_project_id', ''),
+          memory_internal.set_local('chronomem.api_permissions', ''),
+          memory_internal.set_local('chronomem.api_actor', '');
+  -- A sign-in session (functions/086_http_sessions.sql) stands for its key
+  -- or its OIDC mapping.
+  if left(p_token, 4) = 'cms_' then
+    select s.org_id, s.project_id, s.key_id, s.permissions into org_id, project_id, key_id, permissions
+      from memory_internal.authenticate_session(p_token) s;
+    return;
+  end if;
   if v_token.key_id is null then
     return;
   end if;
@@ -293,10 +314,10 @@ begin
     return;
   end if;
 
-  perform set_config('chronomem.org_id', k.org_id::text, true),
-          set_config('chronomem.api_key_id', k.key_id::text, true),
-          set_config('chronomem.api_project_id', k.project_id::text, true),
-          set_config('chronomem.api_permissions', k.permissions::text, true);
+  perform memory_internal.set_local('chronomem.org_id', k.org_id::text),
+          memory_internal.set_local('chronomem.api_key_id', k.key_id::text),
+          memory_internal.set_local('chronomem.api_project_id', k.project_id::text),
+          memory_internal.set_local('chronomem.api_permissions', k.permissions::text);
   -- At most once a minute, and never waiting: a request that finds the row
   -- locked (another request with the same key) leaves it.
   update memory_internal.api_keys a set last_used_at = now()
@@ -312,7 +333,7 @@ begin
 end
 $$;
 comment on function memory_http.authenticate(text) is
-  'Check an API token (cmk_<key id>_<secret>): on success scope this transaction to the key''s org (like memory.use_org) and return the key''s org, project, id and permissions; on any failure (malformed, unknown, wrong secret, revoked) all NULL and no org scope. The secret is compared in constant time.';
+  'Check an API token (cmk_<key id>_<secret>) or a sign-in session''s (cms_<session id>_<secret>, memory_http.open_key_session / open_oidc_session): on success scope this transaction to the key''s org (like memory.use_org) and return the key''s org, project, id and permissions; on any failure (malformed, unknown, wrong secret, revoked) all NULL and no org scope. The secret is compared in constant time.';
 
 create or replace function memory_http.authorize(
   p_token text, p_permission text, p_project uuid default null,

@@ -17,12 +17,15 @@ begin
              h.event_id, h.occurred_at, h.event_type, h.fact_id, h.old_fact_id, h.new_fact_id,
              h.old_range, h.new_range, h.actor, h.reason, h.subject, h.predicate, h.object,
              h.content)
+             -- The version's standing now (functions/055).
+             || jsonb_build_object('standing',
+                                   memory_internal.fact_standing(memory_internal.current_org(), h.fact_id))
            order by h.occurred_at, h.event_id)
       from memory.fact_history(p_project, p_fact) h), '[]'));
 end
 $$;
 comment on function memory_http.fact_history(uuid, uuid) is
-  'memory.fact_history as JSON with windows as bounds; no_data_found for a fact not in the project.';
+  'memory.fact_history as JSON with windows as bounds and each version''s standing now; no_data_found for a fact not in the project.';
 
 create or replace function memory_http.timeline(
   p_project uuid, p_subject text, p_predicate text default null)
@@ -44,6 +47,14 @@ begin
              'window_from', lower(t.valid_range), 'window_until', upper(t.valid_range),
              'window_empty', isempty(t.valid_range), 'recorded_at', t.recorded_at,
              'retracted_at', t.invalid_at, 'status', t.status,
+             -- Its standing now and the reviews that set it (functions/055).
+             'standing', memory_internal.fact_standing(memory_internal.current_org(), t.fact_id),
+             'reviews', coalesce((
+               select jsonb_agg(jsonb_build_object('standing', r.standing, 'reviewer', r.reviewer,
+                                                   'reason', r.reason, 'reviewed_at', r.reviewed_at)
+                                order by r.reviewed_at, r.review_id)
+                 from memory.fact_reviews r
+                where r.org_id = memory_internal.current_org() and r.fact_id = t.fact_id), '[]'),
              'events', coalesce((
                select jsonb_agg(jsonb_build_object(
                         'event', e ->> 'event', 'at', (e ->> 'at')::timestamptz,
@@ -57,7 +68,7 @@ begin
 end
 $$;
 comment on function memory_http.timeline(uuid, text, text) is
-  'memory.subject_timeline as JSON (windows as bounds), for the API.';
+  'memory.subject_timeline as JSON (windows as bounds), with each version''s standing and reviews, for the API.';
 
 -- Search and context for the API: a query embedding the client sent must
 -- have the installation's dimension (an error naming the field); one the

@@ -150,6 +150,10 @@ begin
     'predicate:' || memory.normalize_text(p_predicate));
   return query select d.predicate, d.cardinality, d.declared_at from memory.predicates_of(p_project) d
                 where d.predicate = memory.normalize_text(p_predicate);
+  -- Declared 'unknown': no declaration is left.
+  if not found then
+    return query select memory.normalize_text(p_predicate), 'unknown'::text, null::timestamptz;
+  end if;
 end
 $$;
 comment on function memory_http.declare_predicate(uuid, text, text) is

@@ -12,6 +12,7 @@ revoke execute on all functions in schema memory, memory_http, memory_worker, me
 -- readers call the rest.
 grant execute on function
   memory_internal.current_org(),
+  memory_internal.set_local(text, text),
   memory_internal.txn_instant(),
   memory_internal.read_instants(timestamptz, timestamptz),
   memory_internal.check_instants(timestamptz, timestamptz),
@@ -84,6 +85,18 @@ grant execute on function
   memory_internal.facts_naming(uuid, uuid, uuid),
   memory_internal.version_status(tstzrange, timestamptz)
   to chronomem_app, chronomem_analyst;
+-- The conflict inbox and its rules (functions/055_conflicts.sql).
+grant execute on function
+  memory.list_conflicts(uuid, text, text, integer, timestamptz, uuid),
+  memory.get_conflict(uuid, uuid),
+  memory.suggest_cardinality(uuid),
+  memory.conflict_policy(uuid),
+  memory.predicate_changes(uuid, integer),
+  memory_internal.cardinality(uuid, uuid, text),
+  memory_internal.fact_standing(uuid, uuid, timestamptz),
+  memory_internal.fact_trust(text, real),
+  memory_internal.conflict_member_json(uuid, memory.conflict_members)
+  to chronomem_app, chronomem_analyst;
 
 -- Writers: the app role only.  These are security definer: they write as
 -- the owner, under the same forced row-level security.
@@ -114,6 +127,10 @@ grant execute on function
   memory.rotate_webhook_secret(uuid, uuid),
   memory.update_webhook(uuid, uuid, text, text[], boolean),
   memory.delete_webhook(uuid, uuid),
+  memory.resolve_conflict(uuid, uuid, text, uuid, timestamptz, text, text),
+  memory.review_fact(uuid, uuid, text, text, text),
+  memory.set_conflict_policy(uuid, text, boolean, boolean, real, integer, text),
+  memory.undo_predicate_change(uuid, bigint, text),
   -- Counts across orgs: for the operator's /metrics, not for tenants' analysts.
   memory.queue_stats()
   to chronomem_app;
@@ -132,6 +149,8 @@ grant execute on function
   memory.graph_neighbors(uuid, text, integer, timestamptz, timestamptz, integer),
   memory.list_entities(uuid, text, integer),
   memory.list_communities(uuid, text, integer, integer),
+  memory.project_overview(uuid),
+  memory.fact_detail(uuid, uuid),
   memory.embedding_model(),
   -- Webhook readers read no secret.
   memory.webhook_event_types(),
@@ -182,8 +201,27 @@ grant execute on function
   memory_http.update_webhook(uuid, uuid, text, text[], boolean),
   memory_http.delete_webhook(uuid, uuid),
   memory_http.rotate_webhook_secret(uuid, uuid),
-  memory_http.webhook_deliveries(uuid, uuid, integer, bigint)
+  memory_http.webhook_deliveries(uuid, uuid, integer, bigint),
+  memory_http.list_conflicts(uuid, text, text, integer, timestamptz, uuid),
+  memory_http.get_conflict(uuid, uuid),
+  memory_http.resolve_conflict(uuid, uuid, text, uuid, timestamptz, text),
+  memory_http.review_fact(uuid, uuid, text, text),
+  memory_http.suggest_cardinality(uuid),
+  memory_http.conflict_policy(uuid),
+  memory_http.set_conflict_policy(uuid, jsonb),
+  memory_http.predicate_changes(uuid, integer),
+  memory_http.undo_predicate_change(uuid, bigint),
+  memory_http.open_key_session(text, integer),
+  memory_http.open_oidc_session(jsonb, integer),
+  memory_http.close_session(text)
   to chronomem_app;
+-- memory.set_oidc_mapping, oidc_mappings and delete_oidc_mapping: the owner
+-- only (no grant): no client role may map a token to an org.
+revoke execute on function
+  memory.set_oidc_mapping(uuid, text, text, text, text, text[]),
+  memory.oidc_mappings(),
+  memory.delete_oidc_mapping(uuid)
+  from chronomem_app, chronomem_analyst;
 -- Called by the invoker-rights functions of memory_http and memory as the
 -- calling role.
 grant execute on function

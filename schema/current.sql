@@ -242,6 +242,17 @@ declare
   v_policy jsonb;
   v_red_kept integer[]; v_red_dropped jsonb; v_red_counts jsonb; v_red_fact_counts jsonb;
   v_result jsonb;
+  -- Conflicts (functions/055_conflicts.sql): the batch's predicates of
+  -- unknown cardinality, the subjects and predicates of their new claims,
+  -- and claims held back by a confirmed fact (protect_confirmed).
+  v_unknown text[];
+  v_touch_s uuid[] := '{}'; v_touch_p text[] := '{}';
+  v_conflicts uuid[] := '{}';
+  v_protect boolean;
+  v_held_items memory_internal.fact_input[]; v_held_by uuid[];
+  v_held integer := 0;
+  v_h memory_internal.fact_input;
+  v_conflict uuid;
 begin
   if current_setting('transaction_isolation') <> 'read committed' then
     raise exception 'assert_facts needs READ COMMITTED isolation, not %',
@@ -368,6 +379,18 @@ begin
                     from (select distinct i.predicate from unnest(v_items) i) d
                   offset 0) c(predicate, cardinality) on c.predicate = i.predicate) y) x;
 
+  -- Predicates of unknown cardinality: a second object of a subject opens
+  -- a conflict, so their writers also hold the (subject, predicate) lock
+  -- (the key a cardinality-one identity has) and see each other's facts.
+  v_unknown := array(select d.predicate from (select distinct i.predicate from unnest(v_items) i) d
+                      where memory_internal.cardinality(v_org, p_project, d.predicate) = 'unknown');
+  -- Extraction does not supersede a confirmed fact when the project says so
+  -- (a resolution storing a held claim is not held again).
+  v_protect := p_source = 'extraction'
+               and coalesce(current_setting('chronomem.resolving', true), '') <> 'on'
+               and exists (select from memory.projects p
+                            where p.org_id = v_org and p.project_id = p_project and p.protect_confirmed);
+
   -- 4. Lock every identity of the batch in one fixed order, so concurrent
   -- batches over the same identities queue instead of deadlocking.
   -- The record-time floor (see begin_write) is read by round 1's lookup
@@ -384,6 +407,9 @@ begin
   end if;
   perform pg_advisory_xact_lock(k)
      from (select i.lock_key as k from unnest(v_items) i
+           union
+           select memory_internal.identity_lock_key(p_project, i.subject_id, i.predicate, '')
+             from unnest(v_items) i where i.predicate = any (v_unknown)
            union
            select unnest(v_adopt_keys)
            order by 1) keys;
@@ -408,6 +434,8 @@ begin
            coalesce(array_agg(l.identity_object) filter (where l.outcome = 'inserted' and l.stamp is not null), '{}'),
            coalesce(array_agg(l.tomb_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
            coalesce(array_agg(l.fact_id) filter (where l.outcome = 'inserted' and l.tomb_id is not null), '{}'),
+           coalesce(array_agg(l.item order by l.idx) filter (where l.outcome = 'held'), '{}'),
+           coalesce(array_agg(l.held_by order by l.idx) filter (where l.outcome = 'held'), '{}'),
            v_refused + count(*) filter (where l.outcome = 'refused'),
            v_skipped + count(*) filter (where l.outcome = 'skipped'),
            -- The record-time floor: the identities' versions (above) and,
@@ -421,17 +449,18 @@ begin
                when 'refused' then jsonb_build_object(
                  'index', l.idx, 'status', 'refused', 'reason', 'retracted', 'retracted_fact_id', l.tomb_id)
                else jsonb_build_object('index', l.idx, 'status', 'skipped', 'fact_id', l.existing_id)
-             end) filter (where l.outcome <> 'inserted'), '{}')
+             end) filter (where l.outcome in ('refused', 'skipped')), '{}')
       into v_skip, v_new, v_fresh, v_stored_s, v_stored_p, v_stored_o, v_lift_tomb, v_lift_by,
-           v_refused, v_skipped, v_floor, v_out
+           v_held_items, v_held_by, v_refused, v_skipped, v_floor, v_out
       from (
         select q.*,
                case when q.tomb_id is not null and not p_override_tombstones then 'refused'
+                    when q.held_by is not null then 'held'
                     when q.existing_id is not null then 'skipped'
                     else 'inserted' end as outcome
           from (
             select i as item, i.idx, i.fact_id, i.subject_id, i.predicate, i.identity_object,
-                   t.fact_id as tomb_id, x.fact_id as existing_id, x.stamp
+                   t.fact_id as tomb_id, x.fact_id as existing_id, x.stamp, x.held_by
               from unnest(v_round) i
               -- A retracted claim stays refused unless the caller overrides.
               -- One scan of the round's subjects' live tombstones (usually
@@ -460,10 +489,18 @@ begin
                           where v.invalid_at is null and v.valid_from = i.valid_from
                             and v.object_key = i.object_key and v.content_key = i.content_key
                             and (i.valid_to is null or v.asserted_until = i.valid_to)))[1] as fact_id,
-                       max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at)) as stamp
+                       max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at)) as stamp,
+                       -- A confirmed version of another object this claim
+                       -- would close (protect_confirmed): the claim is held.
+                       (array_agg(v.fact_id) filter (
+                          where case when v_protect
+                                     then v.invalid_at is null and v.object_key <> i.object_key
+                                          and v.valid_from <= i.valid_from and v.valid_until > i.valid_from
+                                          and memory_internal.fact_standing(v_org, v.fact_id) = 'confirmed'
+                                     else false end))[1] as held_by
                   from (
                   select y.fact_id, y.fact_seq, y.invalid_at, y.valid_from, y.object_key, y.content_key,
-                         y.asserted_until, y.recorded_at, y.range_changed_at
+                         y.asserted_until, y.recorded_at, y.range_changed_at, y.valid_until
                     from memory_internal.fact_versions(p_project) y
                    where y.org_id = v_org and y.subject_id = i.subject_id
                      and y.predicate = i.predicate and y.identity_object = i.identity_object
@@ -476,6 +513,23 @@ begin
         perform memory_internal.adopt_auto_objects(v_org, p_project, v_created, v_adopt_keys, v_actor);
       end if;
     end if;
+    -- Held claims: recorded in the conflict of their subject and predicate,
+    -- beside the confirmed fact, instead of being stored.
+    for k in 1 .. coalesce(cardinality(v_held_items), 0) loop
+      v_h := v_held_items[k];
+      v_conflict := memory_internal.hold_claim(
+        v_org, p_project, v_h.subject_id, v_h.predicate, v_held_by[k],
+        jsonb_strip_nulls(jsonb_build_object(
+          'subject', v_h.subject_name, 'predicate', v_h.predicate_label, 'object', v_h.object_name,
+          'object_type', v_h.object_kind, 'content', v_h.content, 'confidence', v_h.confidence,
+          'valid_from', v_h.valid_from, 'valid_to', v_h.valid_to, 'subject_type', v_h.subject_type,
+          'object_entity_type', v_h.object_entity_type, 'source', p_source)),
+        v_h.source_episode_id, v_actor);
+      v_conflicts := v_conflicts || v_conflict;
+      v_held := v_held + 1;
+      v_out := v_out || jsonb_build_object('index', v_h.idx, 'status', 'conflict',
+                                           'conflict_id', v_conflict, 'held_by', v_held_by[k]);
+    end loop;
     if cardinality(v_skip) > 0 then
       update memory.facts f set support_count = f.support_count + 1, last_seen_at = memory_internal.txn_instant()
        where f.org_id = v_org and f.fact_id = any (v_skip);
@@ -527,7 +581,18 @@ begin
                             left join closed d on d.closed_by = i.fact_id)
       into v_superseded, v_pairs, v_edge_src, v_edge_tgt, v_edge_rel, v_out;
     v_inserted := v_inserted + cardinality(v_new);
+    v_touch_s := v_touch_s || array(select i.subject_id from unnest(v_fresh) i
+                                     where i.predicate = any (v_unknown) order by i.idx);
+    v_touch_p := v_touch_p || array(select i.predicate from unnest(v_fresh) i
+                                     where i.predicate = any (v_unknown) order by i.idx);
   end loop;
+
+  -- A new claim of an unknown predicate beside another current object of
+  -- its subject: the conflict opens (or grows) in this transaction.
+  if cardinality(v_touch_s) > 0 then
+    v_conflicts := v_conflicts || memory_internal.detect_conflicts(
+      v_org, p_project, v_touch_s, v_touch_p, v_actor, 'unknown_cardinality', p_source_episode);
+  end if;
 
   if cardinality(v_edge_src) > 0 then
     perform memory_internal.sync_edges(v_org, p_project, v_edge_src, v_edge_tgt, v_edge_rel);
@@ -543,6 +608,11 @@ begin
     'refused', v_refused, 'invalid', v_invalid,
     'superseded_pairs', v_pairs,
     'results', to_jsonb(array(select x from unnest(v_out) x order by (x ->> 'index')::integer)));
+  -- Conflicts, when the batch opened, joined or was held in any.
+  if cardinality(v_conflicts) > 0 then
+    v_result := v_result || jsonb_build_object(
+      'held', v_held, 'conflicts', to_jsonb(array(select distinct u from unnest(v_conflicts) u order by 1)));
+  end if;
   if v_policy is not null then
     v_result := memory_internal.redacted_facts_result(
       v_result, v_red_kept, v_red_dropped, v_red_counts, v_red_fact_counts);
@@ -556,7 +626,7 @@ $$;
 -- Name: FUNCTION assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text) IS 'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Under a redaction policy (memory.set_redaction_rule) subject, object and content are redacted first: a fact a drop rule matches is dropped (its result says so), a refuse rule fails the call; the answer adds dropped and redactions (counts per detector, also per fact). Returns counts, superseded_pairs and a per-fact result.';
+COMMENT ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_source text, p_source_episode uuid, p_override_tombstones boolean, p_actor text) IS 'The one write path for facts. p_facts: JSON array of {subject, predicate, object, object_type?, content?, confidence?, valid_from?, valid_to?, source_episode_id?, subject_type?, object_entity_type?}: strings but confidence (a number), null = absent; any other key or JSON type makes the fact invalid, naming it. object_type: entity (created if missing), literal, or auto (default: the entity of that name or alias, else a literal that an entity or alias of that name created later takes over). Each fact is inserted (closing what it follows in world time), skipped (a retry: the same claim with the same valid_from is stored; a restatement from another instant is a new version), refused (a retracted claim: the tombstone covers the claim (subject, predicate, object), not the identity; p_override_tombstones lifts it) or invalid (reported with its field); under the project''s protect_confirmed, an extraction claim that would supersede a confirmed fact is held in a conflict instead (status conflict, counted as held). A new claim of a predicate of unknown cardinality (undeclared) beside another current object of its subject opens or joins that subject''s conflict (the answer then adds conflicts, their ids, and held). Instants are ISO 8601 in years 1..9999 UTC (memory_internal.try_timestamptz); zone-less ones are UTC. Under a redaction policy (memory.set_redaction_rule) subject, object and content are redacted first: a fact a drop rule matches is dropped (its result says so), a refuse rule fails the call; the answer adds dropped and redactions (counts per detector, also per fact). Returns counts, superseded_pairs and a per-fact result.';
 
 
 --
@@ -674,6 +744,30 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.compute_communities(p_project uuid, p_max_rounds integer) IS 'Group a project''s entities by label propagation over current edges (semi-synchronous: entities coloured so that linked ones differ, one colour moving at a time, which converges) and store the result in memory.communities / community_members (replacing the previous one) and the run in memory.community_runs. Returns computed (true), computed_at, counts, the rounds run (at most p_max_rounds), the colours, whether it converged and the current edges read.';
+
+
+--
+-- Name: conflict_policy(uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.conflict_policy(p_project uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    select jsonb_build_object('contradictions', p.contradictions, 'protect_confirmed', p.protect_confirmed,
+                              'learn_cardinality', p.learn_cardinality,
+                              'learn_threshold', p.learn_threshold,
+                              'learn_min_evidence', p.learn_min_evidence)
+      from memory.projects p
+     where p.org_id = memory_internal.project_org(p_project) and p.project_id = p_project
+  $$;
+
+
+--
+-- Name: FUNCTION conflict_policy(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.conflict_policy(p_project uuid) IS 'The project''s conflict policy: contradictions (close | conflict), protect_confirmed, learn_cardinality, learn_threshold, learn_min_evidence.';
 
 
 --
@@ -810,9 +904,9 @@ begin
   if p_name is null or length(btrim(p_name)) = 0 then
     raise exception 'org name must not be empty' using errcode = 'invalid_parameter_value';
   end if;
-  perform set_config('chronomem.org_id', v_org::text, true);
+  perform memory_internal.set_local('chronomem.org_id', v_org::text);
   insert into memory.orgs (org_id, name) values (v_org, btrim(p_name));
-  perform set_config('chronomem.org_id', coalesce(v_prev, ''), true);
+  perform memory_internal.set_local('chronomem.org_id', v_prev);
   return v_org;
 end
 $$;
@@ -899,92 +993,10 @@ CREATE FUNCTION memory.declare_predicate(p_project uuid, p_predicate text, p_car
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
-declare
-  v_org uuid := memory_internal.project_org(p_project);
-  v_pred text := memory.normalize_text(p_predicate);
-  v_card text := lower(btrim(p_cardinality));
-  v_example text;
-  v_rekeyed integer;
-  v_subjects uuid[]; v_preds text[]; v_objects text[];
-  v_src uuid[]; v_tgt uuid[];
 begin
-  if v_pred is null or v_pred = '' then
-    raise exception 'predicate "%" is empty after normalization', p_predicate
-      using errcode = 'invalid_parameter_value';
-  end if;
-  if v_card is null or v_card not in ('one', 'many') then
-    raise exception 'cardinality must be ''one'' or ''many'', not %', coalesce(quote_literal(p_cardinality), 'NULL')
-      using errcode = 'invalid_parameter_value';
-  end if;
-  -- A redeclaration changes the identities of every fact of the predicate:
-  -- no other writer of the project runs meanwhile (they hold this lock
-  -- shared, as for wipe).
-  perform memory_internal.hold_project(p_project, true);
-  perform pg_advisory_xact_lock(memory_internal.predicate_lock_key(p_project, v_pred));
-
-  insert into memory.predicates as d (org_id, project_id, predicate, cardinality)
-  values (v_org, p_project, v_pred, v_card)
-  on conflict (org_id, project_id, predicate)
-  do update set cardinality = excluded.cardinality, declared_at = now()
-  where d.cardinality <> excluded.cardinality;
-
-  -- Re-key stored facts so identities follow the declaration.  Switching to
-  -- 'one' is refused while a subject has overlapping current facts with
-  -- different objects: which one holds is the caller's decision.
-  begin
-    update memory.facts f
-       set identity_object = case v_card when 'one' then '' else f.object_key end
-     where f.fact_id in (
-             select v.fact_id from memory_internal.fact_versions(p_project) v
-              where v.predicate = v_pred
-                and v.identity_object <> case v_card when 'one' then '' else v.object_key end)
-       and f.org_id = v_org;
-    get diagnostics v_rekeyed = row_count;
-  exception when exclusion_violation then
-    select e.name into v_example
-      from memory.facts_at(p_project) a
-      join memory.facts_at(p_project) b
-        on b.subject_id = a.subject_id and b.predicate = a.predicate and b.object_key <> a.object_key
-      join memory.entities e on e.org_id = a.org_id and e.entity_id = a.subject_id
-     where a.predicate = v_pred
-     limit 1;
-    raise exception 'cannot declare "%" cardinality one: subjects such as "%" hold several objects over overlapping windows', v_pred, coalesce(v_example, '?')
-      using errcode = 'exclusion_violation',
-            hint = 'Retract or expire the extra facts first, then declare again.';
-  end;
-
-  -- From 'one' to 'many': each object is an identity of its own now, so a
-  -- window that another object's later fact ended runs to its own claimed
-  -- end again, as if the predicate had been 'many' when the facts arrived
-  -- (the state does not depend on when the declaration came).  Logged as
-  -- 'restored'; reads at an earlier known_at still see the old windows.
-  -- (From 'many' to 'one' nothing moves: it is refused above while two
-  -- objects overlap, and without overlaps each window already ends where
-  -- 'one' would end it.)
-  if v_card = 'many' and v_rekeyed > 0 then
-    -- The identities of the versions still believed (none: nothing to give back).
-    select array_agg(k.subject_id), array_agg(v_pred), array_agg(k.identity_object)
-      into v_subjects, v_preds, v_objects
-      from (select distinct v.subject_id, v.identity_object
-              from memory_internal.fact_versions(p_project) v
-             where v.org_id = v_org and v.predicate = v_pred and v.invalid_at is null) k;
-    if v_subjects is not null then
-      perform memory_internal.lock_identities(p_project, v_subjects, v_preds, v_objects);
-      perform memory_internal.begin_write(memory_internal.identities_floor(
-        v_org, p_project, v_subjects, v_preds, v_objects));
-      select coalesce(array_agg(r.subject_id), '{}'), coalesce(array_agg(r.object_entity_id), '{}')
-        into v_src, v_tgt
-        from memory_internal.restitch(
-               v_org, p_project, v_subjects, v_preds, v_objects, 'superseded', session_user,
-               format('%s declared many', v_pred)) r
-       where r.object_entity_id is not null;
-      if cardinality(v_src) > 0 then
-        perform memory_internal.sync_edges(
-          v_org, p_project, v_src, v_tgt, array_fill(v_pred, array[cardinality(v_src)]));
-      end if;
-    end if;
-  end if;
-  return v_card;
+  -- (PL/pgSQL: api_actor is defined with the HTTP layer, after this file.)
+  return memory_internal.declare_cardinality(p_project, p_predicate, p_cardinality, 'declared',
+                                             null, null, memory_internal.api_actor());
 end
 $$;
 
@@ -993,7 +1005,40 @@ $$;
 -- Name: FUNCTION declare_predicate(p_project uuid, p_predicate text, p_cardinality text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.declare_predicate(p_project uuid, p_predicate text, p_cardinality text) IS 'Declare a predicate ''one'' (a new object supersedes the old: works_at, lives_in) or ''many'' (likes, knows). Undeclared predicates are ''many''. Stored facts follow: switching to ''one'' is refused while a subject holds two objects at once; switching to ''many'' gives back the windows other objects had ended (logged as restored).';
+COMMENT ON FUNCTION memory.declare_predicate(p_project uuid, p_predicate text, p_cardinality text) IS 'Declare a predicate ''one'' (a new object supersedes the old: works_at, lives_in), ''many'' (likes, knows) or ''unknown'' (no declaration, the default: two objects at once open a conflict). Stored facts follow: from unknown to one, the newer object supersedes by world-time order and the open conflicts resolve as declared_one; to many they resolve as declared_many; from many to one is refused while a subject holds two objects at once; from one to many or unknown gives back the windows other objects had ended (logged as restored). Logged in memory.predicate_changes.';
+
+
+--
+-- Name: delete_oidc_mapping(uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.delete_oidc_mapping(p_mapping uuid) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.current_org();
+  v_project uuid;
+begin
+  delete from memory_internal.oidc_mappings m where m.org_id = v_org and m.mapping_id = p_mapping
+  returning m.project_id into v_project;
+  if v_project is null then
+    return false;
+  end if;
+  delete from memory_internal.auth_sessions s
+   where s.org_id = v_org and p_mapping = any (s.mapping_ids);
+  perform memory_internal.audit(v_org, v_project, 'oidc_mapping.delete',
+                                'oidc_mapping:' || p_mapping);
+  return true;
+end
+$$;
+
+
+--
+-- Name: FUNCTION delete_oidc_mapping(p_mapping uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.delete_oidc_mapping(p_mapping uuid) IS 'For operators (owner role): delete an OIDC mapping of the current org and end the sessions it granted; false when there is none.';
 
 
 --
@@ -1259,6 +1304,13 @@ begin
            'window_empty', isempty(v.valid_range),
            'recorded_at', v.recorded_at, 'invalid_at', v.invalid_at,
            'status', memory_internal.version_status(v.valid_range, v.invalid_at),
+           'standing', memory_internal.fact_standing(v.org_id, v.fact_id),
+           'reviews', coalesce((
+             select jsonb_agg(jsonb_build_object(
+                      'standing', r.standing, 'reviewer', r.reviewer, 'reason', r.reason,
+                      'reviewed_at', r.reviewed_at) order by r.reviewed_at, r.review_id)
+               from memory.fact_reviews r
+              where r.org_id = v.org_id and r.fact_id = v.fact_id), '[]'),
            'events', coalesce((
              select jsonb_agg(jsonb_build_object(
                       'event_id', e.event_id, 'event_type', e.event_type, 'at', e.occurred_at,
@@ -1336,7 +1388,12 @@ begin
                 cross join lateral memory_internal.entity_api_json(e) ej
                 where e.org_id = v_org and e.entity_id = v_entity),
     'facts', v_fact_docs, 'episodes', v_episode_docs, 'edges', v_edge_docs,
-    'notes', v_note_docs);
+    'notes', v_note_docs,
+    -- Its conflicts, open and settled (the members are among its facts).
+    'conflicts', coalesce((
+      select jsonb_agg(memory.get_conflict(p_project, c.conflict_id) order by c.opened_at, c.conflict_id)
+        from memory.conflicts c
+       where c.org_id = v_org and c.project_id = p_project and c.subject_id = v_entity), '[]'));
 end
 $$;
 
@@ -1345,7 +1402,7 @@ $$;
 -- Name: FUNCTION export_subject(p_project uuid, p_subject text); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.export_subject(p_project uuid, p_subject text) IS 'Everything the project holds about one subject (by name or alias), as one JSON document for a data-subject access request: its entity and aliases; every version of the facts naming it as subject or object (retracted and superseded ones too, and plain-name objects as memory.wipe finds them) with valid window, record window, status and events; the episodes that are those facts'' sources or name it (or an alias) as whole words; every edge row touching it; the notes about it. Fixed order throughout. P0002 for a subject or project not found, as memory.wipe.';
+COMMENT ON FUNCTION memory.export_subject(p_project uuid, p_subject text) IS 'Everything the project holds about one subject (by name or alias), as one JSON document for a data-subject access request: its entity and aliases; every version of the facts naming it as subject or object (retracted and superseded ones too, and plain-name objects as memory.wipe finds them) with valid window, record window, status and events; the episodes that are those facts'' sources or name it (or an alias) as whole words; every edge row touching it; the notes about it; the reviews of its facts (standing now and every review) and its conflicts (memory.get_conflict). Fixed order throughout. P0002 for a subject or project not found, as memory.wipe.';
 
 
 --
@@ -1445,6 +1502,57 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.fact_changes(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone, p_after text, p_limit integer) IS 'What the store came to believe between two record-time instants: every event of the project''s facts (asserted, superseded, contradicted, expired, retracted, restored) after p_since (NULL: the beginning) and at or before p_until (NULL: now), oldest first, each with its fact''s subject, predicate, object and content; p_limit (1-1000) a page, next_cursor as p_after for the next. An event shows once its writer commits, stamped with its writer''s record-time instant: a span ending now can still gain events of writers running now.';
+
+
+--
+-- Name: fact_detail(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.fact_detail(p_project uuid, p_fact uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_answer jsonb;
+begin
+  select jsonb_build_object(
+           'fact_id', f.fact_id, 'subject', s.name, 'predicate', f.predicate_label,
+           'object', coalesce(o.name, f.object_literal), 'object_entity_id', f.object_entity_id,
+           'content', f.content, 'window_from', lower(f.valid_range),
+           'window_until', upper(f.valid_range), 'window_empty', isempty(f.valid_range),
+           'valid_from', f.valid_from, 'recorded_at', f.recorded_at,
+           'retracted_at', f.invalid_at,
+           'status', memory_internal.version_status(f.valid_range, f.invalid_at),
+           'confidence', f.confidence, 'source', f.source,
+           'source_episode', (
+             select jsonb_build_object(
+                      'episode_id', e.episode_id, 'session', ss.external_id, 'seq', e.seq,
+                      'role', e.role, 'occurred_at', e.occurred_at,
+                      'excerpt', left(e.content, 500), 'truncated', length(e.content) > 500)
+               from memory.episodes e
+               join memory.sessions ss on ss.org_id = e.org_id and ss.session_id = e.session_id
+              where e.org_id = f.org_id and e.episode_id = f.source_episode_id))
+    into v_answer
+    from memory_internal.fact_versions(p_project) f
+    join memory.entities s on s.org_id = f.org_id and s.entity_id = f.subject_id
+    left join memory.entities o on o.org_id = f.org_id and o.entity_id = f.object_entity_id
+   where f.org_id = v_org and f.fact_id = p_fact;
+  if v_answer is null then
+    raise exception 'fact % not found in project %', p_fact, p_project
+      using errcode = 'no_data_found';
+  end if;
+  return v_answer;
+end
+$$;
+
+
+--
+-- Name: FUNCTION fact_detail(p_project uuid, p_fact uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.fact_detail(p_project uuid, p_fact uuid) IS 'One stored version of a fact (closed and retracted ones too): its triple by name, window, record time, status, confidence and source, with an excerpt (the first 500 characters) of the episode it was drawn from. no_data_found for a fact not in the project.';
 
 
 --
@@ -1661,6 +1769,50 @@ CREATE FUNCTION memory.facts_at(p_project uuid, p_at timestamp with time zone DE
 --
 
 COMMENT ON FUNCTION memory.facts_at(p_project uuid, p_at timestamp with time zone, p_known_at timestamp with time zone) IS 'The effective-at predicate: facts of a project that hold at world instant p_at, as the store believed at p_known_at (both default now, and NULL means now too; known_at''s now includes this transaction''s own writes). Every read of facts goes through it.';
+
+
+--
+-- Name: get_conflict(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.get_conflict(p_project uuid, p_conflict uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  c memory.conflicts;
+begin
+  select x.* into c from memory.conflicts x
+   where x.org_id = v_org and x.project_id = p_project and x.conflict_id = p_conflict;
+  if c.conflict_id is null then
+    raise exception 'conflict % not found in project %', p_conflict, p_project using errcode = 'no_data_found';
+  end if;
+  return jsonb_build_object(
+    'conflict_id', c.conflict_id,
+    'subject', (select e.name from memory.entities e where e.org_id = v_org and e.entity_id = c.subject_id),
+    'predicate', c.predicate, 'status', c.status, 'resolution', c.resolution, 'cause', c.cause,
+    'opened_at', c.opened_at, 'resolved_at', c.resolved_at, 'resolved_by', c.resolved_by,
+    'reason', c.reason, 'source_episode_id', c.source_episode_id,
+    'members', coalesce((select jsonb_agg(memory_internal.conflict_member_json(v_org, m)
+                                          order by m.added_at, m.member_id)
+                           from memory.conflict_members m
+                          where m.org_id = v_org and m.conflict_id = c.conflict_id), '[]'),
+    'events', coalesce((select jsonb_agg(jsonb_build_object(
+                                  'event_type', e.event_type, 'at', e.recorded_at, 'actor', e.actor,
+                                  'reason', e.reason, 'detail', e.detail) order by e.event_id)
+                          from memory.conflict_events e
+                         where e.org_id = v_org and e.conflict_id = c.conflict_id), '[]'));
+end
+$$;
+
+
+--
+-- Name: FUNCTION get_conflict(p_project uuid, p_conflict uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.get_conflict(p_project uuid, p_conflict uuid) IS 'One conflict with its members (facts with object, window, current, standing, confidence; held claims) and its events; no_data_found for another project''s or org''s id.';
 
 
 --
@@ -2043,6 +2195,55 @@ COMMENT ON FUNCTION memory.list_communities(p_project uuid, p_after text, p_limi
 
 
 --
+-- Name: list_conflicts(uuid, text, text, integer, timestamp with time zone, uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.list_conflicts(p_project uuid, p_status text DEFAULT 'open'::text, p_predicate text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_before_id uuid DEFAULT NULL::uuid) RETURNS TABLE(conflict_id uuid, subject text, predicate text, status text, resolution text, cause text, members integer, opened_at timestamp with time zone, resolved_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_predicate text := memory.normalize_text(p_predicate);
+begin
+  if p_status is null or p_status not in ('open', 'resolved', 'all') then
+    raise exception 'status must be open, resolved or all, not %', coalesce(quote_literal(p_status), 'NULL')
+      using errcode = 'invalid_parameter_value', detail = 'status';
+  end if;
+  if p_limit is null or p_limit not between 1 and 500 then
+    raise exception 'limit must be between 1 and 500' using errcode = 'invalid_parameter_value',
+      detail = 'limit';
+  end if;
+  return query
+    select c.conflict_id, s.name, c.predicate, c.status, c.resolution, c.cause,
+           (select count(*)::integer from memory.conflict_members m
+             where m.org_id = c.org_id and m.conflict_id = c.conflict_id),
+           c.opened_at, c.resolved_at
+      from memory.conflicts c
+      join memory.entities s on s.org_id = c.org_id and s.entity_id = c.subject_id
+     where c.org_id = v_org and c.project_id = p_project
+       and (p_status = 'all' or c.status = p_status)
+       and (v_predicate is null or c.predicate = v_predicate)
+       -- The cursor is the last row's (opened_at, conflict_id): conflicts a
+       -- transaction opened together share their opened_at.
+       and (p_before is null
+            or (p_before_id is null and c.opened_at < p_before)
+            or (c.opened_at, c.conflict_id) < (p_before, p_before_id))
+     order by c.opened_at desc, c.conflict_id desc
+     limit p_limit;
+end
+$$;
+
+
+--
+-- Name: FUNCTION list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid) IS 'The conflict inbox: conflicts of a project (open by default; resolved or all), newest first (opened_at, then conflict_id, descending), with subject, predicate, cause, resolution and member count; page with p_before and p_before_id (the last row''s opened_at and conflict_id; p_before alone: older than it). What do I know that disagrees?';
+
+
+--
 -- Name: list_entities(uuid, text, integer); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -2364,6 +2565,35 @@ begin
     returning a.normalized_alias, a.alias)
   select array_agg(g.normalized_alias), array_agg(g.alias) into v_alias_norms, v_alias_texts
     from gone g;
+  -- Its conflicts and keep_both exceptions are the kept entity's; an open
+  -- conflict of a predicate the kept entity has one open for too joins
+  -- that one.  Then the kept entity's disagreements that the merge made
+  -- (two objects at once of an unknown predicate) open conflicts
+  -- (functions/055_conflicts.sql; the project lock is held exclusively).
+  insert into memory.conflict_members (org_id, project_id, conflict_id, fact_id, claim, source_episode_id, outcome, added_at)
+  select m.org_id, m.project_id, k.conflict_id, m.fact_id, m.claim, m.source_episode_id, m.outcome, m.added_at
+    from memory.conflicts a
+    join memory.conflicts k on k.org_id = a.org_id and k.project_id = a.project_id
+     and k.subject_id = v_keep and k.predicate = a.predicate and k.status = 'open'
+    join memory.conflict_members m on m.org_id = a.org_id and m.conflict_id = a.conflict_id
+   where a.org_id = v_org and a.project_id = p_project and a.subject_id = v_absorb and a.status = 'open'
+  on conflict (org_id, conflict_id, fact_id) do nothing;
+  delete from memory.conflicts a
+   where a.org_id = v_org and a.project_id = p_project and a.subject_id = v_absorb and a.status = 'open'
+     and exists (select from memory.conflicts k
+                  where k.org_id = a.org_id and k.project_id = a.project_id and k.subject_id = v_keep
+                    and k.predicate = a.predicate and k.status = 'open');
+  update memory.conflicts set subject_id = v_keep
+   where org_id = v_org and project_id = p_project and subject_id = v_absorb;
+  insert into memory.subject_cardinalities (org_id, project_id, subject_id, predicate, cardinality, conflict_id, declared_at)
+  select c.org_id, c.project_id, v_keep, c.predicate, c.cardinality, c.conflict_id, c.declared_at
+    from memory.subject_cardinalities c
+   where c.org_id = v_org and c.project_id = p_project and c.subject_id = v_absorb
+  on conflict do nothing;
+  perform memory_internal.detect_conflicts(
+    v_org, p_project, array_agg(d.subject_id), array_agg(d.predicate), session_user)
+    from (select distinct v.subject_id, v.predicate from memory_internal.fact_versions(p_project) v
+           where v.org_id = v_org and v.subject_id = v_keep and v.invalid_at is null) d;
   delete from memory.entities e where e.org_id = v_org and e.entity_id = v_absorb;
   insert into memory.entity_aliases (org_id, project_id, normalized_alias, alias, entity_id)
   select v_org, p_project, x.normalized_alias, x.alias, v_keep
@@ -2437,6 +2667,63 @@ COMMENT ON FUNCTION memory.normalize_text(p_text text) IS 'The one normalization
 
 
 --
+-- Name: oidc_mappings(); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.oidc_mappings() RETURNS TABLE(mapping_id uuid, project_id uuid, issuer text, audience text, claim text, value text, permissions text[], created_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+  select m.mapping_id, m.project_id, m.issuer, m.audience, m.claim, m.value, m.permissions,
+         m.created_at
+    from memory_internal.oidc_mappings m
+   where m.org_id = memory_internal.current_org()
+   order by m.created_at, m.mapping_id
+$$;
+
+
+--
+-- Name: FUNCTION oidc_mappings(); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.oidc_mappings() IS 'For operators (owner role): the OIDC mappings of the current org, oldest first.';
+
+
+--
+-- Name: predicate_changes(uuid, integer); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.predicate_changes(p_project uuid, p_limit integer DEFAULT 50) RETURNS TABLE(change_id bigint, predicate text, old_cardinality text, new_cardinality text, cause text, evidence jsonb, undoes bigint, actor text, changed_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  if p_limit is null or p_limit not between 1 and 500 then
+    raise exception 'limit must be between 1 and 500' using errcode = 'invalid_parameter_value',
+      detail = 'limit';
+  end if;
+  return query
+    select c.change_id, c.predicate, c.old_cardinality, c.new_cardinality, c.cause, c.evidence,
+           c.undoes, c.actor, c.changed_at
+      from memory.predicate_changes c
+     where c.org_id = v_org and c.project_id = p_project
+     order by c.change_id desc
+     limit p_limit;
+end
+$$;
+
+
+--
+-- Name: FUNCTION predicate_changes(p_project uuid, p_limit integer); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.predicate_changes(p_project uuid, p_limit integer) IS 'Every change of the project''s predicates'' cardinality, newest first: declared, learned (with the evidence) or undone.';
+
+
+--
 -- Name: predicates_of(uuid); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -2499,6 +2786,69 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.project_backlog(p_project uuid) IS 'A project''s jobs not yet done, per kind (enrich, embed, deliver_webhook, communities): queued, running, waiting and dead counts and the oldest queued job''s creation time; caught_up is true when no enrich or embed job of the project is queued, running or waiting (extraction and embeddings reflect everything written before).';
+
+
+--
+-- Name: project_overview(uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.project_overview(p_project uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_current bigint;
+  v_versions bigint;
+begin
+  select count(*) into v_current from memory.facts_at(p_project) f;
+  select count(*) into v_versions from memory_internal.fact_versions(p_project) v
+   where v.org_id = v_org;
+  return jsonb_build_object(
+    'project', (select jsonb_build_object('project_id', p.project_id, 'name', p.name,
+                                          'created_at', p.created_at)
+                  from memory.projects p where p.org_id = v_org and p.project_id = p_project),
+    'facts_current', v_current,
+    -- Versions that do not hold now: superseded, closed, retracted or not yet valid.
+    'facts_historical', v_versions - v_current,
+    'episodes', (select count(*) from memory.episodes e
+                  where e.org_id = v_org and e.project_id = p_project),
+    'sessions', (select count(*) from memory.sessions s
+                  where s.org_id = v_org and s.project_id = p_project),
+    'entities', (select count(*) from memory.entities e
+                  where e.org_id = v_org and e.project_id = p_project),
+    'backlog', memory.project_backlog(p_project),
+    'webhooks', jsonb_build_object(
+      'endpoints', (select count(*) from memory.webhook_endpoints w
+                     where w.org_id = v_org and w.project_id = p_project
+                       and w.deleted_at is null),
+      'enabled', (select count(*) from memory.webhook_endpoints w
+                   where w.org_id = v_org and w.project_id = p_project
+                     and w.deleted_at is null and w.enabled),
+      -- Attempts of the last 24 hours by outcome, and the last failure.
+      'last_day', (select jsonb_build_object(
+                            'delivered', count(*) filter (where d.outcome = 'delivered'),
+                            'retrying', count(*) filter (where d.outcome = 'retrying'),
+                            'failed', count(*) filter (where d.outcome = 'failed'))
+                     from memory.webhook_delivery_log d
+                    where d.org_id = v_org and d.project_id = p_project
+                      and d.attempted_at > now() - interval '24 hours'),
+      'last_failure', (select jsonb_build_object('at', d.attempted_at,
+                                                 'status_code', d.status_code, 'error', d.error)
+                         from memory.webhook_delivery_log d
+                        where d.org_id = v_org and d.project_id = p_project
+                          and d.outcome <> 'delivered'
+                        order by d.delivery_id desc limit 1)));
+end
+$$;
+
+
+--
+-- Name: FUNCTION project_overview(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.project_overview(p_project uuid) IS 'A project at a glance, as the console''s overview shows it: facts that hold now (memory.facts_at) and the other stored versions, episodes, sessions and entities counted, memory.project_backlog, and webhook health (endpoints, enabled ones, attempts of the last 24 hours by outcome, the last failed attempt). Counts every fact of the project: a read for people, not for a hot path.';
 
 
 --
@@ -2769,7 +3119,7 @@ begin
   -- ids each.  The owner reads content only under an org scope (forced
   -- RLS); every org has its periodic schedules, which the owner may read.
   for v_org in select distinct s.org_id from memory.job_schedules s order by 1 loop
-    perform set_config('chronomem.org_id', v_org::text, true);
+    perform memory_internal.set_local('chronomem.org_id', v_org::text);
     insert into memory.jobs (org_id, project_id, kind, payload)
     select v_org, c.project_id, 'embed', jsonb_build_object('kind', 'episode', 'ids', jsonb_agg(c.id))
       from (select e.project_id, e.episode_id as id,
@@ -2799,7 +3149,7 @@ begin
     get diagnostics v_n = row_count;
     v_entity_jobs := v_entity_jobs + v_n;
   end loop;
-  perform set_config('chronomem.org_id', coalesce(v_prev_org, ''), true);
+  perform memory_internal.set_local('chronomem.org_id', v_prev_org);
 
   return jsonb_build_object(
     'dim', p_dim, 'model', p_model,
@@ -2854,6 +3204,195 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.refresh_communities(p_project uuid, p_max_rounds integer) IS 'Compute a project''s communities again (memory.compute_communities) only if its current edges changed since the last run (memory.community_runs), else return that run''s time and counts (as compute_communities returned them, without the colours) with computed = false. What the periodic communities job calls for each project.';
+
+
+--
+-- Name: resolve_conflict(uuid, uuid, text, uuid, timestamp with time zone, text, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid DEFAULT NULL::uuid, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_reason text DEFAULT NULL::text, p_actor text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_actor text := coalesce(p_actor, session_user);
+  c memory.conflicts;
+  w memory.conflict_members;
+  m record;
+  f memory.facts;
+  v_at timestamptz;
+  v_closed uuid[] := '{}';
+  v_retracted uuid[] := '{}';
+  v_asserted uuid[] := '{}';
+  v_result jsonb;
+  v_claim jsonb;
+  v_left integer;
+  v_resolution text;
+begin
+  if p_resolution is null or p_resolution not in ('keep_both', 'supersede', 'retract') then
+    raise exception 'resolution must be keep_both, supersede or retract, not %',
+      coalesce(quote_literal(p_resolution), 'NULL')
+      using errcode = 'invalid_parameter_value', detail = 'resolution';
+  end if;
+  perform memory_internal.check_instants(p_at, null);
+  -- A project that learns cardinality may declare a predicate at the end of
+  -- this call, which takes the project lock exclusively: taken so from the
+  -- start, so two resolvers queue instead of each waiting for the other's
+  -- upgrade (docs/decisions/004-lock-order.md).
+  perform memory_internal.hold_project(p_project, coalesce(
+    (select p.learn_cardinality from memory.projects p where p.org_id = v_org and p.project_id = p_project),
+    false));
+  select x.* into c from memory.conflicts x
+   where x.org_id = v_org and x.project_id = p_project and x.conflict_id = p_conflict;
+  if c.conflict_id is null then
+    raise exception 'conflict % not found in project %', p_conflict, p_project using errcode = 'no_data_found';
+  end if;
+  -- The conflict's (subject, predicate) lock and its facts' identities, in
+  -- the one lock order; then the row, so two resolvers queue.
+  perform memory_internal.lock_identities(
+    p_project, array_agg(k.s) || c.subject_id, array_agg(k.p) || c.predicate,
+    array_agg(k.o) || ''::text)
+    from (select f2.subject_id as s, f2.predicate as p, f2.identity_object as o
+            from memory.conflict_members m2
+            join memory_internal.fact_versions(p_project) f2 on f2.org_id = m2.org_id and f2.fact_id = m2.fact_id
+           where m2.org_id = v_org and m2.conflict_id = c.conflict_id) k;
+  select x.* into c from memory.conflicts x
+   where x.org_id = v_org and x.conflict_id = p_conflict for update;
+  if c.status <> 'open' then
+    raise exception 'conflict % is already resolved (%)', p_conflict, c.resolution
+      using errcode = 'object_not_in_prerequisite_state', detail = 'conflict_id';
+  end if;
+  if p_resolution <> 'keep_both' then
+    if p_member is null then
+      raise exception '% needs the member it is about (member_id)', p_resolution
+        using errcode = 'invalid_parameter_value', detail = 'member_id';
+    end if;
+    select x.* into w from memory.conflict_members x
+     where x.org_id = v_org and x.conflict_id = c.conflict_id and x.member_id = p_member;
+    if w.member_id is null then
+      raise exception 'member % is not a member of conflict %', p_member, p_conflict
+        using errcode = 'invalid_parameter_value', detail = 'member_id';
+    end if;
+  end if;
+
+  case p_resolution
+  when 'keep_both' then
+    -- Both hold: the predicate is many for this subject.  (Not for a
+    -- cardinality-one predicate, whose identity cannot hold two objects.)
+    if memory_internal.cardinality(v_org, p_project, c.predicate) = 'one'
+       or exists (select from memory.conflict_members x
+                   where x.org_id = v_org and x.conflict_id = c.conflict_id and x.fact_id is null) then
+      raise exception 'keep_both is not possible: "%" is cardinality one for this conflict''s claims', c.predicate
+        using errcode = 'invalid_parameter_value', detail = 'resolution',
+              hint = 'Supersede or retract instead, or declare the predicate many.';
+    end if;
+    insert into memory.subject_cardinalities (org_id, project_id, subject_id, predicate, cardinality, conflict_id)
+    values (v_org, p_project, c.subject_id, c.predicate, 'many', c.conflict_id)
+    on conflict do nothing;
+    update memory.conflict_members set outcome = 'kept'
+     where org_id = v_org and conflict_id = c.conflict_id;
+    v_resolution := 'kept';
+  when 'supersede' then
+    if w.fact_id is not null then
+      select x.* into f from memory_internal.fact_versions(p_project) x
+       where x.org_id = v_org and x.fact_id = w.fact_id;
+      if f.invalid_at is not null then
+        raise exception 'the winner % is retracted', w.fact_id
+          using errcode = 'invalid_parameter_value', detail = 'member_id';
+      end if;
+      v_at := coalesce(p_at, f.valid_from);
+    else
+      -- The winner is a held claim: stored now (from p_at when given), it
+      -- supersedes by world-time order as cardinality one does.
+      v_claim := w.claim || case when p_at is null then '{}'::jsonb
+                                 else jsonb_build_object('valid_from', p_at) end;
+      perform memory_internal.set_local('chronomem.resolving', 'on');
+      v_result := memory.assert_facts(p_project, jsonb_build_array(v_claim - 'source'),
+                                      coalesce(w.claim ->> 'source', 'api'), w.source_episode_id,
+                                      true, v_actor);
+      perform memory_internal.set_local('chronomem.resolving', '');
+      if v_result #>> '{results,0,status}' not in ('inserted', 'skipped') then
+        raise exception 'the held claim could not be stored: %', v_result -> 'results'
+          using errcode = 'invalid_parameter_value', detail = 'member_id';
+      end if;
+      v_asserted := v_asserted || (v_result #>> '{results,0,fact_id}')::uuid;
+      v_at := coalesce(p_at, memory_internal.try_timestamptz(w.claim ->> 'valid_from'));
+    end if;
+    -- Every other current fact of the conflict stops holding at v_at (at
+    -- its own start, if that is later: it then held at no instant).
+    for m in select x.fact_id from memory.conflict_members x
+              join memory_internal.fact_versions(p_project) y on y.org_id = x.org_id and y.fact_id = x.fact_id
+             where x.org_id = v_org and x.conflict_id = c.conflict_id and x.member_id <> w.member_id
+               and y.invalid_at is null and not isempty(y.valid_range)
+             order by x.fact_id loop
+      if memory.close_fact(p_project, m.fact_id, coalesce(v_at, now()),
+                           coalesce(p_reason, format('conflict %s resolved: superseded', c.conflict_id)),
+                           'contradicted', v_actor) ->> 'status' = 'contradicted' then
+        v_closed := v_closed || m.fact_id;
+      end if;
+    end loop;
+    update memory.conflict_members set outcome = case when member_id = w.member_id then 'won' else 'lost' end
+     where org_id = v_org and conflict_id = c.conflict_id;
+    v_resolution := 'superseded';
+  when 'retract' then
+    if w.fact_id is not null then
+      perform memory.retract_fact(p_project, w.fact_id,
+                                  coalesce(p_reason, format('conflict %s resolved: retracted', c.conflict_id)),
+                                  v_actor);
+      v_retracted := v_retracted || w.fact_id;
+    end if;
+    update memory.conflict_members set outcome = 'retracted'
+     where org_id = v_org and member_id = w.member_id;
+    -- Settled once no two current members disagree and no claim is held.
+    select count(distinct y.object_key) + count(*) filter (where x.fact_id is null and x.outcome is null)
+      into v_left
+      from memory.conflict_members x
+      left join memory_internal.fact_versions(p_project) y on y.org_id = x.org_id and y.fact_id = x.fact_id
+                              and y.invalid_at is null and not isempty(y.valid_range)
+     where x.org_id = v_org and x.conflict_id = c.conflict_id
+       and (y.fact_id is not null or x.fact_id is null);
+    if v_left >= 2 then
+      insert into memory.conflict_events (org_id, project_id, conflict_id, event_type, actor, reason, detail)
+      values (v_org, p_project, c.conflict_id, 'member_retracted', v_actor, p_reason,
+              jsonb_build_object('member_id', w.member_id, 'retracted', to_jsonb(v_retracted)));
+      insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+      values (v_org, p_project, 'resolve_conflict', 'conflict:' || c.conflict_id, v_actor,
+              jsonb_build_object('retracted', cardinality(v_retracted)));
+      return jsonb_build_object('conflict_id', c.conflict_id, 'status', 'open', 'resolution', null,
+                                'closed', '[]'::jsonb, 'retracted', to_jsonb(v_retracted),
+                                'asserted', '[]'::jsonb);
+    end if;
+    v_resolution := 'retracted';
+  end case;
+
+  update memory.conflicts set status = 'resolved', resolution = v_resolution,
+                              resolved_at = memory_internal.txn_instant(), resolved_by = v_actor,
+                              reason = p_reason
+   where org_id = v_org and conflict_id = c.conflict_id;
+  insert into memory.conflict_events (org_id, project_id, conflict_id, event_type, actor, reason, detail)
+  values (v_org, p_project, c.conflict_id, 'resolved', v_actor, p_reason,
+          jsonb_build_object('resolution', v_resolution, 'member_id', p_member, 'at', v_at,
+                             'closed', to_jsonb(v_closed), 'retracted', to_jsonb(v_retracted),
+                             'asserted', to_jsonb(v_asserted)));
+  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+  values (v_org, p_project, 'resolve_conflict', 'conflict:' || c.conflict_id, v_actor,
+          jsonb_build_object('closed', cardinality(v_closed), 'retracted', cardinality(v_retracted),
+                             'asserted', cardinality(v_asserted)));
+  perform memory_internal.learn_cardinality(v_org, p_project, c.predicate, v_actor);
+  return jsonb_build_object('conflict_id', c.conflict_id, 'status', 'resolved', 'resolution', v_resolution,
+                            'closed', to_jsonb(v_closed), 'retracted', to_jsonb(v_retracted),
+                            'asserted', to_jsonb(v_asserted));
+end
+$$;
+
+
+--
+-- Name: FUNCTION resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text, p_actor text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text, p_actor text) IS 'Settle an open conflict. keep_both: every member holds (the predicate is many for this subject from now on); supersede: p_member wins from p_at (default its valid_from; a held claim is stored), the other current facts are closed there (contradicted); retract: p_member never held (retracted; a held claim is dropped), and the conflict is resolved once no two current members disagree. Logged as a conflict event (webhook conflict.resolved) and audited; under learn_cardinality the predicate''s suggestion is then applied when it passes the project''s bar.';
 
 
 --
@@ -2954,6 +3493,59 @@ COMMENT ON FUNCTION memory.retry_dead_jobs(p_kind text, p_project uuid) IS 'Queu
 
 
 --
+-- Name: review_fact(uuid, uuid, text, text, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text DEFAULT NULL::text, p_actor text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_actor text := coalesce(p_actor, session_user);
+  f memory.facts;
+  v_previous text;
+begin
+  if p_standing is null or p_standing not in ('confirmed', 'unreviewed', 'rejected') then
+    raise exception 'standing must be confirmed, unreviewed or rejected, not %',
+      coalesce(quote_literal(p_standing), 'NULL')
+      using errcode = 'invalid_parameter_value', detail = 'standing';
+  end if;
+  f := memory_internal.lock_fact(v_org, p_project, p_fact);
+  if f.invalid_at is not null then
+    raise exception 'fact % is retracted', p_fact
+      using errcode = 'invalid_parameter_value', detail = 'fact_id',
+            hint = 'A rejected or retracted fact keeps its standing; assert the claim again to review it anew.';
+  end if;
+  v_previous := memory_internal.fact_standing(v_org, p_fact);
+  insert into memory.fact_reviews (org_id, project_id, fact_id, standing, reviewer, reason)
+  values (v_org, p_project, p_fact, p_standing, v_actor, p_reason);
+  -- Rejected: the claim never held, as a retraction says.
+  if p_standing = 'rejected' then
+    perform memory.retract_fact(p_project, p_fact, coalesce(p_reason, 'rejected in review'), v_actor);
+  end if;
+  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+  values (v_org, p_project, 'review_fact', 'fact:' || p_fact, v_actor,
+          jsonb_build_object('standing', p_standing));
+  perform memory_internal.enqueue_webhook_event(
+    v_org, p_project, 'fact.reviewed',
+    jsonb_build_object('fact_id', p_fact, 'standing', p_standing, 'previous', v_previous),
+    array[p_fact]);
+  return jsonb_build_object('fact_id', p_fact, 'standing', p_standing, 'previous', v_previous,
+                            'reviewed_at', memory_internal.txn_instant());
+end
+$$;
+
+
+--
+-- Name: FUNCTION review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text, p_actor text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text, p_actor text) IS 'Set a fact''s standing: confirmed (ranks above unreviewed; under protect_confirmed extraction cannot supersede it), unreviewed, or rejected (the fact is retracted: it never held and no read returns it). Bitemporal: reads at an earlier known_at see the standing of then. Audited; fires fact.reviewed.';
+
+
+--
 -- Name: rotate_webhook_secret(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3005,6 +3597,8 @@ declare
   v_leg text;
   v_ids uuid[];
   v_scores double precision[];
+  -- A leg's ranks when hits can tie (else 1, 2, 3, ...).
+  v_ranks integer[];
   v_n_hits integer;
   v_kind text;
   -- Every leg's hits, one entry per hit in these parallel arrays (kind,
@@ -3098,6 +3692,7 @@ begin
     continue when v_leg in ('entity', 'graph') and coalesce(v_qnorm, '') = '';
     v_ids := null;
     v_scores := null;
+    v_ranks := null;
     begin
       case v_leg
       when 'episode_vector' then
@@ -3124,12 +3719,20 @@ begin
         end if;
       when 'fact_vector' then
         v_kind := 'fact';
+        -- Facts at the same distance share a rank (fact_trust then orders
+        -- them: see the fusion).
         if v_facts_cached then
-          select array_agg(x.fact_id order by x.distance, x.fact_id) into v_ids
-            from memory_internal.search_fact_vector_cached(p_project, p_query_embedding, p_at, p_known_at, v_n) x;
+          select array_agg(y.fact_id order by y.o), array_agg(y.r order by y.o) into v_ids, v_ranks
+            from (select x.fact_id, row_number() over (order by x.distance, x.fact_id) as o,
+                         rank() over (order by x.distance)::integer as r
+                    from memory_internal.search_fact_vector_cached(p_project, p_query_embedding, p_at,
+                                                                   p_known_at, v_n) x) y;
         else
-          select array_agg(x.fact_id order by x.distance, x.fact_id) into v_ids
-            from memory_internal.search_fact_vector_planned(p_project, p_query_embedding, p_at, p_known_at, v_n) x;
+          select array_agg(y.fact_id order by y.o), array_agg(y.r order by y.o) into v_ids, v_ranks
+            from (select x.fact_id, row_number() over (order by x.distance, x.fact_id) as o,
+                         rank() over (order by x.distance)::integer as r
+                    from memory_internal.search_fact_vector_planned(p_project, p_query_embedding, p_at,
+                                                                    p_known_at, v_n) x) y;
         end if;
       when 'episode_fulltext' then
         v_kind := 'episode';
@@ -3140,10 +3743,12 @@ begin
       when 'fact_fulltext' then
         v_kind := 'fact';
         -- Ranked without a score (fusion gives it 1/(60 + rank)): the
-        -- candidates and their order are the leg's.
-        select array_agg(x.fact_id order by x.ord) into v_ids
-          from memory_internal.search_fact_fulltext(p_project, p_query, p_at, p_known_at, v_n)
-               with ordinality x(fact_id, score, ord);
+        -- candidates and their order are the leg's; facts of the same score
+        -- share a rank.
+        select array_agg(y.fact_id order by y.ord), array_agg(y.r order by y.ord) into v_ids, v_ranks
+          from (select x.fact_id, x.ord, rank() over (order by x.score desc)::integer as r
+                  from memory_internal.search_fact_fulltext(p_project, p_query, p_at, p_known_at, v_n)
+                       with ordinality x(fact_id, score, ord)) y;
       when 'entity' then
         v_kind := 'entity';
         -- An entity whose name (or alias) occurs in the question, whole
@@ -3201,7 +3806,7 @@ begin
       v_hit_kinds := v_hit_kinds || array_fill(v_kind, array[v_n_hits]);
       v_hit_ids := v_hit_ids || coalesce(v_ids, '{}');
       v_hit_legs := v_hit_legs || array_fill(v_leg, array[v_n_hits]);
-      v_hit_ranks := v_hit_ranks || array(select generate_series(1, v_n_hits));
+      v_hit_ranks := v_hit_ranks || coalesce(v_ranks, array(select generate_series(1, v_n_hits)));
       v_hit_scores := v_hit_scores || coalesce(v_scores, array_fill(null::double precision, array[v_n_hits]));
     exception when others then
       -- A failing leg is reported; the others still answer.
@@ -3231,6 +3836,7 @@ begin
   -- each other, so every episode passes a share of its score to the turns
   -- of its session d turns away, halving with each turn (1/2, 1/4, 1/8;
   -- farther shares, 1/16 and less, are dropped for cost).
+  -- Facts are weighed by their standing and confidence (fact_trust).
   -- Last, two preferences, each halving an episode's score (the discount
   -- of a turn one away in the context kernel; facts and entities are left
   -- alone).  Speaker: when the question names exactly one participant of
@@ -3303,9 +3909,18 @@ begin
   ), preferred as (
     select s.kind, s.id, coalesce(f.ranks, '{}') as ranks,
            s.score * case when s.speaker <> n.speaker then 0.5 else 1 end
-                   * case when not v_period @> s.occurred_at then 0.5 else 1 end as score
+                   * case when not v_period @> s.occurred_at then 0.5 else 1 end
+                   * coalesce(t.trust, 1) as score
       from scored s cross join named n
       left join fused f on f.kind = s.kind and f.id = s.id
+      -- A fact hit's standing (at p_known_at) and stored confidence
+      -- (memory_internal.fact_trust): confirmed ranks above unreviewed at
+      -- equal relevance, a less confident claim below a sure one.
+      left join lateral (
+        select memory_internal.fact_trust(memory_internal.fact_standing(v_org, x.fact_id, p_known_at),
+                                          x.confidence) as trust
+          from memory_internal.fact_versions(p_project) x
+         where x.org_id = v_org and x.fact_id = s.id) t on s.kind = 'fact'
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
       from (select s.*, row_number() over (order by s.score desc, s.kind, s.id) as position
@@ -3423,6 +4038,94 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_after_seq integer, p_limit integer) IS 'The messages (episodes) of a session in order, paged by sequence number: pass next_cursor as p_after_seq.';
+
+
+--
+-- Name: set_conflict_policy(uuid, text, boolean, boolean, real, integer, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.set_conflict_policy(p_project uuid, p_contradictions text DEFAULT NULL::text, p_protect_confirmed boolean DEFAULT NULL::boolean, p_learn_cardinality boolean DEFAULT NULL::boolean, p_learn_threshold real DEFAULT NULL::real, p_learn_min_evidence integer DEFAULT NULL::integer, p_actor text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  if p_contradictions is not null and p_contradictions not in ('close', 'conflict') then
+    raise exception 'contradictions must be close or conflict, not %', quote_literal(p_contradictions)
+      using errcode = 'invalid_parameter_value', detail = 'contradictions';
+  end if;
+  if p_learn_threshold is not null and p_learn_threshold not between 0.5 and 1 then
+    raise exception 'learn_threshold must be between 0.5 and 1, not %', p_learn_threshold
+      using errcode = 'invalid_parameter_value', detail = 'learn_threshold';
+  end if;
+  if p_learn_min_evidence is not null and p_learn_min_evidence < 2 then
+    raise exception 'learn_min_evidence must be at least 2, not %', p_learn_min_evidence
+      using errcode = 'invalid_parameter_value', detail = 'learn_min_evidence';
+  end if;
+  update memory.projects p
+     set contradictions = coalesce(p_contradictions, p.contradictions),
+         protect_confirmed = coalesce(p_protect_confirmed, p.protect_confirmed),
+         learn_cardinality = coalesce(p_learn_cardinality, p.learn_cardinality),
+         learn_threshold = coalesce(p_learn_threshold, p.learn_threshold),
+         learn_min_evidence = coalesce(p_learn_min_evidence, p.learn_min_evidence)
+   where p.org_id = v_org and p.project_id = p_project;
+  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+  values (v_org, p_project, 'project.conflict_policy', 'project:' || p_project,
+          coalesce(p_actor, session_user), memory.conflict_policy(p_project));
+  return memory.conflict_policy(p_project);
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_conflict_policy(p_project uuid, p_contradictions text, p_protect_confirmed boolean, p_learn_cardinality boolean, p_learn_threshold real, p_learn_min_evidence integer, p_actor text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.set_conflict_policy(p_project uuid, p_contradictions text, p_protect_confirmed boolean, p_learn_cardinality boolean, p_learn_threshold real, p_learn_min_evidence integer, p_actor text) IS 'Set the project''s conflict policy (NULL keeps a setting): contradictions close | conflict, protect_confirmed, learn_cardinality with learn_threshold (0.5..1) and learn_min_evidence (>= 2). Audited; returns the policy.';
+
+
+--
+-- Name: set_oidc_mapping(uuid, text, text, text, text, text[]); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.set_oidc_mapping(p_project uuid, p_issuer text, p_audience text, p_claim text, p_value text, p_permissions text[]) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_bad text;
+  v_id uuid;
+begin
+  select p into v_bad from unnest(coalesce(p_permissions, '{}')) p
+   where p is null or not p = any (memory_http.permissions()) limit 1;
+  if found or coalesce(cardinality(p_permissions), 0) = 0 then
+    raise exception 'permissions must name at least one of %; unknown: %',
+      memory_http.permissions(), coalesce(quote_literal(v_bad), 'none')
+      using errcode = 'invalid_parameter_value', detail = 'permissions';
+  end if;
+  insert into memory_internal.oidc_mappings as m
+    (org_id, project_id, issuer, audience, claim, value, permissions)
+  values (v_org, p_project, p_issuer, p_audience, p_claim, p_value,
+          array(select distinct p from unnest(p_permissions) p order by p))
+  on conflict (org_id, issuer, audience, claim, value, project_id)
+    do update set permissions = excluded.permissions
+  returning m.mapping_id into v_id;
+  -- Sessions opened under the old permissions end with them.
+  delete from memory_internal.auth_sessions s
+   where s.org_id = v_org and v_id = any (s.mapping_ids);
+  perform memory_internal.audit(v_org, p_project, 'oidc_mapping.set', 'oidc_mapping:' || v_id);
+  return v_id;
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_oidc_mapping(p_project uuid, p_issuer text, p_audience text, p_claim text, p_value text, p_permissions text[]); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.set_oidc_mapping(p_project uuid, p_issuer text, p_audience text, p_claim text, p_value text, p_permissions text[]) IS 'For operators (owner role): JWTs of p_issuer for p_audience whose claim p_claim holds p_value (equal, or an element of an array claim) sign in to p_project of the current org with p_permissions. Setting an existing mapping replaces its permissions and ends the sessions it granted. Returns the mapping id.';
 
 
 --
@@ -3713,6 +4416,125 @@ COMMENT ON FUNCTION memory.subject_timeline(p_project uuid, p_subject text, p_pr
 
 
 --
+-- Name: suggest_cardinality(uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.suggest_cardinality(p_project uuid) RETURNS TABLE(predicate text, declared text, suggestion text, confidence real, subjects integer, sequential_subjects integer, concurrent_subjects integer, kept integer, superseded integer, retracted integer, open integer, evidence jsonb)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  p memory.projects;
+begin
+  select x.* into p from memory.projects x where x.org_id = v_org and x.project_id = p_project;
+  return query
+    with v as materialized (
+      select x.subject_id, x.predicate, x.object_key, x.valid_range
+        from memory_internal.fact_versions(p_project) x
+       where x.org_id = v_org and x.invalid_at is null and not isempty(x.valid_range)),
+    per_subject as (
+      select a.predicate, a.subject_id,
+             count(distinct a.object_key) as objects,
+             bool_or(exists (select from v b
+                              where b.subject_id = a.subject_id and b.predicate = a.predicate
+                                and b.object_key <> a.object_key and b.valid_range && a.valid_range))
+               as concurrent
+        from v a group by a.predicate, a.subject_id),
+    disputed as (
+      select c.predicate, c.subject_id, c.status, c.resolution from memory.conflicts c
+       where c.org_id = v_org and c.project_id = p_project),
+    stats as (
+      select ps.predicate,
+             count(*)::integer as subjects,
+             count(*) filter (where ps.objects >= 2 and not ps.concurrent)::integer as sequential,
+             count(*) filter (where ps.concurrent and not exists (
+                                select from disputed d where d.predicate = ps.predicate
+                                   and d.subject_id = ps.subject_id
+                                   and (d.status = 'open' or d.resolution = 'kept')))::integer as undisputed,
+             count(*) filter (where ps.concurrent)::integer as concurrent
+        from per_subject ps group by ps.predicate),
+    res as (
+      select d.predicate,
+             count(*) filter (where d.resolution = 'kept')::integer as kept,
+             count(*) filter (where d.resolution = 'superseded')::integer as superseded,
+             count(*) filter (where d.resolution = 'retracted')::integer as retracted,
+             count(*) filter (where d.status = 'open')::integer as open
+        from disputed d group by d.predicate),
+    votes as (
+      select s.predicate, s.subjects, s.sequential, s.concurrent,
+             coalesce(r.kept, 0) as kept, coalesce(r.superseded, 0) as superseded,
+             coalesce(r.retracted, 0) as retracted, coalesce(r.open, 0) as open,
+             s.sequential + coalesce(r.superseded, 0) + coalesce(r.retracted, 0) as one_votes,
+             coalesce(r.kept, 0) + s.undisputed as many_votes
+        from stats s left join res r on r.predicate = s.predicate)
+    select x.predicate, memory_internal.cardinality(v_org, p_project, x.predicate),
+           case when x.one_votes + x.many_votes < p.learn_min_evidence then null
+                when x.one_votes >= p.learn_threshold * (x.one_votes + x.many_votes) then 'one'
+                when x.many_votes >= p.learn_threshold * (x.one_votes + x.many_votes) then 'many'
+           end,
+           (greatest(x.one_votes, x.many_votes)::real / nullif(x.one_votes + x.many_votes, 0))::real,
+           x.subjects, x.sequential, x.concurrent, x.kept, x.superseded, x.retracted, x.open,
+           jsonb_build_object('one_votes', x.one_votes, 'many_votes', x.many_votes,
+                              'threshold', p.learn_threshold, 'min_evidence', p.learn_min_evidence)
+      from votes x
+     order by x.predicate;
+end
+$$;
+
+
+--
+-- Name: FUNCTION suggest_cardinality(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.suggest_cardinality(p_project uuid) IS 'Per predicate of the project''s current facts: a suggested cardinality with its evidence. For one: subjects whose objects followed one another (sequential_subjects) and conflicts settled by superseding or retracting; for many: conflicts kept and subjects holding objects at once that nobody disputes. suggestion is the side with at least the project''s learn_threshold share of learn_min_evidence or more cases, else NULL; confidence is that share.';
+
+
+--
+-- Name: undo_predicate_change(uuid, bigint, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.undo_predicate_change(p_project uuid, p_change bigint, p_actor text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  c memory.predicate_changes;
+begin
+  select x.* into c from memory.predicate_changes x
+   where x.org_id = v_org and x.project_id = p_project and x.change_id = p_change;
+  if c.change_id is null then
+    raise exception 'predicate change % not found in project %', p_change, p_project
+      using errcode = 'no_data_found';
+  end if;
+  -- The lock order: the project (exclusive, as the declaration takes it), then the predicate.
+  perform memory_internal.hold_project(p_project, true);
+  perform pg_advisory_xact_lock(memory_internal.predicate_lock_key(p_project, c.predicate));
+  if exists (select from memory.predicate_changes x
+              where x.org_id = v_org and x.project_id = p_project and x.predicate = c.predicate
+                and x.change_id > c.change_id) then
+    raise exception 'predicate change % is not the latest of "%"', p_change, c.predicate
+      using errcode = 'invalid_parameter_value', detail = 'change_id',
+            hint = 'Only the latest change of a predicate can be undone.';
+  end if;
+  perform memory_internal.declare_cardinality(p_project, c.predicate, c.old_cardinality, 'undone',
+                                              null, c.change_id, coalesce(p_actor, session_user));
+  return jsonb_build_object('predicate', c.predicate, 'cardinality', c.old_cardinality,
+                            'undoes', c.change_id);
+end
+$$;
+
+
+--
+-- Name: FUNCTION undo_predicate_change(p_project uuid, p_change bigint, p_actor text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.undo_predicate_change(p_project uuid, p_change bigint, p_actor text) IS 'Undo the latest change of a predicate''s cardinality (a learned one, say): the predicate goes back to what it was, logged as undone.';
+
+
+--
 -- Name: update_webhook(uuid, uuid, text, text[], boolean); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -3813,7 +4635,13 @@ begin
   -- request's org into the next (SQL cannot tell reliably whether it runs
   -- inside a transaction block: drivers' extended protocol defeats the
   -- usual timestamp test).  Session scope is asked for explicitly.
-  perform set_config('chronomem.org_id', p_org::text, p_transaction_local);
+  -- A session scope is also this transaction's, as SET LOCAL: Citus carries
+  -- only that to the workers (later transactions of the session scope the
+  -- coordinator alone: on Citus, scope each transaction).
+  if not p_transaction_local then
+    perform set_config('chronomem.org_id', p_org::text, false);
+  end if;
+  perform memory_internal.set_local('chronomem.org_id', p_org::text);
   if not exists (select from memory.orgs o where o.org_id = p_org) then
     raise exception 'org % not found', p_org using errcode = 'no_data_found';
   end if;
@@ -3996,6 +4824,10 @@ CREATE FUNCTION memory.webhook_event_types() RETURNS TABLE(event_type text, desc
       ('fact.contradicted', 'A fact''s window was closed by a contradiction (e.g. one the extraction model reported).'),
       ('fact.expired', 'A fact''s window was closed without a newer fact (memory.close_fact, or a split moving the fact to another entity).'),
       ('fact.restored', 'A fact''s window was given back: what had closed it was retracted or wiped, or a split laid its name out again.'),
+      ('fact.reviewed', 'A reviewer set a fact''s standing (confirmed, unreviewed, rejected).'),
+      ('conflict.detected', 'A conflict opened: a subject''s facts of one predicate disagree (ids, predicate, cause).'),
+      ('conflict.resolved', 'A conflict was settled: its resolution and the facts it closed, retracted or asserted.'),
+      ('predicate.declared', 'A predicate''s cardinality changed: declared, learned from the project''s statistics, or undone.'),
       ('episode.enriched', 'The extraction model''s answer for an episode was applied.'),
       ('memory.wiped', 'A project''s memory (or a session''s, or a subject''s) was wiped; counts only.')
     ) t(event_type, description)
@@ -4073,10 +4905,18 @@ declare
   v_ok boolean;
 begin
   -- A failed attempt leaves the transaction with no org and no key.
-  perform set_config('chronomem.org_id', '', true),
-          set_config('chronomem.api_key_id', '', true),
-          set_config('chronomem.api_project_id', '', true),
-          set_config('chronomem.api_permissions', '', true);
+  perform memory_internal.set_local('chronomem.org_id', ''),
+          memory_internal.set_local('chronomem.api_key_id', ''),
+          memory_internal.set_local('chronomem.api_project_id', ''),
+          memory_internal.set_local('chronomem.api_permissions', ''),
+          memory_internal.set_local('chronomem.api_actor', '');
+  -- A sign-in session (functions/086_http_sessions.sql) stands for its key
+  -- or its OIDC mapping.
+  if left(p_token, 4) = 'cms_' then
+    select s.org_id, s.project_id, s.key_id, s.permissions into org_id, project_id, key_id, permissions
+      from memory_internal.authenticate_session(p_token) s;
+    return;
+  end if;
   if v_token.key_id is null then
     return;
   end if;
@@ -4088,10 +4928,10 @@ begin
     return;
   end if;
 
-  perform set_config('chronomem.org_id', k.org_id::text, true),
-          set_config('chronomem.api_key_id', k.key_id::text, true),
-          set_config('chronomem.api_project_id', k.project_id::text, true),
-          set_config('chronomem.api_permissions', k.permissions::text, true);
+  perform memory_internal.set_local('chronomem.org_id', k.org_id::text),
+          memory_internal.set_local('chronomem.api_key_id', k.key_id::text),
+          memory_internal.set_local('chronomem.api_project_id', k.project_id::text),
+          memory_internal.set_local('chronomem.api_permissions', k.permissions::text);
   -- At most once a minute, and never waiting: a request that finds the row
   -- locked (another request with the same key) leaves it.
   update memory_internal.api_keys a set last_used_at = now()
@@ -4112,7 +4952,7 @@ $$;
 -- Name: FUNCTION authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory_http; Owner: -
 --
 
-COMMENT ON FUNCTION memory_http.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'Check an API token (cmk_<key id>_<secret>): on success scope this transaction to the key''s org (like memory.use_org) and return the key''s org, project, id and permissions; on any failure (malformed, unknown, wrong secret, revoked) all NULL and no org scope. The secret is compared in constant time.';
+COMMENT ON FUNCTION memory_http.authenticate(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'Check an API token (cmk_<key id>_<secret>) or a sign-in session''s (cms_<session id>_<secret>, memory_http.open_key_session / open_oidc_session): on success scope this transaction to the key''s org (like memory.use_org) and return the key''s org, project, id and permissions; on any failure (malformed, unknown, wrong secret, revoked) all NULL and no org scope. The secret is compared in constant time.';
 
 
 --
@@ -4352,10 +5192,14 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory.list_facts', 'project:read'),
       ('memory.list_sessions', 'project:read'),
       ('memory.project_backlog', 'project:read'),
+      ('memory.project_overview', 'project:read'),
+      ('memory.fact_detail', 'project:read'),
       ('memory.session_messages', 'project:read'),
       ('memory_http.context', 'project:read'),
       ('memory_http.export_subject', 'project:read'),
       ('memory_http.fact_history', 'project:read'),
+      ('memory_http.get_conflict', 'project:read'),
+      ('memory_http.list_conflicts', 'project:read'),
       ('memory_http.search', 'project:read'),
       ('memory_http.timeline', 'project:read'),
       ('memory_http.assert_facts', 'project:write'),
@@ -4366,11 +5210,16 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory_http.split_entity', 'project:write'),
       ('memory_http.upsert_entity', 'project:write'),
       ('memory_http.wipe', 'project:write'),
+      ('memory_http.resolve_conflict', 'memory:review'),
+      ('memory_http.review_fact', 'memory:review'),
       ('memory.list_webhooks', 'configuration:read'),
       ('memory.predicates_of', 'configuration:read'),
       ('memory.redaction_rules_of', 'configuration:read'),
       ('memory.webhook_event_types', 'configuration:read'),
       ('memory_http.webhook_deliveries', 'configuration:read'),
+      ('memory_http.conflict_policy', 'configuration:read'),
+      ('memory_http.predicate_changes', 'configuration:read'),
+      ('memory_http.suggest_cardinality', 'configuration:read'),
       ('memory_http.create_webhook', 'configuration:write'),
       ('memory_http.declare_predicate', 'configuration:write'),
       ('memory_http.delete_redaction_rule', 'configuration:write'),
@@ -4378,6 +5227,8 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory_http.rotate_webhook_secret', 'configuration:write'),
       ('memory_http.set_redaction_rule', 'configuration:write'),
       ('memory_http.set_retention', 'configuration:write'),
+      ('memory_http.set_conflict_policy', 'configuration:write'),
+      ('memory_http.undo_predicate_change', 'configuration:write'),
       ('memory_http.update_webhook', 'configuration:write'),
       ('memory_http.create_api_key', 'project:manage'),
       ('memory_http.create_project', 'project:manage'),
@@ -4395,6 +5246,61 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
 --
 
 COMMENT ON FUNCTION memory_http.call_permissions() IS 'Every call the HTTP and MCP layer makes for a client, with the permission it needs (NULL: any valid key of the org): the one statement of it, read by memory_http.authorize_call and by the audited writes.';
+
+
+--
+-- Name: close_session(text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.close_session(p_token text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  a record;
+  v_session uuid := (memory_internal.parse_session_token(p_token)).session_id;
+begin
+  if v_session is null then
+    return false;
+  end if;
+  select * into a from memory_http.authenticate(p_token);
+  if a.org_id is null then
+    return false;
+  end if;
+  delete from memory_internal.auth_sessions s
+   where s.org_id = a.org_id and s.session_id = v_session;
+  return true;
+end
+$$;
+
+
+--
+-- Name: FUNCTION close_session(p_token text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.close_session(p_token text) IS 'Sign out: delete the session of a valid session token (true), else nothing (false).';
+
+
+--
+-- Name: conflict_policy(uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.conflict_policy(p_project uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.conflict_policy'), p_project);
+  return memory.conflict_policy(p_project);
+end
+$$;
+
+
+--
+-- Name: FUNCTION conflict_policy(p_project uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.conflict_policy(p_project uuid) IS 'API: memory.conflict_policy (needs configuration:read).';
 
 
 --
@@ -4553,6 +5459,10 @@ begin
     'predicate:' || memory.normalize_text(p_predicate));
   return query select d.predicate, d.cardinality, d.declared_at from memory.predicates_of(p_project) d
                 where d.predicate = memory.normalize_text(p_predicate);
+  -- Declared 'unknown': no declaration is left.
+  if not found then
+    return query select memory.normalize_text(p_predicate), 'unknown'::text, null::timestamptz;
+  end if;
 end
 $$;
 
@@ -4685,6 +5595,9 @@ begin
              h.event_id, h.occurred_at, h.event_type, h.fact_id, h.old_fact_id, h.new_fact_id,
              h.old_range, h.new_range, h.actor, h.reason, h.subject, h.predicate, h.object,
              h.content)
+             -- The version's standing now (functions/055).
+             || jsonb_build_object('standing',
+                                   memory_internal.fact_standing(memory_internal.current_org(), h.fact_id))
            order by h.occurred_at, h.event_id)
       from memory.fact_history(p_project, p_fact) h), '[]'));
 end
@@ -4695,7 +5608,29 @@ $$;
 -- Name: FUNCTION fact_history(p_project uuid, p_fact uuid); Type: COMMENT; Schema: memory_http; Owner: -
 --
 
-COMMENT ON FUNCTION memory_http.fact_history(p_project uuid, p_fact uuid) IS 'memory.fact_history as JSON with windows as bounds; no_data_found for a fact not in the project.';
+COMMENT ON FUNCTION memory_http.fact_history(p_project uuid, p_fact uuid) IS 'memory.fact_history as JSON with windows as bounds and each version''s standing now; no_data_found for a fact not in the project.';
+
+
+--
+-- Name: get_conflict(uuid, uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.get_conflict(p_project uuid, p_conflict uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.get_conflict'), p_project);
+  return memory.get_conflict(p_project, p_conflict);
+end
+$$;
+
+
+--
+-- Name: FUNCTION get_conflict(p_project uuid, p_conflict uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.get_conflict(p_project uuid, p_conflict uuid) IS 'API: memory.get_conflict (needs project:read).';
 
 
 --
@@ -4754,6 +5689,38 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.list_api_keys(p_project uuid) IS 'API keys of a project of the current org, revoked ones included; never a secret or its hash.';
+
+
+--
+-- Name: list_conflicts(uuid, text, text, integer, timestamp with time zone, uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.list_conflicts(p_project uuid, p_status text DEFAULT 'open'::text, p_predicate text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_before timestamp with time zone DEFAULT NULL::timestamp with time zone, p_before_id uuid DEFAULT NULL::uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_rows jsonb;
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.list_conflicts'), p_project);
+  select coalesce(jsonb_agg(to_jsonb(c) order by c.opened_at desc, c.conflict_id desc), '[]') into v_rows
+    from memory.list_conflicts(p_project, p_status, p_predicate, p_limit, p_before, p_before_id) c;
+  return jsonb_build_object(
+    'conflicts', v_rows,
+    'next_before', case when jsonb_array_length(v_rows) = p_limit
+                        then v_rows -> (p_limit - 1) -> 'opened_at' end,
+    'next_before_id', case when jsonb_array_length(v_rows) = p_limit
+                           then v_rows -> (p_limit - 1) -> 'conflict_id' end);
+end
+$$;
+
+
+--
+-- Name: FUNCTION list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid) IS 'API: memory.list_conflicts as JSON {conflicts, next_before, next_before_id} (needs project:read).';
 
 
 --
@@ -4825,6 +5792,125 @@ COMMENT ON FUNCTION memory_http.merge_entities(p_project uuid, p_keep text, p_ab
 
 
 --
+-- Name: open_key_session(text, integer); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.open_key_session(p_token text, p_idle_seconds integer DEFAULT 1800, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  a record;
+  v_idle interval := memory_internal.idle_interval(p_idle_seconds);
+begin
+  if p_idle_seconds is null then
+    raise exception 'idle_seconds must be between 60 and 86400' using
+      errcode = 'invalid_parameter_value', detail = 'idle_seconds';
+  end if;
+  -- An API key only: a session is not exchanged for another.
+  if (memory_internal.parse_api_token(p_token)).key_id is null then
+    raise exception 'invalid API key' using errcode = 'invalid_authorization_specification';
+  end if;
+  select * into a from memory_http.authenticate(p_token);
+  if a.key_id is null then
+    raise exception 'invalid API key' using errcode = 'invalid_authorization_specification';
+  end if;
+  expires_at := now() + memory_internal.session_max_age();
+  token := memory_internal.new_session(a.org_id, a.project_id, 'api_key', a.key_id, null, null,
+                                       null, a.permissions, v_idle, expires_at);
+  org_id := a.org_id;
+  project_id := a.project_id;
+  permissions := a.permissions;
+  perform memory_internal.audit(a.org_id, a.project_id, 'session.open', 'api_key:' || a.key_id);
+end
+$$;
+
+
+--
+-- Name: FUNCTION open_key_session(p_token text, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.open_key_session(p_token text, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone) IS 'Sign in with an API key: a session with the key''s org, project and permissions, idle expiry p_idle_seconds (60 to 86400) and at most memory_internal.session_max_age(); ends when the key is revoked. Returns the session token (cms_..., shown here only). Leaves the transaction scoped to the key''s org. 28000 for anything but a valid API key.';
+
+
+--
+-- Name: open_oidc_session(jsonb, integer); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.open_oidc_session(p_claims jsonb, p_idle_seconds integer DEFAULT NULL::integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_issuer text := p_claims ->> 'iss';
+  v_subject text := p_claims ->> 'sub';
+  v_exp timestamptz;
+  v_audiences text[];
+  v_idle interval := memory_internal.idle_interval(p_idle_seconds);
+  v_targets integer;
+  v_mappings uuid[];
+  v_permissions text[];
+  v_org uuid;
+  v_project uuid;
+  -- The org in scope, if any (as bootstrap_api_key: a transaction scoped to one org
+  -- reaches no other).
+  v_scope uuid := memory_internal.current_org();
+begin
+  perform memory_internal.set_local('chronomem.org_id', ''),
+          memory_internal.set_local('chronomem.api_key_id', ''),
+          memory_internal.set_local('chronomem.api_project_id', ''),
+          memory_internal.set_local('chronomem.api_permissions', ''),
+          memory_internal.set_local('chronomem.api_actor', '');
+  if jsonb_typeof(p_claims) is distinct from 'object' or v_issuer is null or v_subject is null
+     or jsonb_typeof(p_claims -> 'exp') is distinct from 'number' then
+    raise exception 'claims must hold iss, sub and exp' using
+      errcode = 'invalid_authorization_specification';
+  end if;
+  v_exp := to_timestamp((p_claims ->> 'exp')::double precision);
+  if v_exp <= now() then
+    raise exception 'the token has expired' using errcode = 'invalid_authorization_specification';
+  end if;
+  v_audiences := case jsonb_typeof(p_claims -> 'aud')
+    when 'string' then array[p_claims ->> 'aud']
+    when 'array' then array(select jsonb_array_elements_text(p_claims -> 'aud'))
+  end;
+  select count(distinct (m.org_id, m.project_id)), array_agg(m.mapping_id order by m.mapping_id),
+         min(m.org_id::text)::uuid, min(m.project_id::text)::uuid
+    into v_targets, v_mappings, v_org, v_project
+    from memory_internal.matching_mappings(v_issuer, coalesce(v_audiences, '{}'), p_claims) m
+   where v_scope is null or m.org_id = v_scope;
+  if v_targets = 0 then
+    raise exception 'no mapping for this token''s issuer, audience and claims'
+      using errcode = 'invalid_authorization_specification';
+  elsif v_targets > 1 then
+    raise exception 'this token''s claims map to more than one project'
+      using errcode = 'invalid_authorization_specification',
+            hint = 'Make the mappings of an issuer and audience name one project per user.';
+  end if;
+  select array_agg(distinct p order by p) into v_permissions
+    from memory_internal.oidc_mappings m, unnest(m.permissions) p
+   where m.org_id = v_org and m.mapping_id = any (v_mappings);
+  perform memory.use_org(v_org);
+  expires_at := least(v_exp, now() + memory_internal.session_max_age());
+  token := memory_internal.new_session(v_org, v_project, 'oidc', null, v_mappings, v_issuer,
+                                       v_subject, v_permissions, v_idle, expires_at);
+  org_id := v_org;
+  project_id := v_project;
+  permissions := v_permissions;
+  perform memory_internal.audit(v_org, v_project, 'session.open',
+                                'oidc:' || v_issuer || '#' || v_subject);
+end
+$$;
+
+
+--
+-- Name: FUNCTION open_oidc_session(p_claims jsonb, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.open_oidc_session(p_claims jsonb, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone) IS 'Sign in with a JWT whose signature, issuer, audience and expiry the calling process has verified (the database cannot check the signature; docs/decisions/017): p_claims are its claims (iss, sub, exp, aud, ...). The mappings of memory_internal.oidc_mappings that match (issuer, one audience, the claim''s value) give the project (they must name one) and the union of their permissions; no match, an expired exp or a match outside the org in scope is 28000. A session expires with the token (at most memory_internal.session_max_age()), idle after p_idle_seconds (NULL: no idle expiry), and ends when a mapping it used is deleted. Returns the session token (cms_..., shown here only).';
+
+
+--
 -- Name: org(); Type: FUNCTION; Schema: memory_http; Owner: -
 --
 
@@ -4856,7 +5942,7 @@ CREATE FUNCTION memory_http.permissions() RETURNS text[]
     AS $$
     select array['project:read', 'project:write', 'project:manage',
                  'configuration:read', 'configuration:write',
-                 'members:read', 'members:write']::text[]
+                 'members:read', 'members:write', 'memory:review']::text[]
   $$;
 
 
@@ -4864,7 +5950,32 @@ CREATE FUNCTION memory_http.permissions() RETURNS text[]
 -- Name: FUNCTION permissions(); Type: COMMENT; Schema: memory_http; Owner: -
 --
 
-COMMENT ON FUNCTION memory_http.permissions() IS 'The fixed vocabulary of API key permissions, the one list (memory_internal.api_keys'' check constraint calls it). project:read/write: the key''s project''s memory (facts, episodes, search); configuration:read/write: its predicates and webhooks; project:manage: every project of the org (create projects, manage keys) and implies every other permission; members:read/write: reserved.';
+COMMENT ON FUNCTION memory_http.permissions() IS 'The fixed vocabulary of API key permissions, the one list (memory_internal.api_keys'' check constraint calls it). project:read/write: the key''s project''s memory (facts, episodes, search); configuration:read/write: its predicates, policies and webhooks; memory:review: settle conflicts and set facts'' standing (project:write does not imply it); project:manage: every project of the org (create projects, manage keys) and implies every other permission; members:read/write: reserved.';
+
+
+--
+-- Name: predicate_changes(uuid, integer); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.predicate_changes(p_project uuid, p_limit integer DEFAULT 50) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.predicate_changes'), p_project);
+  return jsonb_build_object('changes', coalesce((
+    select jsonb_agg(to_jsonb(c) order by c.change_id desc)
+      from memory.predicate_changes(p_project, p_limit) c), '[]'));
+end
+$$;
+
+
+--
+-- Name: FUNCTION predicate_changes(p_project uuid, p_limit integer); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.predicate_changes(p_project uuid, p_limit integer) IS 'API: memory.predicate_changes as JSON {changes} (needs configuration:read).';
 
 
 --
@@ -4896,6 +6007,30 @@ COMMENT ON FUNCTION memory_http.refresh_communities(p_project uuid) IS 'API: mem
 
 
 --
+-- Name: resolve_conflict(uuid, uuid, text, uuid, timestamp with time zone, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid DEFAULT NULL::uuid, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_reason text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.resolve_conflict'), p_project);
+  -- resolve_conflict writes the audit row itself.
+  return memory.resolve_conflict(p_project, p_conflict, p_resolution, p_member, p_at, p_reason,
+                                 memory_internal.api_actor());
+end
+$$;
+
+
+--
+-- Name: FUNCTION resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text) IS 'API: memory.resolve_conflict as the authorized key (needs memory:review, which project:write does not imply); audited.';
+
+
+--
 -- Name: retract_fact(uuid, uuid, text); Type: FUNCTION; Schema: memory_http; Owner: -
 --
 
@@ -4916,6 +6051,29 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.retract_fact(p_project uuid, p_fact uuid, p_reason text) IS 'API: memory.retract_fact as the authorized key (needs project:write); audited by retract_fact.';
+
+
+--
+-- Name: review_fact(uuid, uuid, text, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.review_fact'), p_project);
+  -- review_fact writes the audit row itself.
+  return memory.review_fact(p_project, p_fact, p_standing, p_reason, memory_internal.api_actor());
+end
+$$;
+
+
+--
+-- Name: FUNCTION review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text) IS 'API: memory.review_fact as the authorized key (needs memory:review); audited.';
 
 
 --
@@ -5012,6 +6170,55 @@ COMMENT ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_em
 
 
 --
+-- Name: set_conflict_policy(uuid, jsonb); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.set_conflict_policy(p_project uuid, p_policy jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  k text;
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.set_conflict_policy'), p_project);
+  if p_policy is null or jsonb_typeof(p_policy) <> 'object' then
+    raise exception 'the policy must be a JSON object' using errcode = 'invalid_parameter_value';
+  end if;
+  for k in select jsonb_object_keys(p_policy) loop
+    if k not in ('contradictions', 'protect_confirmed', 'learn_cardinality', 'learn_threshold',
+                 'learn_min_evidence') then
+      raise exception 'unknown policy setting %', quote_literal(k)
+        using errcode = 'invalid_parameter_value', detail = k;
+    end if;
+    if jsonb_typeof(p_policy -> k) <> 'null' and jsonb_typeof(p_policy -> k) <> (case k
+         when 'contradictions' then 'string' when 'learn_threshold' then 'number'
+         when 'learn_min_evidence' then 'number' else 'boolean' end) then
+      raise exception '% has the wrong JSON type (%)', k, jsonb_typeof(p_policy -> k)
+        using errcode = 'invalid_parameter_value', detail = k;
+    end if;
+  end loop;
+  if jsonb_typeof(p_policy -> 'learn_min_evidence') = 'number'
+     and (p_policy ->> 'learn_min_evidence')::numeric <> trunc((p_policy ->> 'learn_min_evidence')::numeric) then
+    raise exception 'learn_min_evidence must be a whole number' using errcode = 'invalid_parameter_value',
+      detail = 'learn_min_evidence';
+  end if;
+  -- set_conflict_policy writes the audit row itself.
+  return memory.set_conflict_policy(
+    p_project, p_policy ->> 'contradictions', (p_policy ->> 'protect_confirmed')::boolean,
+    (p_policy ->> 'learn_cardinality')::boolean, (p_policy ->> 'learn_threshold')::real,
+    (p_policy ->> 'learn_min_evidence')::numeric::integer, memory_internal.api_actor());
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_conflict_policy(p_project uuid, p_policy jsonb); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.set_conflict_policy(p_project uuid, p_policy jsonb) IS 'API: memory.set_conflict_policy from a JSON object of the settings to change (needs configuration:write); audited.';
+
+
+--
 -- Name: set_redaction_rule(uuid, text, text, text); Type: FUNCTION; Schema: memory_http; Owner: -
 --
 
@@ -5095,6 +6302,29 @@ COMMENT ON FUNCTION memory_http.split_entity(p_project uuid, p_name text, p_dry_
 
 
 --
+-- Name: suggest_cardinality(uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.suggest_cardinality(p_project uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.suggest_cardinality'), p_project);
+  return jsonb_build_object('suggestions', coalesce((
+    select jsonb_agg(to_jsonb(s) order by s.predicate) from memory.suggest_cardinality(p_project) s), '[]'));
+end
+$$;
+
+
+--
+-- Name: FUNCTION suggest_cardinality(p_project uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.suggest_cardinality(p_project uuid) IS 'API: memory.suggest_cardinality as JSON {suggestions} (needs configuration:read).';
+
+
+--
 -- Name: timeline(uuid, text, text); Type: FUNCTION; Schema: memory_http; Owner: -
 --
 
@@ -5116,6 +6346,14 @@ begin
              'window_from', lower(t.valid_range), 'window_until', upper(t.valid_range),
              'window_empty', isempty(t.valid_range), 'recorded_at', t.recorded_at,
              'retracted_at', t.invalid_at, 'status', t.status,
+             -- Its standing now and the reviews that set it (functions/055).
+             'standing', memory_internal.fact_standing(memory_internal.current_org(), t.fact_id),
+             'reviews', coalesce((
+               select jsonb_agg(jsonb_build_object('standing', r.standing, 'reviewer', r.reviewer,
+                                                   'reason', r.reason, 'reviewed_at', r.reviewed_at)
+                                order by r.reviewed_at, r.review_id)
+                 from memory.fact_reviews r
+                where r.org_id = memory_internal.current_org() and r.fact_id = t.fact_id), '[]'),
              'events', coalesce((
                select jsonb_agg(jsonb_build_object(
                         'event', e ->> 'event', 'at', (e ->> 'at')::timestamptz,
@@ -5134,7 +6372,31 @@ $$;
 -- Name: FUNCTION timeline(p_project uuid, p_subject text, p_predicate text); Type: COMMENT; Schema: memory_http; Owner: -
 --
 
-COMMENT ON FUNCTION memory_http.timeline(p_project uuid, p_subject text, p_predicate text) IS 'memory.subject_timeline as JSON (windows as bounds), for the API.';
+COMMENT ON FUNCTION memory_http.timeline(p_project uuid, p_subject text, p_predicate text) IS 'memory.subject_timeline as JSON (windows as bounds), with each version''s standing and reviews, for the API.';
+
+
+--
+-- Name: undo_predicate_change(uuid, bigint); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.undo_predicate_change(p_project uuid, p_change bigint) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.undo_predicate_change'), p_project);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'predicate.undo',
+    'predicate_change:' || p_change);
+  return memory.undo_predicate_change(p_project, p_change, memory_internal.api_actor());
+end
+$$;
+
+
+--
+-- Name: FUNCTION undo_predicate_change(p_project uuid, p_change bigint); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.undo_predicate_change(p_project uuid, p_change bigint) IS 'API: memory.undo_predicate_change as the authorized key (needs configuration:write); audited.';
 
 
 --
@@ -5520,7 +6782,8 @@ COMMENT ON FUNCTION memory_internal.adopt_named_objects(p_org uuid, p_project uu
 
 CREATE FUNCTION memory_internal.api_actor() RETURNS text
     LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$ select coalesce('api_key:' || memory_internal.api_key_id()::text, session_user::text) $$;
+    AS $$ select coalesce(nullif(current_setting('chronomem.api_actor', true), ''),
+                        'api_key:' || memory_internal.api_key_id()::text, session_user::text) $$;
 
 
 --
@@ -5593,6 +6856,71 @@ CREATE FUNCTION memory_internal.audit(p_org uuid, p_project uuid, p_action text,
 
 
 --
+-- Name: authenticate_session(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.authenticate_session(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  c_nothing constant bytea := decode(repeat('00', 32), 'hex');
+  v_token record := memory_internal.parse_session_token(p_token);
+  s record;
+  v_live boolean;
+begin
+  if v_token.session_id is null then
+    return;
+  end if;
+  -- Across orgs (policy session_lookup), as api keys.
+  select a.* into s from memory_internal.auth_sessions a where a.session_id = v_token.session_id;
+  if not memory_internal.bytes_equal(sha256(v_token.secret), coalesce(s.secret_hash, c_nothing))
+     or s.session_id is null or s.expires_at <= now()
+     or s.last_seen_at + s.idle_timeout <= now() then
+    return;
+  end if;
+  if s.method = 'api_key' then
+    select k.revoked_at is null into v_live from memory_internal.api_keys k
+     where k.org_id = s.org_id and k.key_id = s.key_id;
+  else
+    select count(*) = cardinality(s.mapping_ids) into v_live from memory_internal.oidc_mappings m
+     where m.org_id = s.org_id and m.mapping_id = any (s.mapping_ids);
+  end if;
+  if not coalesce(v_live, false) then
+    return;
+  end if;
+  -- The credential id the audited writes require: the key a console session
+  -- came from, else the session itself; the actor names who signed in.
+  key_id := coalesce(s.key_id, s.session_id);
+  perform memory_internal.set_local('chronomem.org_id', s.org_id::text),
+          memory_internal.set_local('chronomem.api_key_id', key_id::text),
+          memory_internal.set_local('chronomem.api_project_id', s.project_id::text),
+          memory_internal.set_local('chronomem.api_permissions', s.permissions::text),
+          memory_internal.set_local('chronomem.api_actor',
+                                    case when s.method = 'oidc' then 'oidc:' || s.issuer || '#' || s.subject
+                                         else '' end);
+  -- At most once a minute, never waiting (as api keys' last_used_at).
+  update memory_internal.auth_sessions a set last_seen_at = now()
+   where a.org_id = s.org_id and a.session_id = s.session_id
+     and a.session_id in (select b.session_id from memory_internal.auth_sessions b
+                           where b.org_id = s.org_id and b.session_id = s.session_id
+                             and b.last_seen_at < now() - interval '1 minute'
+                             for update skip locked);
+  org_id := s.org_id;
+  project_id := s.project_id;
+  permissions := s.permissions;
+end
+$$;
+
+
+--
+-- Name: FUNCTION authenticate_session(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.authenticate_session(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) IS 'memory_http.authenticate for a session token (cms_...): the session''s org, project, credential id and permissions with the transaction scoped to its org, or all NULL.';
+
+
+--
 -- Name: auto_object_names(uuid, uuid, text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -5625,7 +6953,7 @@ declare
   v_at timestamptz := greatest(now(), p_floor, memory_internal.txn_instant());
 begin
   if v_at > now() then
-    perform set_config('chronomem.write_instant', v_at::text, true);
+    perform memory_internal.set_local('chronomem.write_instant', v_at::text);
   end if;
   return v_at;
 end
@@ -5758,7 +7086,7 @@ CREATE FUNCTION memory_internal.cardinality(p_org uuid, p_project uuid, p_predic
     select coalesce(
       (select d.cardinality from memory.predicates d
         where d.org_id = p_org and d.project_id = p_project and d.predicate = p_predicate),
-      'many')
+      'unknown')
   $$;
 
 
@@ -5972,6 +7300,46 @@ COMMENT ON FUNCTION memory_internal.clear_community_work(p_org uuid, p_project u
 
 
 --
+-- Name: close_declared_conflicts(uuid, uuid, text, text, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.close_declared_conflicts(p_org uuid, p_project uuid, p_predicate text, p_cardinality text, p_actor text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_ids uuid[];
+begin
+  with closed as (
+    update memory.conflicts c
+       set status = 'resolved', resolution = 'declared_' || p_cardinality,
+           resolved_at = memory_internal.txn_instant(), resolved_by = p_actor,
+           reason = format('%s declared %s', p_predicate, p_cardinality)
+     where c.org_id = p_org and c.project_id = p_project and c.predicate = p_predicate
+       and c.status = 'open'
+       -- A claim held against a confirmed fact stays for a person to decide.
+       and not exists (select from memory.conflict_members m
+                        where m.org_id = c.org_id and m.conflict_id = c.conflict_id
+                          and m.fact_id is null and m.outcome is null)
+    returning c.conflict_id)
+  select coalesce(array_agg(x.conflict_id), '{}') into v_ids from closed x;
+  insert into memory.conflict_events (org_id, project_id, conflict_id, event_type, actor, reason, detail)
+  select p_org, p_project, u.id, 'resolved', p_actor, format('%s declared %s', p_predicate, p_cardinality),
+         jsonb_build_object('resolution', 'declared_' || p_cardinality)
+    from unnest(v_ids) u(id);
+  return cardinality(v_ids);
+end
+$$;
+
+
+--
+-- Name: FUNCTION close_declared_conflicts(p_org uuid, p_project uuid, p_predicate text, p_cardinality text, p_actor text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.close_declared_conflicts(p_org uuid, p_project uuid, p_predicate text, p_cardinality text, p_actor text) IS 'Resolve the open conflicts of a predicate just declared one or many (resolution declared_one / declared_many), except those holding a claim against a confirmed fact.';
+
+
+--
 -- Name: communities_lock_key(uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -6144,6 +7512,97 @@ COMMENT ON FUNCTION memory_internal.compute_communities_locked(p_org uuid, p_pro
 
 
 --
+-- Name: conflict_members; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.conflict_members (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    conflict_id uuid NOT NULL,
+    member_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    fact_id uuid,
+    claim jsonb,
+    source_episode_id uuid,
+    outcome text,
+    added_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
+    CONSTRAINT conflict_members_claim_check CHECK (((claim IS NULL) OR (jsonb_typeof(claim) = 'object'::text))),
+    CONSTRAINT conflict_members_kind_check CHECK (((fact_id IS NULL) <> (claim IS NULL))),
+    CONSTRAINT conflict_members_outcome_check CHECK ((outcome = ANY (ARRAY['won'::text, 'lost'::text, 'kept'::text, 'retracted'::text])))
+);
+
+ALTER TABLE ONLY memory.conflict_members FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE conflict_members; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.conflict_members IS 'The facts of a conflict, or a claim held back instead of being stored (fact_id NULL, claim: the fact as asserted). outcome: what the resolution made of it.';
+
+
+--
+-- Name: conflict_member_json(uuid, memory.conflict_members); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.conflict_member_json(p_org uuid, m memory.conflict_members) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    select case when m.fact_id is null then
+             jsonb_build_object(
+               'member_id', m.member_id, 'fact_id', null, 'claim', m.claim,
+               'object', m.claim ->> 'object', 'content', m.claim ->> 'content',
+               'valid_from', m.claim ->> 'valid_from', 'valid_to', m.claim ->> 'valid_to',
+               'current', false, 'standing', null,
+               'confidence', m.claim -> 'confidence', 'source_episode_id', m.source_episode_id,
+               'outcome', m.outcome)
+           else (
+             select jsonb_build_object(
+                      'member_id', m.member_id, 'fact_id', f.fact_id, 'claim', null,
+                      'object', coalesce(o.name, f.object_literal), 'content', f.content,
+                      'valid_from', f.valid_from,
+                      'valid_to', case when isempty(f.valid_range) then f.valid_from
+                                       else upper(f.valid_range) end,
+                      'current', f.invalid_at is null and not isempty(f.valid_range),
+                      'standing', memory_internal.fact_standing(p_org, f.fact_id),
+                      'confidence', f.confidence, 'source_episode_id', f.source_episode_id,
+                      'outcome', m.outcome)
+               from memory_internal.fact_versions(m.project_id) f
+               left join memory.entities o on o.org_id = f.org_id and o.entity_id = f.object_entity_id
+              where f.org_id = p_org and f.fact_id = m.fact_id)
+           end
+  $$;
+
+
+--
+-- Name: FUNCTION conflict_member_json(p_org uuid, m memory.conflict_members); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.conflict_member_json(p_org uuid, m memory.conflict_members) IS 'A conflict member as memory.get_conflict shows it: the fact (object, content, window, current, standing, confidence) or the held claim, with its outcome.';
+
+
+--
+-- Name: conflicts_apply(uuid, uuid, uuid, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.conflicts_apply(p_org uuid, p_project uuid, p_subject uuid, p_predicate text) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    select memory_internal.cardinality(p_org, p_project, p_predicate) = 'unknown'
+       and not exists (select from memory.subject_cardinalities c
+                        where c.org_id = p_org and c.project_id = p_project
+                          and c.subject_id = p_subject and c.predicate = p_predicate)
+  $$;
+
+
+--
+-- Name: FUNCTION conflicts_apply(p_org uuid, p_project uuid, p_subject uuid, p_predicate text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.conflicts_apply(p_org uuid, p_project uuid, p_subject uuid, p_predicate text) IS 'True when the predicate is of unknown cardinality and the subject has no keep_both exception: two current objects at once are then a conflict.';
+
+
+--
 -- Name: content_words(text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -6235,6 +7694,41 @@ COMMENT ON FUNCTION memory_internal.context_communities(p_project uuid, p_at tim
 
 
 --
+-- Name: contradiction_conflict(uuid, uuid, uuid, uuid, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.contradiction_conflict(p_org uuid, p_project uuid, p_fact uuid, p_episode uuid, p_actor text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  f memory.facts;
+  v_ids uuid[];
+begin
+  select x.* into f from memory_internal.fact_versions(p_project) x
+   where x.org_id = p_org and x.fact_id = p_fact;
+  perform memory_internal.lock_identities(
+    p_project, array[f.subject_id, f.subject_id], array[f.predicate, f.predicate],
+    array['', f.identity_object]);
+  v_ids := array(select v.fact_id from memory_internal.fact_versions(p_project) v
+                  where v.org_id = p_org and v.subject_id = f.subject_id and v.predicate = f.predicate
+                    and v.source_episode_id = p_episode and v.object_key <> f.object_key
+                    and v.invalid_at is null);
+  return (memory_internal.detect_conflicts(
+    p_org, p_project, array[f.subject_id], array[f.predicate], p_actor, 'contradiction', p_episode,
+    p_fact || v_ids))[1];
+end
+$$;
+
+
+--
+-- Name: FUNCTION contradiction_conflict(p_org uuid, p_project uuid, p_fact uuid, p_episode uuid, p_actor text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.contradiction_conflict(p_org uuid, p_project uuid, p_fact uuid, p_episode uuid, p_actor text) IS 'A contradiction the extraction model reported, under the project''s contradictions = conflict: opens or joins the conflict of the fact''s subject and predicate with the fact and the episode''s current facts of another object for it.';
+
+
+--
 -- Name: count_redactions(uuid, uuid, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -6314,6 +7808,12 @@ CREATE FUNCTION memory_internal.data_stores() RETURNS TABLE(store text, relation
     ('memory.communities', 'content', 'communities of entities, labelled by a member''s name'),
     ('memory.community_members', 'content', 'which entity is in which community'),
     ('memory.community_runs', 'counts', 'when communities were computed and how many'),
+    ('memory.conflicts', 'content', 'conflicting sets of facts: subject, predicate, reasons'),
+    ('memory.conflict_members', 'content', 'the facts and held claims of each conflict'),
+    ('memory.conflict_events', 'content', 'the history of conflicts, with reasons and actors'),
+    ('memory.subject_cardinalities', 'content', 'subjects whose predicate was kept as many'),
+    ('memory.fact_reviews', 'content', 'reviews of facts: standing, reviewer, reason'),
+    ('memory.predicate_changes', 'settings', 'changes of predicates'' cardinality and their evidence'),
     ('memory.jobs', 'content', 'queued work: episode and fact ids, webhook bodies, results'),
     ('memory.webhook_delivery_log', 'content', 'delivery attempts: event ids, status, errors'),
     ('memory_internal.episode_terms', 'content', 'lexemes of episodes (full-text postings)'),
@@ -6332,6 +7832,8 @@ CREATE FUNCTION memory_internal.data_stores() RETURNS TABLE(store text, relation
     ('memory.webhook_endpoints', 'settings', 'webhook URLs and subscriptions'),
     ('memory_internal.webhook_secrets', 'settings', 'webhook signing secrets'),
     ('memory_internal.api_keys', 'settings', 'API key hashes and permissions'),
+    ('memory_internal.auth_sessions', 'settings', 'sign-in session hashes, permissions, who signed in'),
+    ('memory_internal.oidc_mappings', 'settings', 'OIDC issuer, audience and claim to project and permissions'),
     ('memory.job_schedules', 'settings', 'periodic jobs of an org'),
     ('memory.audit_log', 'counts', 'who did what, with counts, never content'),
     ('memory_internal.counters', 'counts', 'per-project counters for /metrics')
@@ -6344,6 +7846,282 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.data_stores() IS 'Every table of the chronomem schemas and what it holds of a tenant: content (a wipe erases it in its scope), settings (kept by a wipe, removed with the project) or counts (never content). The one list the wipe receipt and memory.verify_erased read.';
+
+
+--
+-- Name: declare_cardinality(uuid, text, text, text, jsonb, bigint, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.declare_cardinality(p_project uuid, p_predicate text, p_cardinality text, p_cause text, p_evidence jsonb, p_undoes bigint, p_actor text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_pred text := memory.normalize_text(p_predicate);
+  v_card text := lower(btrim(p_cardinality));
+  v_old text;
+  v_example text;
+  v_rekeyed integer;
+  v_subjects uuid[]; v_preds text[]; v_objects text[]; v_layout text[];
+  v_src uuid[] := '{}'; v_tgt uuid[] := '{}';
+  v_closed integer := 0;
+begin
+  if v_pred is null or v_pred = '' then
+    raise exception 'predicate "%" is empty after normalization', p_predicate
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if v_card is null or v_card not in ('one', 'many', 'unknown') then
+    raise exception 'cardinality must be ''one'', ''many'' or ''unknown'', not %', coalesce(quote_literal(p_cardinality), 'NULL')
+      using errcode = 'invalid_parameter_value';
+  end if;
+  -- A redeclaration changes the identities of every fact of the predicate:
+  -- no other writer of the project runs meanwhile (they hold this lock
+  -- shared, as for wipe).
+  perform memory_internal.hold_project(p_project, true);
+  perform pg_advisory_xact_lock(memory_internal.predicate_lock_key(p_project, v_pred));
+  v_old := memory_internal.cardinality(v_org, p_project, v_pred);
+  if v_old = v_card then
+    return v_card;
+  end if;
+  perform memory_internal.begin_write((
+    select max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at))
+      from memory_internal.fact_versions(p_project) v
+     where v.org_id = v_org and v.predicate = v_pred));
+
+  -- From 'unknown' to 'one': the open disagreements are settled by world
+  -- time, the newer object superseding the older, as if the predicate had
+  -- been 'one' when the facts arrived: the predicate's identities are laid
+  -- out as one per subject before they are re-keyed.  (From 'many', where a
+  -- person said the objects hold together, two objects at once still
+  -- refuse the switch below.)
+  if v_card = 'one' and v_old = 'unknown' then
+    select array_agg(k.subject_id), array_agg(v_pred), array_agg(k.identity_object), array_agg(''::text)
+      into v_subjects, v_preds, v_objects, v_layout
+      from (select distinct v.subject_id, v.identity_object
+              from memory_internal.fact_versions(p_project) v
+             where v.org_id = v_org and v.predicate = v_pred and v.invalid_at is null) k;
+    if v_subjects is not null then
+      perform memory_internal.lock_identities(p_project, v_subjects, v_preds, v_objects);
+      select coalesce(array_agg(r.subject_id), '{}'), coalesce(array_agg(r.object_entity_id), '{}')
+        into v_src, v_tgt
+        from memory_internal.restitch(
+               v_org, p_project, v_subjects, v_preds, v_objects, 'superseded', p_actor,
+               format('%s declared one', v_pred), p_layout_objects => v_layout) r
+       where r.object_entity_id is not null;
+    end if;
+  end if;
+
+  if v_card = 'unknown' then
+    delete from memory.predicates where org_id = v_org and project_id = p_project and predicate = v_pred;
+  else
+    insert into memory.predicates as d (org_id, project_id, predicate, cardinality)
+    values (v_org, p_project, v_pred, v_card)
+    on conflict (org_id, project_id, predicate)
+    do update set cardinality = excluded.cardinality, declared_at = now()
+    where d.cardinality <> excluded.cardinality;
+    -- A declaration is for every subject: keep_both exceptions end.
+    delete from memory.subject_cardinalities
+     where org_id = v_org and project_id = p_project and predicate = v_pred;
+  end if;
+
+  -- Re-key stored facts so identities follow the declaration.  Switching to
+  -- 'one' is refused while a subject has overlapping current facts with
+  -- different objects that no conflict settled: which one holds is the
+  -- caller's decision.
+  begin
+    update memory.facts f
+       set identity_object = case v_card when 'one' then '' else f.object_key end
+     where f.fact_id in (
+             select v.fact_id from memory_internal.fact_versions(p_project) v
+              where v.predicate = v_pred
+                and v.identity_object <> case v_card when 'one' then '' else v.object_key end)
+       and f.org_id = v_org;
+    get diagnostics v_rekeyed = row_count;
+  exception when exclusion_violation then
+    select e.name into v_example
+      from memory.facts_at(p_project) a
+      join memory.facts_at(p_project) b
+        on b.subject_id = a.subject_id and b.predicate = a.predicate and b.object_key <> a.object_key
+      join memory.entities e on e.org_id = a.org_id and e.entity_id = a.subject_id
+     where a.predicate = v_pred
+     limit 1;
+    raise exception 'cannot declare "%" cardinality one: subjects such as "%" hold several objects over overlapping windows', v_pred, coalesce(v_example, '?')
+      using errcode = 'exclusion_violation',
+            hint = 'Retract or expire the extra facts first, then declare again.';
+  end;
+
+  -- From 'one' to 'many' or 'unknown': each object is an identity of its own
+  -- now, so a window that another object's later fact ended runs to its own
+  -- claimed end again, as if the predicate had been so when the facts
+  -- arrived (the state does not depend on when the declaration came).
+  -- Logged as 'restored'; reads at an earlier known_at still see the old
+  -- windows.
+  if v_old = 'one' and v_rekeyed > 0 then
+    select array_agg(k.subject_id), array_agg(v_pred), array_agg(k.identity_object)
+      into v_subjects, v_preds, v_objects
+      from (select distinct v.subject_id, v.identity_object
+              from memory_internal.fact_versions(p_project) v
+             where v.org_id = v_org and v.predicate = v_pred and v.invalid_at is null) k;
+    if v_subjects is not null then
+      perform memory_internal.lock_identities(p_project, v_subjects, v_preds, v_objects);
+      select v_src || coalesce(array_agg(r.subject_id), '{}'), v_tgt || coalesce(array_agg(r.object_entity_id), '{}')
+        into v_src, v_tgt
+        from memory_internal.restitch(
+               v_org, p_project, v_subjects, v_preds, v_objects, 'superseded', p_actor,
+               format('%s declared %s', v_pred, v_card)) r
+       where r.object_entity_id is not null;
+    end if;
+  end if;
+  if cardinality(v_src) > 0 then
+    perform memory_internal.sync_edges(
+      v_org, p_project, v_src, v_tgt, array_fill(v_pred, array[cardinality(v_src)]));
+  end if;
+
+  if v_card in ('one', 'many') then
+    v_closed := memory_internal.close_declared_conflicts(v_org, p_project, v_pred, v_card, p_actor);
+  else
+    -- Undeclared again: the disagreements that now stand are conflicts.
+    select array_agg(k.subject_id), array_agg(v_pred) into v_subjects, v_preds
+      from (select distinct v.subject_id from memory_internal.fact_versions(p_project) v
+             where v.org_id = v_org and v.predicate = v_pred and v.invalid_at is null) k;
+    if v_subjects is not null then
+      perform memory_internal.lock_identities(p_project, v_subjects, v_preds,
+                                              array_fill(''::text, array[cardinality(v_subjects)]));
+      perform memory_internal.detect_conflicts(v_org, p_project, v_subjects, v_preds, p_actor);
+    end if;
+  end if;
+
+  insert into memory.predicate_changes
+    (org_id, project_id, predicate, old_cardinality, new_cardinality, cause, evidence, undoes, actor)
+  values (v_org, p_project, v_pred, v_old, v_card, p_cause, p_evidence, p_undoes, p_actor);
+  perform memory_internal.enqueue_webhook_event(
+    v_org, p_project, 'predicate.declared',
+    jsonb_build_object('predicate', v_pred, 'old_cardinality', v_old, 'new_cardinality', v_card,
+                       'cause', p_cause, 'conflicts_resolved', v_closed));
+  return v_card;
+end
+$$;
+
+
+--
+-- Name: FUNCTION declare_cardinality(p_project uuid, p_predicate text, p_cardinality text, p_cause text, p_evidence jsonb, p_undoes bigint, p_actor text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.declare_cardinality(p_project uuid, p_predicate text, p_cardinality text, p_cause text, p_evidence jsonb, p_undoes bigint, p_actor text) IS 'The body of every change of a predicate''s cardinality (declare_predicate, learned, undone): re-keys and lays out the stored facts, settles or opens conflicts, logs memory.predicate_changes and fires predicate.declared.';
+
+
+--
+-- Name: detect_conflicts(uuid, uuid, uuid[], text[], text, text, uuid, uuid[]); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.detect_conflicts(p_org uuid, p_project uuid, p_subjects uuid[], p_predicates text[], p_actor text, p_cause text DEFAULT 'unknown_cardinality'::text, p_episode uuid DEFAULT NULL::uuid, p_force_facts uuid[] DEFAULT '{}'::uuid[]) RETURNS uuid[]
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_sort TO 'off'
+    SET enable_seqscan TO 'off'
+    AS $$
+declare
+  v_ms uuid[]; v_mp text[]; v_mf uuid[]; v_me uuid[];
+  v_new uuid[];
+  v_cs uuid[]; v_cp text[]; v_cc uuid[];
+  v_add_c uuid[]; v_add_f uuid[];
+  v_out uuid[];
+begin
+  -- Set-based, a batch's pairs at once.  The members: the pairs' current
+  -- versions that overlap a version of another object (where conflicts
+  -- apply), and the facts the caller names.
+  with pairs as materialized (
+    select x.s, x.p,
+           memory_internal.conflicts_apply(p_org, p_project, x.s, x.p) as applies
+      from (select distinct u.s, u.p from unnest(p_subjects, p_predicates) u(s, p)) x),
+  v as materialized (
+    select x.s, x.p, x.applies, y.fact_id, y.object_key, y.valid_range, y.source_episode_id
+      from pairs x
+     cross join lateral (
+       select z.fact_id, z.object_key, z.valid_range, z.source_episode_id, z.invalid_at
+         from memory_internal.fact_versions(p_project) z
+        where z.org_id = p_org and z.subject_id = x.s and z.predicate = x.p
+        order by z.identity_object, z.valid_from, z.fact_seq
+       offset 0) y
+     where (x.applies or cardinality(p_force_facts) > 0)
+       and y.invalid_at is null and not isempty(y.valid_range)),
+  -- Only a pair with two objects can disagree; its versions are paired by
+  -- a hash join, not compared with every version of the batch.
+  multi as materialized (
+    select a.s, a.p from v a where a.applies
+     group by a.s, a.p having count(distinct a.object_key) > 1),
+  overlapping as materialized (
+    select distinct a.fact_id
+      from v a
+      join multi m on m.s = a.s and m.p = a.p
+      join v b on b.s = a.s and b.p = a.p
+     where b.object_key <> a.object_key and b.valid_range && a.valid_range)
+  select array_agg(a.s order by a.s, a.p, a.fact_id), array_agg(a.p order by a.s, a.p, a.fact_id),
+         array_agg(a.fact_id order by a.s, a.p, a.fact_id),
+         array_agg(a.source_episode_id order by a.s, a.p, a.fact_id)
+    into v_ms, v_mp, v_mf, v_me
+    from v a
+   where a.fact_id = any (p_force_facts)
+      or a.fact_id in (select o.fact_id from overlapping o);
+  if v_mf is null then
+    return '{}';
+  end if;
+
+  -- Open the pairs' conflicts that are not open yet (the partial unique
+  -- index keeps one open per pair; callers hold the pairs' locks).
+  with ins as (
+    insert into memory.conflicts as c (org_id, project_id, subject_id, predicate, cause, source_episode_id)
+    select p_org, p_project, w.s, w.p, p_cause, p_episode
+      from (select distinct m.s, m.p from unnest(v_ms, v_mp) m(s, p)) w
+     order by w.s, w.p
+    on conflict (org_id, project_id, subject_id, predicate) where status = 'open' do nothing
+    returning c.conflict_id)
+  select coalesce(array_agg(i.conflict_id), '{}') into v_new from ins i;
+  select array_agg(c.subject_id), array_agg(c.predicate), array_agg(c.conflict_id)
+    into v_cs, v_cp, v_cc
+    from (select distinct m.s, m.p from unnest(v_ms, v_mp) m(s, p)) w
+    cross join lateral (
+      select x.subject_id, x.predicate, x.conflict_id from memory.conflicts x
+       where x.org_id = p_org and x.project_id = p_project and x.subject_id = w.s
+         and x.predicate = w.p and x.status = 'open'
+      offset 0) c;
+  with added as (
+    insert into memory.conflict_members as m (org_id, project_id, conflict_id, fact_id, source_episode_id)
+    select p_org, p_project, c.id, n.f, n.e
+      from unnest(v_ms, v_mp, v_mf, v_me) n(s, p, f, e)
+      join unnest(v_cs, v_cp, v_cc) c(s, p, id) on c.s = n.s and c.p = n.p
+    on conflict (org_id, conflict_id, fact_id) do nothing
+    returning m.conflict_id, m.fact_id)
+  select coalesce(array_agg(x.conflict_id), '{}'), coalesce(array_agg(x.fact_id), '{}')
+    into v_add_c, v_add_f from added x;
+
+  -- One event per conflict opened (with its facts) or grown.
+  insert into memory.conflict_events (org_id, project_id, conflict_id, event_type, actor, detail)
+  select p_org, p_project, c.id,
+         case when c.id = any (v_new) then 'opened' else 'member_added' end, p_actor,
+         case when c.id = any (v_new) then jsonb_build_object('cause', p_cause) else '{}' end
+         || jsonb_build_object('fact_ids', coalesce(f.ids, '[]'), 'source_episode_id', p_episode)
+    from unnest(v_cc) c(id)
+    left join (select x.c, jsonb_agg(x.f order by x.f) as ids
+                 from unnest(v_add_c, v_add_f) x(c, f) group by x.c) f on f.c = c.id
+   where c.id = any (v_new) or f.c is not null
+   order by c.id;
+  v_out := array(select distinct u from unnest(v_new || v_add_c) u order by 1);
+  if cardinality(v_out) > 0 then
+    perform memory_internal.bump_counter(p_org, p_project, 'conflicts_touched', cardinality(v_out));
+  end if;
+  return v_out;
+end
+$$;
+
+
+--
+-- Name: FUNCTION detect_conflicts(p_org uuid, p_project uuid, p_subjects uuid[], p_predicates text[], p_actor text, p_cause text, p_episode uuid, p_force_facts uuid[]); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.detect_conflicts(p_org uuid, p_project uuid, p_subjects uuid[], p_predicates text[], p_actor text, p_cause text, p_episode uuid, p_force_facts uuid[]) IS 'Open or join the open conflict of each (subject, predicate): members are the current facts overlapping a fact of another object (where conflicts apply), plus p_force_facts. Logs opened / member_added; caller holds the (subject, predicate) locks.';
 
 
 --
@@ -7059,6 +8837,30 @@ COMMENT ON FUNCTION memory_internal.fact_shape_problem(p_fact jsonb) IS 'A fact'
 
 
 --
+-- Name: fact_standing(uuid, uuid, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.fact_standing(p_org uuid, p_fact uuid, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+    select coalesce(
+      (select r.standing from memory.fact_reviews r
+        where r.org_id = p_org and r.fact_id = p_fact
+          and r.reviewed_at <= coalesce(p_known_at, 'infinity')
+        order by r.reviewed_at desc, r.review_id desc
+        limit 1),
+      'unreviewed')
+  $$;
+
+
+--
+-- Name: FUNCTION fact_standing(p_org uuid, p_fact uuid, p_known_at timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.fact_standing(p_org uuid, p_fact uuid, p_known_at timestamp with time zone) IS 'A fact''s standing as believed at p_known_at (NULL: now): the latest review recorded by then, else unreviewed.';
+
+
+--
 -- Name: fact_term_postings(tsvector); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7076,6 +8878,25 @@ CREATE FUNCTION memory_internal.fact_term_postings(p_tsv tsvector) RETURNS TABLE
 --
 
 COMMENT ON FUNCTION memory_internal.fact_term_postings(p_tsv tsvector) IS 'The postings of a fact version''s content_tsv: each distinct lexeme with its positions (tf, 1 if none) and the vector''s length as ts_rank_cd counts it (doc_len, the sum of tf).';
+
+
+--
+-- Name: fact_trust(text, real); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.fact_trust(p_standing text, p_confidence real) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select (case p_standing when 'confirmed' then 1.25 else 1.0 end)
+           * (0.5 + 0.5 * coalesce(p_confidence, 1))
+  $$;
+
+
+--
+-- Name: FUNCTION fact_trust(p_standing text, p_confidence real); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.fact_trust(p_standing text, p_confidence real) IS 'The weight memory.search gives a fact hit: 1.25 when confirmed (else 1), times 0.5 + 0.5 * confidence.';
 
 
 --
@@ -7261,6 +9082,48 @@ COMMENT ON FUNCTION memory_internal.hmac_sha256(p_key bytea, p_message bytea) IS
 
 
 --
+-- Name: hold_claim(uuid, uuid, uuid, text, uuid, jsonb, uuid, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.hold_claim(p_org uuid, p_project uuid, p_subject uuid, p_predicate text, p_confirmed uuid, p_claim jsonb, p_episode uuid, p_actor text) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_conflict uuid;
+begin
+  v_conflict := (memory_internal.detect_conflicts(
+    p_org, p_project, array[p_subject], array[p_predicate], p_actor, 'confirmed_fact', p_episode,
+    array[p_confirmed]))[1];
+  if v_conflict is null then
+    select c.conflict_id into v_conflict from memory.conflicts c
+     where c.org_id = p_org and c.project_id = p_project and c.subject_id = p_subject
+       and c.predicate = p_predicate and c.status = 'open';
+  end if;
+  -- A retry of the same claim (a job run again) is held once.
+  if exists (select from memory.conflict_members m
+              where m.org_id = p_org and m.conflict_id = v_conflict and m.claim = p_claim
+                and m.outcome is null) then
+    return v_conflict;
+  end if;
+  insert into memory.conflict_members (org_id, project_id, conflict_id, claim, source_episode_id)
+  values (p_org, p_project, v_conflict, p_claim, p_episode);
+  insert into memory.conflict_events (org_id, project_id, conflict_id, event_type, actor, detail)
+  values (p_org, p_project, v_conflict, 'member_added', p_actor,
+          jsonb_build_object('held_claim', true, 'held_by', p_confirmed, 'source_episode_id', p_episode));
+  return v_conflict;
+end
+$$;
+
+
+--
+-- Name: FUNCTION hold_claim(p_org uuid, p_project uuid, p_subject uuid, p_predicate text, p_confirmed uuid, p_claim jsonb, p_episode uuid, p_actor text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.hold_claim(p_org uuid, p_project uuid, p_subject uuid, p_predicate text, p_confirmed uuid, p_claim jsonb, p_episode uuid, p_actor text) IS 'Record a claim held back by a confirmed fact (protect_confirmed) as a member of the open conflict of its subject and predicate; returns the conflict.';
+
+
+--
 -- Name: hold_project(uuid, boolean); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7373,6 +9236,30 @@ CREATE FUNCTION memory_internal.identity_lock_key(p_project uuid, p_subject uuid
 
 
 --
+-- Name: idle_interval(integer); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.idle_interval(p_idle_seconds integer) RETURNS interval
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+begin
+  if p_idle_seconds is not null and p_idle_seconds not between 60 and 86400 then
+    raise exception 'idle_seconds must be between 60 and 86400' using
+      errcode = 'invalid_parameter_value', detail = 'idle_seconds';
+  end if;
+  return make_interval(secs => p_idle_seconds);
+end
+$$;
+
+
+--
+-- Name: FUNCTION idle_interval(p_idle_seconds integer); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.idle_interval(p_idle_seconds integer) IS 'A session''s idle expiry from seconds (60 to 86400; NULL: none).';
+
+
+--
 -- Name: in_scope(uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7438,6 +9325,44 @@ CREATE FUNCTION memory_internal.json_text(p_value jsonb) RETURNS text
     AS $$
     select case when jsonb_typeof(p_value) in ('string', 'number', 'boolean') then p_value #>> '{}' end
   $$;
+
+
+--
+-- Name: learn_cardinality(uuid, uuid, text, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.learn_cardinality(p_org uuid, p_project uuid, p_predicate text, p_actor text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  s record;
+begin
+  if not exists (select from memory.projects p
+                  where p.org_id = p_org and p.project_id = p_project and p.learn_cardinality) then
+    return null;
+  end if;
+  select x.* into s from memory.suggest_cardinality(p_project) x where x.predicate = p_predicate;
+  if s.suggestion is null or s.declared <> 'unknown' then
+    return null;
+  end if;
+  perform memory_internal.declare_cardinality(
+    p_project, p_predicate, s.suggestion, 'learned',
+    jsonb_build_object('confidence', s.confidence, 'subjects', s.subjects,
+                       'sequential_subjects', s.sequential_subjects,
+                       'concurrent_subjects', s.concurrent_subjects, 'kept', s.kept,
+                       'superseded', s.superseded, 'retracted', s.retracted) || s.evidence,
+    null, p_actor);
+  return s.suggestion;
+end
+$$;
+
+
+--
+-- Name: FUNCTION learn_cardinality(p_org uuid, p_project uuid, p_predicate text, p_actor text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.learn_cardinality(p_org uuid, p_project uuid, p_predicate text, p_actor text) IS 'Under the project''s learn_cardinality: declare an undeclared predicate as memory.suggest_cardinality suggests (cause learned, with the evidence); NULL when nothing is learned.';
 
 
 --
@@ -7533,6 +9458,60 @@ COMMENT ON FUNCTION memory_internal.luhn_valid(p_text text) IS 'Whether the digi
 
 
 --
+-- Name: oidc_mappings; Type: TABLE; Schema: memory_internal; Owner: -
+--
+
+CREATE TABLE memory_internal.oidc_mappings (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    mapping_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    issuer text NOT NULL,
+    audience text NOT NULL,
+    claim text NOT NULL,
+    value text NOT NULL,
+    permissions text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT oidc_mappings_audience_check CHECK (((length(audience) >= 1) AND (length(audience) <= 500))),
+    CONSTRAINT oidc_mappings_claim_check CHECK ((claim ~ '^[A-Za-z_][A-Za-z0-9_.:/-]{0,99}$'::text)),
+    CONSTRAINT oidc_mappings_issuer_check CHECK (((length(issuer) >= 1) AND (length(issuer) <= 500))),
+    CONSTRAINT oidc_mappings_permissions_check CHECK (((cardinality(permissions) >= 1) AND (array_position(permissions, NULL::text) IS NULL) AND (permissions <@ memory_http.permissions()))),
+    CONSTRAINT oidc_mappings_value_check CHECK (((length(value) >= 1) AND (length(value) <= 500)))
+);
+
+ALTER TABLE ONLY memory_internal.oidc_mappings FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE oidc_mappings; Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON TABLE memory_internal.oidc_mappings IS 'Which verified JWTs sign in where: a token of issuer and audience whose claim holds value gets permissions (memory_http.permissions()) on project. Written by the owner (memory.set_oidc_mapping); read by memory_http.open_oidc_session.';
+
+
+--
+-- Name: matching_mappings(text, text[], jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.matching_mappings(p_issuer text, p_audiences text[], p_claims jsonb) RETURNS SETOF memory_internal.oidc_mappings
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+  select m.* from memory_internal.oidc_mappings m
+   where m.issuer = p_issuer and m.audience = any (p_audiences)
+     and (p_claims -> m.claim = to_jsonb(m.value)
+          or (jsonb_typeof(p_claims -> m.claim) = 'array'
+              and p_claims -> m.claim @> jsonb_build_array(m.value)))
+$$;
+
+
+--
+-- Name: FUNCTION matching_mappings(p_issuer text, p_audiences text[], p_claims jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.matching_mappings(p_issuer text, p_audiences text[], p_claims jsonb) IS 'The OIDC mappings that a token of p_issuer, with audiences p_audiences and claims p_claims, matches (across orgs: only security definer callers see them all).';
+
+
+--
 -- Name: name_tokens(text); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7591,6 +9570,40 @@ CREATE FUNCTION memory_internal.new_fact_id() RETURNS uuid
 --
 
 COMMENT ON FUNCTION memory_internal.new_fact_id() IS 'A new fact version''s id: a time-ordered UUID (version 7), so the btrees keyed on fact ids grow at their right edge.';
+
+
+--
+-- Name: new_session(uuid, uuid, text, uuid, uuid[], text, text, text[], interval, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.new_session(p_org uuid, p_project uuid, p_method text, p_key uuid, p_mappings uuid[], p_issuer text, p_subject text, p_permissions text[], p_idle interval, p_expires timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_secret bytea := sha256(uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
+                           || uuid_send(gen_random_uuid()));
+  v_id uuid := gen_random_uuid();
+begin
+  delete from memory_internal.auth_sessions s
+   where s.org_id = p_org
+     and (s.expires_at <= now() or s.last_seen_at + s.idle_timeout <= now());
+  insert into memory_internal.auth_sessions
+    (org_id, project_id, session_id, secret_hash, method, key_id, mapping_ids, issuer, subject,
+     permissions, idle_timeout, expires_at)
+  values (p_org, p_project, v_id, sha256(v_secret), p_method, p_key, p_mappings, p_issuer,
+          p_subject, array(select distinct p from unnest(p_permissions) p order by p), p_idle,
+          p_expires);
+  return 'cms_' || replace(v_id::text, '-', '') || '_' || encode(v_secret, 'hex');
+end
+$$;
+
+
+--
+-- Name: FUNCTION new_session(p_org uuid, p_project uuid, p_method text, p_key uuid, p_mappings uuid[], p_issuer text, p_subject text, p_permissions text[], p_idle interval, p_expires timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.new_session(p_org uuid, p_project uuid, p_method text, p_key uuid, p_mappings uuid[], p_issuer text, p_subject text, p_permissions text[], p_idle interval, p_expires timestamp with time zone) IS 'Store a sign-in session (deleting the org''s expired ones) and return its token cms_<id>_<secret>; only the secret''s sha256 is kept.';
 
 
 --
@@ -7731,6 +9744,25 @@ $$;
 
 
 --
+-- Name: parse_session_token(text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.parse_session_token(p_token text, OUT session_id uuid, OUT secret bytea) RETURNS record
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$
+    select m[1]::uuid, decode(m[2], 'hex')
+      from (select regexp_match(p_token, '^cms_([0-9a-f]{32})_([0-9a-f]{64})$') as m) x
+  $_$;
+
+
+--
+-- Name: FUNCTION parse_session_token(p_token text, OUT session_id uuid, OUT secret bytea); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.parse_session_token(p_token text, OUT session_id uuid, OUT secret bytea) IS 'A session token cms_<session id>_<secret> split into its id and secret bytes; NULLs when malformed.';
+
+
+--
 -- Name: phone_valid(text); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7780,8 +9812,13 @@ CREATE FUNCTION memory_internal.project_org(p_project uuid) RETURNS uuid
     AS $$
 declare
   v_org uuid;
+  v_scope uuid := memory_internal.current_org();
 begin
-  select p.org_id into v_org from memory.projects p where p.project_id = p_project;
+  -- The scope named as well as implied by the policy: on Citus, a query
+  -- with the org as a value goes to that org's shard alone, where one
+  -- without it asks every shard (and a generic plan of that cannot be made).
+  select p.org_id into v_org from memory.projects p
+   where p.org_id = v_scope and p.project_id = p_project;
   if v_org is null then
     raise exception 'project % not found', p_project
       using errcode = 'no_data_found',
@@ -9471,7 +11508,8 @@ begin
            jsonb_build_object('text', f.content, 'subject', s.name, 'predicate', f.predicate_label,
                               'object', coalesce(o.name, f.object_literal),
                               'valid_from', lower(f.valid_range), 'valid_until', upper(f.valid_range),
-                              'confidence', f.confidence)
+                              'confidence', f.confidence,
+                              'standing', memory_internal.fact_standing(f.org_id, f.fact_id, p_known_at))
       from (select x.* from memory.facts_at(p_project, p_at, p_known_at) x
              where x.fact_id = any (p_ids)
              order by x.org_id, x.project_id, x.fact_id) f
@@ -9493,7 +11531,7 @@ $$;
 -- Name: FUNCTION search_fact_details(p_project uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_ids uuid[]); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.search_fact_details(p_project uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_ids uuid[]) IS 'memory.search''s details of its fact hits: for each id that holds at p_at as believed at p_known_at, text, subject, predicate, object (names, as readable_facts_at), window and confidence as JSON. Reads by key in one generic plan.';
+COMMENT ON FUNCTION memory_internal.search_fact_details(p_project uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_ids uuid[]) IS 'memory.search''s details of its fact hits: for each id that holds at p_at as believed at p_known_at, text, subject, predicate, object (names, as readable_facts_at), window, confidence and standing (at p_known_at) as JSON. Reads by key in one generic plan.';
 
 
 --
@@ -9807,6 +11845,53 @@ COMMENT ON FUNCTION memory_internal.search_leg_hits(p_k integer) IS 'Hits each l
 
 
 --
+-- Name: session_max_age(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.session_max_age() RETURNS interval
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select interval '12 hours' $$;
+
+
+--
+-- Name: FUNCTION session_max_age(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.session_max_age() IS 'The absolute lifetime of a sign-in session (12 hours), whatever its idle expiry.';
+
+
+--
+-- Name: set_local(text, text); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.set_local(p_name text, p_value text) RETURNS text
+    LANGUAGE plpgsql
+    AS $_$
+begin
+  -- The name goes into the statement's text: a setting's name, never SQL.
+  if p_name !~ '^[a-z_]+[.][a-z_]+$' then
+    raise exception 'not a setting name: %', p_name using errcode = 'invalid_parameter_value';
+  end if;
+  -- Distributed (`chronomem distribute` sets this for the database): SET
+  -- LOCAL, parsed per call.  On one server set_config(), a fifth of the cost.
+  if current_setting('citus.propagate_set_commands', true) = 'local' then
+    execute format('set local %s = %L', p_name, coalesce(p_value, ''));
+  else
+    perform set_config(p_name, coalesce(p_value, ''), true);
+  end if;
+  return p_value;
+end
+$_$;
+
+
+--
+-- Name: FUNCTION set_local(p_name text, p_value text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.set_local(p_name text, p_value text) IS 'SET LOCAL p_name = p_value (NULL: empty) for the rest of the transaction: the one way a function writes a chronomem setting, so that Citus carries it to the workers.';
+
+
+--
 -- Name: ssn_valid(text); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -9971,6 +12056,53 @@ begin
   return null;
 end
 $$;
+
+
+--
+-- Name: tg_conflict_events__webhooks(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.tg_conflict_events__webhooks() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET enable_sort TO 'off'
+    AS $$
+declare
+  r record;
+begin
+  -- Each event's conflict by its key (offset 0: a probe per event, whatever
+  -- the planner guesses of the transition table).
+  for r in select n.org_id, n.project_id, n.conflict_id, n.event_type, n.detail, c.subject_id,
+                  c.predicate, c.cause, c.resolution
+             from new_rows n
+             cross join lateral (
+               select x.subject_id, x.predicate, x.cause, x.resolution from memory.conflicts x
+                where x.org_id = n.org_id and x.conflict_id = n.conflict_id
+                order by x.org_id, x.conflict_id
+               offset 0) c
+            where n.event_type in ('opened', 'resolved')
+            order by n.event_id loop
+    perform memory_internal.enqueue_webhook_event(
+      r.org_id, r.project_id,
+      case r.event_type when 'opened' then 'conflict.detected' else 'conflict.resolved' end,
+      jsonb_build_object('conflict_id', r.conflict_id, 'subject_id', r.subject_id,
+                         'predicate', r.predicate, 'cause', r.cause, 'resolution', r.resolution)
+      || r.detail,
+      array(select jsonb_array_elements_text(coalesce(r.detail -> 'fact_ids', '[]')
+                                             || coalesce(r.detail -> 'closed', '[]')
+                                             || coalesce(r.detail -> 'retracted', '[]')
+                                             || coalesce(r.detail -> 'asserted', '[]'))::uuid));
+  end loop;
+  return null;
+end
+$$;
+
+
+--
+-- Name: FUNCTION tg_conflict_events__webhooks(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.tg_conflict_events__webhooks() IS 'conflict.detected and conflict.resolved webhooks from the conflict event log, in the writer''s transaction.';
 
 
 --
@@ -10841,6 +12973,7 @@ declare
   v_n_entities integer := 0; v_n_episodes integer := 0; v_n_sessions integer := 0;
   v_n_tombstones integer := 0;
   v_before jsonb := memory_internal.store_changes(array['content']);
+  v_conflicts uuid[];
 begin
   if num_nonnulls(p_session, p_subject, p_stored_before) > 1 then
     raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
@@ -10851,7 +12984,7 @@ begin
   perform memory_internal.begin_write((
     select max(greatest(v.recorded_at, v.range_changed_at, v.invalid_at))
       from memory_internal.fact_versions(p_project) v));
-  perform set_config('chronomem.wiping', 'on', true);
+  perform memory_internal.set_local('chronomem.wiping', 'on');
 
   if num_nonnulls(p_session, p_subject, p_stored_before) = 0 then
     v_scope := 'project';
@@ -10929,6 +13062,18 @@ begin
       into v_past_ids, v_past_ranges, v_past_changed_at, v_past_sources, v_past_targets,
            v_past_relations
       from memory_internal.replay_wiped_past(v_org, p_project, v_facts) r;
+
+    -- Conflicts a wiped fact or episode was in: their wiped members go
+    -- with the facts (foreign keys); a conflict left with fewer than two
+    -- members goes below, as if never opened.
+    v_conflicts := array(
+      select m.conflict_id from memory.conflict_members m
+       where m.org_id = v_org and m.project_id = p_project
+         and (m.fact_id = any (v_facts) or m.source_episode_id = any (coalesce(v_episodes, '{}')))
+      union
+      select c.conflict_id from memory.conflicts c
+       where c.org_id = v_org and c.project_id = p_project
+         and c.source_episode_id = any (coalesce(v_episodes, '{}')));
 
     -- Events of facts that stay but name a wiped one (the closing it
     -- caused) go too: the wiped facts are as if never asserted.
@@ -11012,6 +13157,15 @@ begin
     end if;
   end if;
 
+  if cardinality(v_conflicts) > 0 then
+    update memory.conflicts c set source_episode_id = null
+     where c.org_id = v_org and c.conflict_id = any (v_conflicts)
+       and c.source_episode_id = any (coalesce(v_episodes, '{}'));
+    delete from memory.conflicts c
+     where c.org_id = v_org and c.conflict_id = any (v_conflicts)
+       and (select count(*) from memory.conflict_members m
+             where m.org_id = v_org and m.conflict_id = c.conflict_id) < 2;
+  end if;
   perform memory_internal.cancel_wiped_jobs(v_org, p_project, v_deleted);
   perform memory_internal.drop_wiped_webhook_bodies(v_org, p_project, memory_internal.txn_instant());
   -- The receipt: rows deleted and changed in every content store, whatever
@@ -11063,6 +13217,8 @@ declare
   v_target memory.facts;
   v_section text;
   v_offered uuid[];
+  v_policy text;
+  v_opened integer := 0;
 begin
   select e.* into ep from memory.episodes e where e.episode_id = p_episode;
   if ep.episode_id is null then
@@ -11181,6 +13337,8 @@ begin
   -- fact of the project the context did not offer included) is unknown: a
   -- model must not close facts it never saw.
   begin
+    select p.contradictions into v_policy from memory.projects p
+     where p.org_id = ep.org_id and p.project_id = ep.project_id;
     for x in select * from jsonb_array_elements(coalesce(p_payload -> 'contradictions', '[]')) loop
       if not memory_internal.is_uuid(x ->> 'fact_id') then
         v_unknown := v_unknown + 1;
@@ -11193,6 +13351,15 @@ begin
         v_unknown := v_unknown + 1;
         continue;
       end if;
+      -- The project's policy may leave the decision to a person: a conflict
+      -- opens instead (functions/055_conflicts.sql).
+      if v_policy = 'conflict' then
+        if memory_internal.contradiction_conflict(ep.org_id, ep.project_id, v_target.fact_id, p_episode,
+                                                  'extraction') is not null then
+          v_opened := v_opened + 1;
+        end if;
+        continue;
+      end if;
       if memory.close_fact(ep.project_id, v_target.fact_id, ep.occurred_at,
                            coalesce(x ->> 'reason', 'contradicted by episode ' || p_episode),
                            'contradicted', 'extraction') ->> 'status' = 'contradicted' then
@@ -11200,7 +13367,8 @@ begin
       end if;
     end loop;
     v_report := v_report || jsonb_build_object('contradictions',
-      jsonb_build_object('closed', v_closed, 'unknown_ids', v_unknown));
+      jsonb_build_object('closed', v_closed, 'unknown_ids', v_unknown)
+      || case when v_policy = 'conflict' then jsonb_build_object('conflicts', v_opened) else '{}' end);
   exception when others then
     v_failed := v_failed || 'contradictions'::text;
     v_report := v_report || jsonb_build_object('contradictions', jsonb_build_object('error', sqlerrm));
@@ -11242,7 +13410,7 @@ $$;
 -- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer); Type: COMMENT; Schema: memory_worker; Owner: -
 --
 
-COMMENT ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) IS 'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant, and only facts memory_worker.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';
+COMMENT ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) IS 'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant (or, when the project''s contradictions policy is conflict, put in a conflict for a person to settle), and only facts memory_worker.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';
 
 
 --
@@ -12023,6 +14191,82 @@ COMMENT ON COLUMN memory.community_runs.edges_digest IS 'XOR of uuid_hash_extend
 
 
 --
+-- Name: conflict_events; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.conflict_events (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    event_id bigint NOT NULL,
+    conflict_id uuid NOT NULL,
+    event_type text NOT NULL,
+    actor text,
+    reason text,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    recorded_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
+    CONSTRAINT conflict_events_type_check CHECK ((event_type = ANY (ARRAY['opened'::text, 'member_added'::text, 'member_retracted'::text, 'resolved'::text])))
+);
+
+ALTER TABLE ONLY memory.conflict_events FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE conflict_events; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.conflict_events IS 'The history of each conflict: opened, a member added, resolved (with the resolution and what it changed in detail). Each fires a webhook (conflict.detected, conflict.resolved).';
+
+
+--
+-- Name: conflict_events_event_id_seq; Type: SEQUENCE; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.conflict_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME memory.conflict_events_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: conflicts; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.conflicts (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    conflict_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    subject_id uuid NOT NULL,
+    predicate text NOT NULL,
+    cause text NOT NULL,
+    status text DEFAULT 'open'::text NOT NULL,
+    resolution text,
+    source_episode_id uuid,
+    opened_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
+    resolved_at timestamp with time zone,
+    resolved_by text,
+    reason text,
+    CONSTRAINT conflicts_cause_check CHECK ((cause = ANY (ARRAY['unknown_cardinality'::text, 'contradiction'::text, 'confirmed_fact'::text]))),
+    CONSTRAINT conflicts_predicate_check CHECK ((predicate <> ''::text)),
+    CONSTRAINT conflicts_resolution_check CHECK ((resolution = ANY (ARRAY['kept'::text, 'superseded'::text, 'retracted'::text, 'declared_one'::text, 'declared_many'::text]))),
+    CONSTRAINT conflicts_resolved_check CHECK ((((status = 'open'::text) = (resolution IS NULL)) AND ((status = 'open'::text) = (resolved_at IS NULL)) AND ((resolved_at IS NULL) OR (resolved_at >= opened_at)))),
+    CONSTRAINT conflicts_status_check CHECK ((status = ANY (ARRAY['open'::text, 'resolved'::text])))
+);
+
+ALTER TABLE ONLY memory.conflicts FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE conflicts; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.conflicts IS 'A conflicting set: a subject whose current facts of one predicate disagree (two objects at once for a predicate of unknown cardinality, a contradiction the extraction model reported, a claim against a confirmed fact). At most one open per subject and predicate. Read through memory.list_conflicts and memory.get_conflict; settled by memory.resolve_conflict or a declaration.';
+
+
+--
 -- Name: entity_aliases; Type: TABLE; Schema: memory; Owner: -
 --
 
@@ -12199,6 +14443,46 @@ ALTER TABLE memory.fact_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDE
 
 
 --
+-- Name: fact_reviews; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.fact_reviews (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    review_id bigint NOT NULL,
+    fact_id uuid NOT NULL,
+    standing text NOT NULL,
+    reviewer text NOT NULL,
+    reason text,
+    reviewed_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
+    CONSTRAINT fact_reviews_standing_check CHECK ((standing = ANY (ARRAY['unreviewed'::text, 'confirmed'::text, 'rejected'::text])))
+);
+
+ALTER TABLE ONLY memory.fact_reviews FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE fact_reviews; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.fact_reviews IS 'Reviews of facts (memory.review_fact): the standing at a known_at instant is the latest review recorded by then, unreviewed when there is none. A rejection also retracts the fact.';
+
+
+--
+-- Name: fact_reviews_review_id_seq; Type: SEQUENCE; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.fact_reviews ALTER COLUMN review_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME memory.fact_reviews_review_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
 -- Name: facts_fact_seq_seq; Type: SEQUENCE; Schema: memory; Owner: -
 --
 
@@ -12298,6 +14582,52 @@ COMMENT ON TABLE memory.orgs IS 'Tenants. Every other row carries its org_id. An
 
 
 --
+-- Name: predicate_changes; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.predicate_changes (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    change_id bigint NOT NULL,
+    predicate text NOT NULL,
+    old_cardinality text NOT NULL,
+    new_cardinality text NOT NULL,
+    cause text NOT NULL,
+    evidence jsonb,
+    undoes bigint,
+    actor text NOT NULL,
+    changed_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
+    CONSTRAINT predicate_changes_cause_check CHECK ((cause = ANY (ARRAY['declared'::text, 'learned'::text, 'undone'::text]))),
+    CONSTRAINT predicate_changes_new_check CHECK ((new_cardinality = ANY (ARRAY['one'::text, 'many'::text, 'unknown'::text]))),
+    CONSTRAINT predicate_changes_old_check CHECK ((old_cardinality = ANY (ARRAY['one'::text, 'many'::text, 'unknown'::text]))),
+    CONSTRAINT predicate_changes_predicate_check CHECK ((predicate <> ''::text))
+);
+
+ALTER TABLE ONLY memory.predicate_changes FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE predicate_changes; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.predicate_changes IS 'Every change of a predicate''s cardinality, with its cause (declared, learned from memory.suggest_cardinality''s evidence, undone) and the evidence: what an operator reads to see and undo a learned declaration (memory.undo_predicate_change).';
+
+
+--
+-- Name: predicate_changes_change_id_seq; Type: SEQUENCE; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.predicate_changes ALTER COLUMN change_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME memory.predicate_changes_change_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
 -- Name: predicates; Type: TABLE; Schema: memory; Owner: -
 --
 
@@ -12318,7 +14648,7 @@ ALTER TABLE ONLY memory.predicates FORCE ROW LEVEL SECURITY;
 -- Name: TABLE predicates; Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON TABLE memory.predicates IS 'Declared predicate cardinality. ''one'': a new object supersedes the old one; undeclared predicates are ''many''.';
+COMMENT ON TABLE memory.predicates IS 'Declared predicate cardinality. ''one'': a new object supersedes the old one; ''many'': objects hold together; an undeclared predicate is ''unknown'': a second object at once stands beside the first and opens a conflict.';
 
 
 --
@@ -12331,6 +14661,14 @@ CREATE TABLE memory.projects (
     name text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     retention interval,
+    contradictions text DEFAULT 'close'::text NOT NULL,
+    protect_confirmed boolean DEFAULT false NOT NULL,
+    learn_cardinality boolean DEFAULT false NOT NULL,
+    learn_threshold real DEFAULT 0.9 NOT NULL,
+    learn_min_evidence integer DEFAULT 5 NOT NULL,
+    CONSTRAINT projects_contradictions_check CHECK ((contradictions = ANY (ARRAY['close'::text, 'conflict'::text]))),
+    CONSTRAINT projects_learn_min_evidence_check CHECK ((learn_min_evidence >= 2)),
+    CONSTRAINT projects_learn_threshold_check CHECK (((learn_threshold >= (0.5)::double precision) AND (learn_threshold <= (1)::double precision))),
     CONSTRAINT projects_name_check CHECK (((length(btrim(name)) >= 1) AND (length(btrim(name)) <= 200))),
     CONSTRAINT projects_retention_check CHECK (((retention IS NULL) OR (retention >= '01:00:00'::interval)))
 );
@@ -12350,6 +14688,41 @@ COMMENT ON TABLE memory.projects IS 'A memory space inside an org. Entities, fac
 --
 
 COMMENT ON COLUMN memory.projects.retention IS 'How long episodes are kept after they are stored (NULL: for ever); the periodic purge job erases older ones and the facts drawn from them (memory.purge_expired). At least an hour.';
+
+
+--
+-- Name: COLUMN projects.contradictions; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.projects.contradictions IS 'What the extraction model''s contradictions do: close (the contradicted fact''s window ends at the episode) or conflict (a conflict opens; a person decides).';
+
+
+--
+-- Name: COLUMN projects.protect_confirmed; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.projects.protect_confirmed IS 'When true, extraction does not supersede a confirmed fact: its claim is held in a conflict instead.';
+
+
+--
+-- Name: COLUMN projects.learn_cardinality; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.projects.learn_cardinality IS 'When true, a resolution that makes memory.suggest_cardinality''s suggestion for the predicate pass learn_threshold with at least learn_min_evidence cases declares it (logged as learned; memory.undo_predicate_change undoes it).';
+
+
+--
+-- Name: COLUMN projects.learn_threshold; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.projects.learn_threshold IS 'The share of the evidence a learned cardinality needs (0.5 to 1).';
+
+
+--
+-- Name: COLUMN projects.learn_min_evidence; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.projects.learn_min_evidence IS 'The cases (subjects and resolved conflicts) a learned cardinality needs, at least 2.';
 
 
 --
@@ -12409,6 +14782,32 @@ COMMENT ON TABLE memory.sessions IS 'A conversation, named by the client''s exte
 --
 
 COMMENT ON COLUMN memory.sessions.last_seq IS 'Sequence number of the session''s last episode; ingest allocates under the row lock.';
+
+
+--
+-- Name: subject_cardinalities; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.subject_cardinalities (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    subject_id uuid NOT NULL,
+    predicate text NOT NULL,
+    cardinality text NOT NULL,
+    conflict_id uuid,
+    declared_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
+    CONSTRAINT subject_cardinalities_cardinality_check CHECK ((cardinality = 'many'::text)),
+    CONSTRAINT subject_cardinalities_predicate_check CHECK ((predicate <> ''::text))
+);
+
+ALTER TABLE ONLY memory.subject_cardinalities FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE subject_cardinalities; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.subject_cardinalities IS 'A predicate of unknown cardinality that is many for one subject (a conflict resolved keep_both): that subject''s objects of it open no conflict. A declaration of the predicate replaces these.';
 
 
 --
@@ -12518,6 +14917,44 @@ ALTER TABLE ONLY memory_internal.api_keys FORCE ROW LEVEL SECURITY;
 --
 
 COMMENT ON TABLE memory_internal.api_keys IS 'API keys of the HTTP API: one project each, permissions from a fixed vocabulary, the secret stored as a sha256 hash only. Read through memory_http.list_api_keys; checked by memory_http.authenticate / memory_http.authorize.';
+
+
+--
+-- Name: auth_sessions; Type: TABLE; Schema: memory_internal; Owner: -
+--
+
+CREATE TABLE memory_internal.auth_sessions (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    session_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    secret_hash bytea NOT NULL,
+    method text NOT NULL,
+    key_id uuid,
+    mapping_ids uuid[],
+    issuer text,
+    subject text,
+    permissions text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    idle_timeout interval,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT auth_sessions_check CHECK (((method = 'api_key'::text) = (key_id IS NOT NULL))),
+    CONSTRAINT auth_sessions_check1 CHECK (((method = 'oidc'::text) = ((mapping_ids IS NOT NULL) AND (issuer IS NOT NULL) AND (subject IS NOT NULL)))),
+    CONSTRAINT auth_sessions_check2 CHECK ((expires_at > created_at)),
+    CONSTRAINT auth_sessions_idle_timeout_check CHECK ((idle_timeout > '00:00:00'::interval)),
+    CONSTRAINT auth_sessions_method_check CHECK ((method = ANY (ARRAY['api_key'::text, 'oidc'::text]))),
+    CONSTRAINT auth_sessions_permissions_check CHECK (((cardinality(permissions) >= 1) AND (array_position(permissions, NULL::text) IS NULL) AND (permissions <@ memory_http.permissions()))),
+    CONSTRAINT auth_sessions_secret_hash_check CHECK ((length(secret_hash) = 32))
+);
+
+ALTER TABLE ONLY memory_internal.auth_sessions FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE auth_sessions; Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON TABLE memory_internal.auth_sessions IS 'Sign-in sessions: an API key exchanged for a console session, or a verified JWT mapped by memory_internal.oidc_mappings. The token''s secret is stored as a sha256 only; permissions are the key''s or the mappings''; idle and absolute expiry. Checked by memory_http.authenticate (tokens cms_...).';
 
 
 --
@@ -12871,6 +15308,38 @@ ALTER TABLE ONLY memory.community_runs
 
 
 --
+-- Name: conflict_events conflict_events_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflict_events
+    ADD CONSTRAINT conflict_events_pkey PRIMARY KEY (org_id, event_id);
+
+
+--
+-- Name: conflict_members conflict_members_org_id_conflict_id_fact_id_key; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflict_members
+    ADD CONSTRAINT conflict_members_org_id_conflict_id_fact_id_key UNIQUE (org_id, conflict_id, fact_id);
+
+
+--
+-- Name: conflict_members conflict_members_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflict_members
+    ADD CONSTRAINT conflict_members_pkey PRIMARY KEY (org_id, member_id);
+
+
+--
+-- Name: conflicts conflicts_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflicts
+    ADD CONSTRAINT conflicts_pkey PRIMARY KEY (org_id, conflict_id);
+
+
+--
 -- Name: edges edges_no_overlap; Type: CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -12951,6 +15420,14 @@ ALTER TABLE ONLY memory.fact_events
 
 
 --
+-- Name: fact_reviews fact_reviews_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.fact_reviews
+    ADD CONSTRAINT fact_reviews_pkey PRIMARY KEY (org_id, review_id);
+
+
+--
 -- Name: facts facts_no_overlap; Type: CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -13007,6 +15484,14 @@ ALTER TABLE ONLY memory.orgs
 
 
 --
+-- Name: predicate_changes predicate_changes_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.predicate_changes
+    ADD CONSTRAINT predicate_changes_pkey PRIMARY KEY (org_id, change_id);
+
+
+--
 -- Name: predicates predicates_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -13055,6 +15540,14 @@ ALTER TABLE ONLY memory.sessions
 
 
 --
+-- Name: subject_cardinalities subject_cardinalities_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.subject_cardinalities
+    ADD CONSTRAINT subject_cardinalities_pkey PRIMARY KEY (org_id, project_id, subject_id, predicate);
+
+
+--
 -- Name: tombstones tombstones_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -13084,6 +15577,14 @@ ALTER TABLE ONLY memory.webhook_endpoints
 
 ALTER TABLE ONLY memory_internal.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (org_id, key_id);
+
+
+--
+-- Name: auth_sessions auth_sessions_pkey; Type: CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.auth_sessions
+    ADD CONSTRAINT auth_sessions_pkey PRIMARY KEY (org_id, session_id);
 
 
 --
@@ -13159,6 +15660,22 @@ ALTER TABLE ONLY memory_internal.ingest_requests
 
 
 --
+-- Name: oidc_mappings oidc_mappings_org_id_issuer_audience_claim_value_project_id_key; Type: CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.oidc_mappings
+    ADD CONSTRAINT oidc_mappings_org_id_issuer_audience_claim_value_project_id_key UNIQUE (org_id, issuer, audience, claim, value, project_id);
+
+
+--
+-- Name: oidc_mappings oidc_mappings_pkey; Type: CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.oidc_mappings
+    ADD CONSTRAINT oidc_mappings_pkey PRIMARY KEY (org_id, mapping_id);
+
+
+--
 -- Name: redaction_keys redaction_keys_pkey; Type: CONSTRAINT; Schema: memory_internal; Owner: -
 --
 
@@ -13179,6 +15696,34 @@ ALTER TABLE ONLY memory_internal.webhook_secrets
 --
 
 CREATE INDEX communities_project_idx ON memory.communities USING btree (org_id, project_id);
+
+
+--
+-- Name: conflict_events_conflict_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX conflict_events_conflict_idx ON memory.conflict_events USING btree (org_id, conflict_id, event_id);
+
+
+--
+-- Name: conflict_members_fact_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX conflict_members_fact_idx ON memory.conflict_members USING btree (org_id, fact_id) WHERE (fact_id IS NOT NULL);
+
+
+--
+-- Name: conflicts_open_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE UNIQUE INDEX conflicts_open_idx ON memory.conflicts USING btree (org_id, project_id, subject_id, predicate) WHERE (status = 'open'::text);
+
+
+--
+-- Name: conflicts_project_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX conflicts_project_idx ON memory.conflicts USING btree (org_id, project_id, opened_at);
 
 
 --
@@ -13270,6 +15815,13 @@ CREATE INDEX fact_events_fact_idx ON memory.fact_events USING btree (org_id, fac
 --
 
 CREATE INDEX fact_events_project_idx ON memory.fact_events USING btree (org_id, project_id, occurred_at);
+
+
+--
+-- Name: fact_reviews_fact_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX fact_reviews_fact_idx ON memory.fact_reviews USING btree (org_id, fact_id, reviewed_at, review_id);
 
 
 --
@@ -13378,6 +15930,13 @@ CREATE INDEX jobs_webhook_project_idx ON memory.jobs USING btree (org_id, projec
 
 
 --
+-- Name: predicate_changes_project_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX predicate_changes_project_idx ON memory.predicate_changes USING btree (org_id, project_id, change_id);
+
+
+--
 -- Name: projects_project_id_idx; Type: INDEX; Schema: memory; Owner: -
 --
 
@@ -13427,6 +15986,27 @@ CREATE INDEX api_keys_project_idx ON memory_internal.api_keys USING btree (org_i
 
 
 --
+-- Name: auth_sessions_key_idx; Type: INDEX; Schema: memory_internal; Owner: -
+--
+
+CREATE INDEX auth_sessions_key_idx ON memory_internal.auth_sessions USING btree (org_id, key_id) WHERE (key_id IS NOT NULL);
+
+
+--
+-- Name: auth_sessions_project_idx; Type: INDEX; Schema: memory_internal; Owner: -
+--
+
+CREATE INDEX auth_sessions_project_idx ON memory_internal.auth_sessions USING btree (org_id, project_id);
+
+
+--
+-- Name: auth_sessions_session_id_idx; Type: INDEX; Schema: memory_internal; Owner: -
+--
+
+CREATE INDEX auth_sessions_session_id_idx ON memory_internal.auth_sessions USING btree (session_id);
+
+
+--
 -- Name: episode_terms_impact_idx; Type: INDEX; Schema: memory_internal; Owner: -
 --
 
@@ -13452,6 +16032,20 @@ CREATE UNIQUE INDEX ingest_requests_key_idx ON memory_internal.ingest_requests U
 --
 
 CREATE INDEX ingest_requests_session_idx ON memory_internal.ingest_requests USING btree (org_id, session_id, request_id);
+
+
+--
+-- Name: oidc_mappings_issuer_idx; Type: INDEX; Schema: memory_internal; Owner: -
+--
+
+CREATE INDEX oidc_mappings_issuer_idx ON memory_internal.oidc_mappings USING btree (issuer, audience);
+
+
+--
+-- Name: oidc_mappings_project_idx; Type: INDEX; Schema: memory_internal; Owner: -
+--
+
+CREATE INDEX oidc_mappings_project_idx ON memory_internal.oidc_mappings USING btree (org_id, project_id);
 
 
 --
@@ -13616,6 +16210,13 @@ CREATE TRIGGER "60_webhooks" AFTER INSERT ON memory.audit_log REFERENCING NEW TA
 
 
 --
+-- Name: conflict_events 60_webhooks; Type: TRIGGER; Schema: memory; Owner: -
+--
+
+CREATE TRIGGER "60_webhooks" AFTER INSERT ON memory.conflict_events REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_internal.tg_conflict_events__webhooks();
+
+
+--
 -- Name: fact_events 60_webhooks; Type: TRIGGER; Schema: memory; Owner: -
 --
 
@@ -13659,6 +16260,70 @@ ALTER TABLE ONLY memory.community_members
 
 ALTER TABLE ONLY memory.community_runs
     ADD CONSTRAINT community_runs_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: conflict_events conflict_events_org_id_conflict_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflict_events
+    ADD CONSTRAINT conflict_events_org_id_conflict_id_fkey FOREIGN KEY (org_id, conflict_id) REFERENCES memory.conflicts(org_id, conflict_id) ON DELETE CASCADE;
+
+
+--
+-- Name: conflict_events conflict_events_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflict_events
+    ADD CONSTRAINT conflict_events_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: conflict_members conflict_members_org_id_conflict_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflict_members
+    ADD CONSTRAINT conflict_members_org_id_conflict_id_fkey FOREIGN KEY (org_id, conflict_id) REFERENCES memory.conflicts(org_id, conflict_id) ON DELETE CASCADE;
+
+
+--
+-- Name: conflict_members conflict_members_org_id_fact_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflict_members
+    ADD CONSTRAINT conflict_members_org_id_fact_id_fkey FOREIGN KEY (org_id, fact_id) REFERENCES memory.facts(org_id, fact_id) ON DELETE CASCADE;
+
+
+--
+-- Name: conflict_members conflict_members_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflict_members
+    ADD CONSTRAINT conflict_members_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: conflict_members conflict_members_org_id_source_episode_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflict_members
+    ADD CONSTRAINT conflict_members_org_id_source_episode_id_fkey FOREIGN KEY (org_id, source_episode_id) REFERENCES memory.episodes(org_id, episode_id) ON DELETE CASCADE;
+
+
+--
+-- Name: conflicts conflicts_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflicts
+    ADD CONSTRAINT conflicts_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: conflicts conflicts_org_id_subject_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.conflicts
+    ADD CONSTRAINT conflicts_org_id_subject_id_fkey FOREIGN KEY (org_id, subject_id) REFERENCES memory.entities(org_id, entity_id) ON DELETE CASCADE;
 
 
 --
@@ -13734,6 +16399,22 @@ ALTER TABLE ONLY memory.fact_events
 
 
 --
+-- Name: fact_reviews fact_reviews_org_id_fact_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.fact_reviews
+    ADD CONSTRAINT fact_reviews_org_id_fact_id_fkey FOREIGN KEY (org_id, fact_id) REFERENCES memory.facts(org_id, fact_id) ON DELETE CASCADE;
+
+
+--
+-- Name: fact_reviews fact_reviews_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.fact_reviews
+    ADD CONSTRAINT fact_reviews_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
 -- Name: facts facts_org_id_object_entity_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -13798,6 +16479,22 @@ ALTER TABLE ONLY memory.notes
 
 
 --
+-- Name: predicate_changes predicate_changes_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.predicate_changes
+    ADD CONSTRAINT predicate_changes_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: predicate_changes predicate_changes_org_id_undoes_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.predicate_changes
+    ADD CONSTRAINT predicate_changes_org_id_undoes_fkey FOREIGN KEY (org_id, undoes) REFERENCES memory.predicate_changes(org_id, change_id);
+
+
+--
 -- Name: predicates predicates_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -13827,6 +16524,22 @@ ALTER TABLE ONLY memory.redaction_rules
 
 ALTER TABLE ONLY memory.sessions
     ADD CONSTRAINT sessions_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: subject_cardinalities subject_cardinalities_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.subject_cardinalities
+    ADD CONSTRAINT subject_cardinalities_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: subject_cardinalities subject_cardinalities_org_id_subject_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.subject_cardinalities
+    ADD CONSTRAINT subject_cardinalities_org_id_subject_id_fkey FOREIGN KEY (org_id, subject_id) REFERENCES memory.entities(org_id, entity_id) ON DELETE CASCADE;
 
 
 --
@@ -13870,6 +16583,22 @@ ALTER TABLE ONLY memory_internal.api_keys
 
 
 --
+-- Name: auth_sessions auth_sessions_org_id_key_id_fkey; Type: FK CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.auth_sessions
+    ADD CONSTRAINT auth_sessions_org_id_key_id_fkey FOREIGN KEY (org_id, key_id) REFERENCES memory_internal.api_keys(org_id, key_id) ON DELETE CASCADE;
+
+
+--
+-- Name: auth_sessions auth_sessions_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.auth_sessions
+    ADD CONSTRAINT auth_sessions_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
 -- Name: episode_term_df episode_term_df_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory_internal; Owner: -
 --
 
@@ -13899,6 +16628,14 @@ ALTER TABLE ONLY memory_internal.ingest_requests
 
 ALTER TABLE ONLY memory_internal.ingest_requests
     ADD CONSTRAINT ingest_requests_org_id_session_id_fkey FOREIGN KEY (org_id, session_id) REFERENCES memory.sessions(org_id, session_id) ON DELETE CASCADE;
+
+
+--
+-- Name: oidc_mappings oidc_mappings_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE ONLY memory_internal.oidc_mappings
+    ADD CONSTRAINT oidc_mappings_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
 
 
 --
@@ -13942,6 +16679,24 @@ ALTER TABLE memory.community_members ENABLE ROW LEVEL SECURITY;
 ALTER TABLE memory.community_runs ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: conflict_events; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.conflict_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: conflict_members; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.conflict_members ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: conflicts; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.conflicts ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: edges; Type: ROW SECURITY; Schema: memory; Owner: -
 --
 
@@ -13976,6 +16731,12 @@ ALTER TABLE memory.fact_embeddings ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE memory.fact_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: fact_reviews; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.fact_reviews ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: facts; Type: ROW SECURITY; Schema: memory; Owner: -
@@ -14015,6 +16776,12 @@ CREATE POLICY operator_directory ON memory.orgs FOR SELECT TO chronomem_analyst,
 ALTER TABLE memory.orgs ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: predicate_changes; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.predicate_changes ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: predicates; Type: ROW SECURITY; Schema: memory; Owner: -
 --
 
@@ -14037,6 +16804,12 @@ ALTER TABLE memory.redaction_rules ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE memory.sessions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: subject_cardinalities; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.subject_cardinalities ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: audit_log tenant_isolation; Type: POLICY; Schema: memory; Owner: -
@@ -14064,6 +16837,27 @@ CREATE POLICY tenant_isolation ON memory.community_members USING ((org_id = memo
 --
 
 CREATE POLICY tenant_isolation ON memory.community_runs USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: conflict_events tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.conflict_events USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: conflict_members tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.conflict_members USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: conflicts tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.conflicts USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
 
 
 --
@@ -14109,6 +16903,13 @@ CREATE POLICY tenant_isolation ON memory.fact_events USING ((org_id = memory_int
 
 
 --
+-- Name: fact_reviews tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.fact_reviews USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
 -- Name: facts tenant_isolation; Type: POLICY; Schema: memory; Owner: -
 --
 
@@ -14144,6 +16945,13 @@ CREATE POLICY tenant_isolation ON memory.orgs USING ((org_id = memory_internal.c
 
 
 --
+-- Name: predicate_changes tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.predicate_changes USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
 -- Name: predicates tenant_isolation; Type: POLICY; Schema: memory; Owner: -
 --
 
@@ -14169,6 +16977,13 @@ CREATE POLICY tenant_isolation ON memory.redaction_rules USING ((org_id = memory
 --
 
 CREATE POLICY tenant_isolation ON memory.sessions USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: subject_cardinalities tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.subject_cardinalities USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
 
 
 --
@@ -14229,6 +17044,12 @@ CREATE POLICY worker_schedules ON memory.job_schedules TO chronomem_owner USING 
 --
 
 ALTER TABLE memory_internal.api_keys ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: auth_sessions; Type: ROW SECURITY; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE memory_internal.auth_sessions ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: community_labels; Type: ROW SECURITY; Schema: memory_internal; Owner: -
@@ -14292,11 +17113,24 @@ CREATE POLICY key_lookup ON memory_internal.api_keys FOR SELECT TO chronomem_own
 
 
 --
+-- Name: oidc_mappings mapping_lookup; Type: POLICY; Schema: memory_internal; Owner: -
+--
+
+CREATE POLICY mapping_lookup ON memory_internal.oidc_mappings FOR SELECT TO chronomem_owner USING (true);
+
+
+--
 -- Name: counters metric_totals; Type: POLICY; Schema: memory_internal; Owner: -
 --
 
 CREATE POLICY metric_totals ON memory_internal.counters FOR SELECT TO chronomem_owner USING (true);
 
+
+--
+-- Name: oidc_mappings; Type: ROW SECURITY; Schema: memory_internal; Owner: -
+--
+
+ALTER TABLE memory_internal.oidc_mappings ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: redaction_keys; Type: ROW SECURITY; Schema: memory_internal; Owner: -
@@ -14305,10 +17139,24 @@ CREATE POLICY metric_totals ON memory_internal.counters FOR SELECT TO chronomem_
 ALTER TABLE memory_internal.redaction_keys ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: auth_sessions session_lookup; Type: POLICY; Schema: memory_internal; Owner: -
+--
+
+CREATE POLICY session_lookup ON memory_internal.auth_sessions FOR SELECT TO chronomem_owner USING (true);
+
+
+--
 -- Name: api_keys tenant_isolation; Type: POLICY; Schema: memory_internal; Owner: -
 --
 
 CREATE POLICY tenant_isolation ON memory_internal.api_keys USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: auth_sessions tenant_isolation; Type: POLICY; Schema: memory_internal; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory_internal.auth_sessions USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
 
 
 --
@@ -14372,6 +17220,13 @@ CREATE POLICY tenant_isolation ON memory_internal.fact_terms USING ((org_id = me
 --
 
 CREATE POLICY tenant_isolation ON memory_internal.ingest_requests USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: oidc_mappings tenant_isolation; Type: POLICY; Schema: memory_internal; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory_internal.oidc_mappings USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
 
 
 --
@@ -14457,6 +17312,15 @@ GRANT ALL ON FUNCTION memory.compute_communities(p_project uuid, p_max_rounds in
 
 
 --
+-- Name: FUNCTION conflict_policy(p_project uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.conflict_policy(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.conflict_policy(p_project uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.conflict_policy(p_project uuid) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -14504,6 +17368,13 @@ GRANT ALL ON FUNCTION memory.create_webhook(p_project uuid, p_url text, p_event_
 
 REVOKE ALL ON FUNCTION memory.declare_predicate(p_project uuid, p_predicate text, p_cardinality text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.declare_predicate(p_project uuid, p_predicate text, p_cardinality text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION delete_oidc_mapping(p_mapping uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.delete_oidc_mapping(p_mapping uuid) FROM PUBLIC;
 
 
 --
@@ -14593,6 +17464,15 @@ GRANT ALL ON FUNCTION memory.fact_changes(p_project uuid, p_since timestamp with
 
 
 --
+-- Name: FUNCTION fact_detail(p_project uuid, p_fact uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.fact_detail(p_project uuid, p_fact uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.fact_detail(p_project uuid, p_fact uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.fact_detail(p_project uuid, p_fact uuid) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION fact_history(p_project uuid, p_fact uuid); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -14628,6 +17508,15 @@ GRANT ALL ON FUNCTION memory.facts_at(p_project uuid, p_at timestamp with time z
 
 
 --
+-- Name: FUNCTION get_conflict(p_project uuid, p_conflict uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.get_conflict(p_project uuid, p_conflict uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.get_conflict(p_project uuid, p_conflict uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.get_conflict(p_project uuid, p_conflict uuid) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION get_project(p_project uuid); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -14660,6 +17549,15 @@ GRANT ALL ON FUNCTION memory.ingest(p_project uuid, p_session text, p_messages j
 REVOKE ALL ON FUNCTION memory.list_communities(p_project uuid, p_after text, p_limit integer, p_members integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.list_communities(p_project uuid, p_after text, p_limit integer, p_members integer) TO chronomem_app;
 GRANT ALL ON FUNCTION memory.list_communities(p_project uuid, p_after text, p_limit integer, p_members integer) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid) TO chronomem_analyst;
 
 
 --
@@ -14724,6 +17622,22 @@ GRANT ALL ON FUNCTION memory.normalize_text(p_text text) TO chronomem_analyst;
 
 
 --
+-- Name: FUNCTION oidc_mappings(); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.oidc_mappings() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION predicate_changes(p_project uuid, p_limit integer); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.predicate_changes(p_project uuid, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.predicate_changes(p_project uuid, p_limit integer) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.predicate_changes(p_project uuid, p_limit integer) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION predicates_of(p_project uuid); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -14739,6 +17653,15 @@ GRANT ALL ON FUNCTION memory.predicates_of(p_project uuid) TO chronomem_analyst;
 REVOKE ALL ON FUNCTION memory.project_backlog(p_project uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.project_backlog(p_project uuid) TO chronomem_app;
 GRANT ALL ON FUNCTION memory.project_backlog(p_project uuid) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION project_overview(p_project uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.project_overview(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.project_overview(p_project uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.project_overview(p_project uuid) TO chronomem_analyst;
 
 
 --
@@ -14799,6 +17722,14 @@ GRANT ALL ON FUNCTION memory.refresh_communities(p_project uuid, p_max_rounds in
 
 
 --
+-- Name: FUNCTION resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text, p_actor text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text, p_actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text, p_actor text) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION retract_fact(p_project uuid, p_fact uuid, p_reason text, p_actor text); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -14812,6 +17743,14 @@ GRANT ALL ON FUNCTION memory.retract_fact(p_project uuid, p_fact uuid, p_reason 
 
 REVOKE ALL ON FUNCTION memory.retry_dead_jobs(p_kind text, p_project uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.retry_dead_jobs(p_kind text, p_project uuid) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text, p_actor text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text, p_actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text, p_actor text) TO chronomem_app;
 
 
 --
@@ -14850,6 +17789,21 @@ GRANT ALL ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_
 
 
 --
+-- Name: FUNCTION set_conflict_policy(p_project uuid, p_contradictions text, p_protect_confirmed boolean, p_learn_cardinality boolean, p_learn_threshold real, p_learn_min_evidence integer, p_actor text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.set_conflict_policy(p_project uuid, p_contradictions text, p_protect_confirmed boolean, p_learn_cardinality boolean, p_learn_threshold real, p_learn_min_evidence integer, p_actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.set_conflict_policy(p_project uuid, p_contradictions text, p_protect_confirmed boolean, p_learn_cardinality boolean, p_learn_threshold real, p_learn_min_evidence integer, p_actor text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION set_oidc_mapping(p_project uuid, p_issuer text, p_audience text, p_claim text, p_value text, p_permissions text[]); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.set_oidc_mapping(p_project uuid, p_issuer text, p_audience text, p_claim text, p_value text, p_permissions text[]) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -14880,6 +17834,23 @@ GRANT ALL ON FUNCTION memory.split_entity(p_project uuid, p_name text, p_dry_run
 REVOKE ALL ON FUNCTION memory.subject_timeline(p_project uuid, p_subject text, p_predicate text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.subject_timeline(p_project uuid, p_subject text, p_predicate text) TO chronomem_app;
 GRANT ALL ON FUNCTION memory.subject_timeline(p_project uuid, p_subject text, p_predicate text) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION suggest_cardinality(p_project uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.suggest_cardinality(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.suggest_cardinality(p_project uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.suggest_cardinality(p_project uuid) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION undo_predicate_change(p_project uuid, p_change bigint, p_actor text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.undo_predicate_change(p_project uuid, p_change bigint, p_actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.undo_predicate_change(p_project uuid, p_change bigint, p_actor text) TO chronomem_app;
 
 
 --
@@ -15022,6 +17993,22 @@ GRANT ALL ON FUNCTION memory_http.call_permissions() TO chronomem_app;
 
 
 --
+-- Name: FUNCTION close_session(p_token text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.close_session(p_token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.close_session(p_token text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION conflict_policy(p_project uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.conflict_policy(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.conflict_policy(p_project uuid) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: ACL; Schema: memory_http; Owner: -
 --
 
@@ -15102,6 +18089,14 @@ GRANT ALL ON FUNCTION memory_http.fact_history(p_project uuid, p_fact uuid) TO c
 
 
 --
+-- Name: FUNCTION get_conflict(p_project uuid, p_conflict uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.get_conflict(p_project uuid, p_conflict uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.get_conflict(p_project uuid, p_conflict uuid) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb); Type: ACL; Schema: memory_http; Owner: -
 --
 
@@ -15115,6 +18110,14 @@ GRANT ALL ON FUNCTION memory_http.ingest(p_project uuid, p_session text, p_messa
 
 REVOKE ALL ON FUNCTION memory_http.list_api_keys(p_project uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.list_api_keys(p_project uuid) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.list_conflicts(p_project uuid, p_status text, p_predicate text, p_limit integer, p_before timestamp with time zone, p_before_id uuid) TO chronomem_app;
 
 
 --
@@ -15134,6 +18137,22 @@ GRANT ALL ON FUNCTION memory_http.merge_entities(p_project uuid, p_keep text, p_
 
 
 --
+-- Name: FUNCTION open_key_session(p_token text, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.open_key_session(p_token text, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.open_key_session(p_token text, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION open_oidc_session(p_claims jsonb, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.open_oidc_session(p_claims jsonb, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.open_oidc_session(p_claims jsonb, p_idle_seconds integer, OUT token text, OUT org_id uuid, OUT project_id uuid, OUT permissions text[], OUT expires_at timestamp with time zone) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION org(); Type: ACL; Schema: memory_http; Owner: -
 --
 
@@ -15150,6 +18169,14 @@ GRANT ALL ON FUNCTION memory_http.permissions() TO chronomem_app;
 
 
 --
+-- Name: FUNCTION predicate_changes(p_project uuid, p_limit integer); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.predicate_changes(p_project uuid, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.predicate_changes(p_project uuid, p_limit integer) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION refresh_communities(p_project uuid); Type: ACL; Schema: memory_http; Owner: -
 --
 
@@ -15158,11 +18185,27 @@ GRANT ALL ON FUNCTION memory_http.refresh_communities(p_project uuid) TO chronom
 
 
 --
+-- Name: FUNCTION resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.resolve_conflict(p_project uuid, p_conflict uuid, p_resolution text, p_member uuid, p_at timestamp with time zone, p_reason text) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION retract_fact(p_project uuid, p_fact uuid, p_reason text); Type: ACL; Schema: memory_http; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory_http.retract_fact(p_project uuid, p_fact uuid, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.retract_fact(p_project uuid, p_fact uuid, p_reason text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.review_fact(p_project uuid, p_fact uuid, p_standing text, p_reason text) TO chronomem_app;
 
 
 --
@@ -15190,6 +18233,14 @@ GRANT ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_
 
 
 --
+-- Name: FUNCTION set_conflict_policy(p_project uuid, p_policy jsonb); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.set_conflict_policy(p_project uuid, p_policy jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.set_conflict_policy(p_project uuid, p_policy jsonb) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION set_redaction_rule(p_project uuid, p_detector text, p_action text, p_pattern text); Type: ACL; Schema: memory_http; Owner: -
 --
 
@@ -15214,11 +18265,27 @@ GRANT ALL ON FUNCTION memory_http.split_entity(p_project uuid, p_name text, p_dr
 
 
 --
+-- Name: FUNCTION suggest_cardinality(p_project uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.suggest_cardinality(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.suggest_cardinality(p_project uuid) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION timeline(p_project uuid, p_subject text, p_predicate text); Type: ACL; Schema: memory_http; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory_http.timeline(p_project uuid, p_subject text, p_predicate text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.timeline(p_project uuid, p_subject text, p_predicate text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION undo_predicate_change(p_project uuid, p_change bigint); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.undo_predicate_change(p_project uuid, p_change bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.undo_predicate_change(p_project uuid, p_change bigint) TO chronomem_app;
 
 
 --
@@ -15341,6 +18408,13 @@ REVOKE ALL ON FUNCTION memory_internal.audit(p_org uuid, p_project uuid, p_actio
 
 
 --
+-- Name: FUNCTION authenticate_session(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.authenticate_session(p_token text, OUT org_id uuid, OUT project_id uuid, OUT key_id uuid, OUT permissions text[]) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION auto_object_names(p_org uuid, p_project uuid, p_names text[]); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -15389,6 +18463,8 @@ REVOKE ALL ON FUNCTION memory_internal.cancel_wiped_jobs(p_org uuid, p_project u
 --
 
 REVOKE ALL ON FUNCTION memory_internal.cardinality(p_org uuid, p_project uuid, p_predicate text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.cardinality(p_org uuid, p_project uuid, p_predicate text) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.cardinality(p_org uuid, p_project uuid, p_predicate text) TO chronomem_analyst;
 
 
 --
@@ -15453,6 +18529,13 @@ REVOKE ALL ON FUNCTION memory_internal.clear_community_work(p_org uuid, p_projec
 
 
 --
+-- Name: FUNCTION close_declared_conflicts(p_org uuid, p_project uuid, p_predicate text, p_cardinality text, p_actor text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.close_declared_conflicts(p_org uuid, p_project uuid, p_predicate text, p_cardinality text, p_actor text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION communities_lock_key(p_project uuid); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -15464,6 +18547,30 @@ REVOKE ALL ON FUNCTION memory_internal.communities_lock_key(p_project uuid) FROM
 --
 
 REVOKE ALL ON FUNCTION memory_internal.compute_communities_locked(p_org uuid, p_project uuid, p_max_rounds integer, p_edges integer, p_digest bigint) FROM PUBLIC;
+
+
+--
+-- Name: TABLE conflict_members; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.conflict_members TO chronomem_app;
+GRANT SELECT ON TABLE memory.conflict_members TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION conflict_member_json(p_org uuid, m memory.conflict_members); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.conflict_member_json(p_org uuid, m memory.conflict_members) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.conflict_member_json(p_org uuid, m memory.conflict_members) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.conflict_member_json(p_org uuid, m memory.conflict_members) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION conflicts_apply(p_org uuid, p_project uuid, p_subject uuid, p_predicate text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.conflicts_apply(p_org uuid, p_project uuid, p_subject uuid, p_predicate text) FROM PUBLIC;
 
 
 --
@@ -15482,6 +18589,13 @@ GRANT ALL ON FUNCTION memory_internal.content_words(p_words text[]) TO chronomem
 REVOKE ALL ON FUNCTION memory_internal.context_communities(p_project uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_facts uuid[], p_entities uuid[], p_limit integer, p_names integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.context_communities(p_project uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_facts uuid[], p_entities uuid[], p_limit integer, p_names integer) TO chronomem_app;
 GRANT ALL ON FUNCTION memory_internal.context_communities(p_project uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_facts uuid[], p_entities uuid[], p_limit integer, p_names integer) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION contradiction_conflict(p_org uuid, p_project uuid, p_fact uuid, p_episode uuid, p_actor text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.contradiction_conflict(p_org uuid, p_project uuid, p_fact uuid, p_episode uuid, p_actor text) FROM PUBLIC;
 
 
 --
@@ -15512,6 +18626,20 @@ GRANT ALL ON FUNCTION memory_internal.current_org() TO chronomem_analyst;
 --
 
 REVOKE ALL ON FUNCTION memory_internal.data_stores() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION declare_cardinality(p_project uuid, p_predicate text, p_cardinality text, p_cause text, p_evidence jsonb, p_undoes bigint, p_actor text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.declare_cardinality(p_project uuid, p_predicate text, p_cardinality text, p_cause text, p_evidence jsonb, p_undoes bigint, p_actor text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION detect_conflicts(p_org uuid, p_project uuid, p_subjects uuid[], p_predicates text[], p_actor text, p_cause text, p_episode uuid, p_force_facts uuid[]); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.detect_conflicts(p_org uuid, p_project uuid, p_subjects uuid[], p_predicates text[], p_actor text, p_cause text, p_episode uuid, p_force_facts uuid[]) FROM PUBLIC;
 
 
 --
@@ -15729,10 +18857,28 @@ REVOKE ALL ON FUNCTION memory_internal.fact_shape_problem(p_fact jsonb) FROM PUB
 
 
 --
+-- Name: FUNCTION fact_standing(p_org uuid, p_fact uuid, p_known_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.fact_standing(p_org uuid, p_fact uuid, p_known_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.fact_standing(p_org uuid, p_fact uuid, p_known_at timestamp with time zone) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.fact_standing(p_org uuid, p_fact uuid, p_known_at timestamp with time zone) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION fact_term_postings(p_tsv tsvector); Type: ACL; Schema: memory_internal; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory_internal.fact_term_postings(p_tsv tsvector) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION fact_trust(p_standing text, p_confidence real); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.fact_trust(p_standing text, p_confidence real) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.fact_trust(p_standing text, p_confidence real) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.fact_trust(p_standing text, p_confidence real) TO chronomem_analyst;
 
 
 --
@@ -15795,6 +18941,13 @@ REVOKE ALL ON FUNCTION memory_internal.hmac_sha256(p_key bytea, p_message bytea)
 
 
 --
+-- Name: FUNCTION hold_claim(p_org uuid, p_project uuid, p_subject uuid, p_predicate text, p_confirmed uuid, p_claim jsonb, p_episode uuid, p_actor text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.hold_claim(p_org uuid, p_project uuid, p_subject uuid, p_predicate text, p_confirmed uuid, p_claim jsonb, p_episode uuid, p_actor text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION hold_project(p_project uuid, p_exclusive boolean); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -15827,6 +18980,13 @@ REVOKE ALL ON FUNCTION memory_internal.identities_floor(p_org uuid, p_project uu
 --
 
 REVOKE ALL ON FUNCTION memory_internal.identity_lock_key(p_project uuid, p_subject uuid, p_predicate text, p_identity_object text) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION idle_interval(p_idle_seconds integer); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.idle_interval(p_idle_seconds integer) FROM PUBLIC;
 
 
 --
@@ -15867,6 +19027,13 @@ REVOKE ALL ON FUNCTION memory_internal.json_text(p_value jsonb) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION learn_cardinality(p_org uuid, p_project uuid, p_predicate text, p_actor text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.learn_cardinality(p_org uuid, p_project uuid, p_predicate text, p_actor text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION lock_communities(p_project uuid, OUT edges integer, OUT edges_digest bigint); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -15895,6 +19062,13 @@ REVOKE ALL ON FUNCTION memory_internal.luhn_valid(p_text text) FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION matching_mappings(p_issuer text, p_audiences text[], p_claims jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.matching_mappings(p_issuer text, p_audiences text[], p_claims jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION name_tokens(p_name text); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -15920,6 +19094,13 @@ REVOKE ALL ON FUNCTION memory_internal.new_fact_id() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION new_session(p_org uuid, p_project uuid, p_method text, p_key uuid, p_mappings uuid[], p_issuer text, p_subject text, p_permissions text[], p_idle interval, p_expires timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.new_session(p_org uuid, p_project uuid, p_method text, p_key uuid, p_mappings uuid[], p_issuer text, p_subject text, p_permissions text[], p_idle interval, p_expires timestamp with time zone) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION new_webhook_secret(); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -15938,6 +19119,13 @@ REVOKE ALL ON FUNCTION memory_internal.parse_api_token(p_token text, OUT key_id 
 --
 
 REVOKE ALL ON FUNCTION memory_internal.parse_facts(p_org uuid, p_project uuid, p_facts jsonb, p_default_episode uuid) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION parse_session_token(p_token text, OUT session_id uuid, OUT secret bytea); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.parse_session_token(p_token text, OUT session_id uuid, OUT secret bytea) FROM PUBLIC;
 
 
 --
@@ -16312,6 +19500,22 @@ GRANT ALL ON FUNCTION memory_internal.search_leg_hits(p_k integer) TO chronomem_
 
 
 --
+-- Name: FUNCTION session_max_age(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.session_max_age() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION set_local(p_name text, p_value text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.set_local(p_name text, p_value text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.set_local(p_name text, p_value text) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.set_local(p_name text, p_value text) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION ssn_valid(p_text text); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -16344,6 +19548,13 @@ REVOKE ALL ON FUNCTION memory_internal.tg_audit_log__append_only() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION memory_internal.tg_audit_log__webhooks() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION tg_conflict_events__webhooks(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.tg_conflict_events__webhooks() FROM PUBLIC;
 
 
 --
@@ -16732,6 +19943,22 @@ GRANT SELECT ON TABLE memory.community_runs TO chronomem_analyst;
 
 
 --
+-- Name: TABLE conflict_events; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.conflict_events TO chronomem_app;
+GRANT SELECT ON TABLE memory.conflict_events TO chronomem_analyst;
+
+
+--
+-- Name: TABLE conflicts; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.conflicts TO chronomem_app;
+GRANT SELECT ON TABLE memory.conflicts TO chronomem_analyst;
+
+
+--
 -- Name: TABLE entity_aliases; Type: ACL; Schema: memory; Owner: -
 --
 
@@ -16764,6 +19991,14 @@ GRANT SELECT ON TABLE memory.fact_events TO chronomem_analyst;
 
 
 --
+-- Name: TABLE fact_reviews; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.fact_reviews TO chronomem_app;
+GRANT SELECT ON TABLE memory.fact_reviews TO chronomem_analyst;
+
+
+--
 -- Name: TABLE job_schedules; Type: ACL; Schema: memory; Owner: -
 --
 
@@ -16785,6 +20020,14 @@ GRANT SELECT ON TABLE memory.notes TO chronomem_analyst;
 
 GRANT SELECT ON TABLE memory.orgs TO chronomem_app;
 GRANT SELECT ON TABLE memory.orgs TO chronomem_analyst;
+
+
+--
+-- Name: TABLE predicate_changes; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.predicate_changes TO chronomem_app;
+GRANT SELECT ON TABLE memory.predicate_changes TO chronomem_analyst;
 
 
 --
@@ -16817,6 +20060,14 @@ GRANT SELECT ON TABLE memory.redaction_rules TO chronomem_analyst;
 
 GRANT SELECT ON TABLE memory.sessions TO chronomem_app;
 GRANT SELECT ON TABLE memory.sessions TO chronomem_analyst;
+
+
+--
+-- Name: TABLE subject_cardinalities; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.subject_cardinalities TO chronomem_app;
+GRANT SELECT ON TABLE memory.subject_cardinalities TO chronomem_analyst;
 
 
 --

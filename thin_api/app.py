@@ -14,12 +14,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from chronomem.settings import ApiSettings, Settings, SettingsError
-from thin_api import errors, mcp_server
+from thin_api import console, errors, mcp_server
 from thin_api.db import Database
 from thin_api.embedding import QueryEmbedder
 from thin_api.limits import BodyLimitMiddleware
 from thin_api.metrics import ApiMetrics, MetricsMiddleware
-from thin_api.routes import facts, memory, ops, projects, retrieval, webhooks
+from thin_api.routes import conflicts, facts, memory, ops, projects, retrieval, webhooks
 
 DSN_VARIABLE = "CHRONOMEM_API_DSN"
 
@@ -57,6 +57,7 @@ def create_app(dsn: str | None = None, settings: Settings | None = None) -> Fast
         metrics.watch_database(db)
         app.state.db = db
         app.state.embedder = QueryEmbedder(conf.embedding, enabled=api.query_embeddings)
+        app.state.embedder.warm()  # the first search then finds the model loaded
         try:
             yield
         finally:
@@ -70,9 +71,10 @@ def create_app(dsn: str | None = None, settings: Settings | None = None) -> Fast
     )
     app.state.metrics = metrics
     errors.install(app)
-    for module in (projects, memory, facts, retrieval, webhooks, ops):
+    for module in (projects, memory, facts, conflicts, retrieval, webhooks, ops):
         app.include_router(module.router)
     mcp_server.mount(app)  # MCP over streamable HTTP at /mcp
+    console.install(app)  # the operator console at /console (not in the OpenAPI document)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=limit)  # outermost: before parsing
     logging.getLogger("chronomem.api").setLevel(logging.INFO)

@@ -8,6 +8,7 @@ clears session-level scope too, in case anything ever set it.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -25,13 +26,36 @@ _CLEAR_SCOPE = (
     "select set_config('chronomem.org_id', '', false), "
     "set_config('chronomem.api_key_id', '', false), "
     "set_config('chronomem.api_project_id', '', false), "
-    "set_config('chronomem.api_permissions', '', false)"
+    "set_config('chronomem.api_permissions', '', false), "
+    "set_config('chronomem.api_actor', '', false)"
 )
 
 
-# A callable gets the call's connection (after authorization), e.g. to ask the
-# database what to embed.
-Params = Sequence[Any] | Callable[[psycopg.Connection[DictRow]], Sequence[Any]]
+# A callable is called once the key is authorized (work such as embedding a query is
+# then never done for a caller without access), with the value of the call's
+# `alongside` (None without one, or when it failed).
+Params = Sequence[Any] | Callable[[Any], Sequence[Any]]
+
+log = logging.getLogger("chronomem.api")
+
+# What memory_http.authorize raises for the caller (a bad key, a project not found, a
+# permission not granted, a call not listed): the answer, never retried.
+_AUTHORIZATION_STATES = frozenset({"28000", "P0002", "CM403", "22023"})
+
+
+@dataclass(frozen=True)
+class Alongside:
+    """A SQL expression the call's authorizing statement also returns, computed once the
+    key is authorized (authorize_call is that statement's FROM item, which runs first),
+    so it costs no round trip of its own; e.g. the text a search embeds. Its failure
+    costs only its value: the call is made again without it."""
+
+    expression: LiteralString
+    params: Sequence[Any]
+
+
+class _AlongsideFailed(Exception):
+    pass
 
 
 class OrgBusy(Exception):
@@ -59,7 +83,8 @@ class OrgShare:
     @staticmethod
     def key_of(token: str) -> str:
         parts = token.split("_")
-        return parts[1] if len(parts) == 3 and parts[0] == "cmk" else "malformed"
+        # A key, or a sign-in session (cms_<session id>_<secret>, thin_api/sessions.py).
+        return parts[1] if len(parts) == 3 and parts[0] in ("cmk", "cms") else "malformed"
 
     def bucket(self, token: str) -> str:
         key = self.key_of(token)
@@ -120,6 +145,14 @@ def called_function(query: str) -> str:
     return match.group(1)
 
 
+# The authorizing statement: memory_http.authorize_call as the FROM item (it runs before
+# the select list), the org it scoped the transaction to, and an Alongside's value.
+_AUTHORIZE = (
+    "select current_setting('chronomem.org_id', true) as org, ({value}) as value"
+    " from memory_http.authorize_call(%s::text, %s::text, %s::uuid, %s::boolean) as a"
+)
+
+
 class Database:
     def __init__(
         self,
@@ -175,30 +208,55 @@ class Database:
         params: Params = (),
         *,
         many: bool = False,
+        alongside: Alongside | None = None,
     ) -> Any:
         """One transaction: memory_http.authorize_call(token, the function `query`
-        calls, project), which requires the permission SQL gives that call, then
-        `query`.
+        calls, project), which requires the permission SQL gives that call (and
+        computes `alongside` in the same statement), then `query`.
 
-        `params` may be a function of the connection, called once the key is authorized
-        (work such as embedding a query is then never done for a caller without access). Returns the
-        first column of the first row (usually a jsonb answer), or with many=True every
-        row as a dict."""
-        with (
-            self.share.hold(access.token),
-            self.pool.connection() as conn,
-            conn.transaction(),
-        ):
-            conn.execute(
-                "select memory_http.authorize_call(%s::text, %s::text, %s::uuid, %s::boolean)",
-                (access.token, called_function(query), access.project, access.own_project),
-            )
+        `params` may be a function of alongside's value, called once the key is
+        authorized. Returns the first column of the first row (usually a jsonb answer),
+        or with many=True every row as a dict."""
+        with self.share.hold(access.token), self.pool.connection() as conn:
+            if alongside is not None:
+                try:
+                    return self._call(conn, access, query, params, many, alongside)
+                except _AlongsideFailed as failed:
+                    log.warning(
+                        "%s failed, calling without it: %s",
+                        alongside.expression.partition("(")[0],
+                        failed.__cause__,
+                    )
+            return self._call(conn, access, query, params, many, None)
+
+    def _call(
+        self,
+        conn: psycopg.Connection[DictRow],
+        access: Access,
+        query: LiteralString,
+        params: Params,
+        many: bool,
+        alongside: Alongside | None,
+    ) -> Any:
+        authorize = (access.token, called_function(query), access.project, access.own_project)
+        with conn.transaction():
+            if alongside is None:
+                scope = conn.execute(_AUTHORIZE.format(value="null"), authorize).fetchone()
+            else:
+                try:
+                    scope = conn.execute(
+                        _AUTHORIZE.format(value=alongside.expression),
+                        (*alongside.params, *authorize),
+                    ).fetchone()
+                except psycopg.Error as err:
+                    if err.sqlstate in _AUTHORIZATION_STATES:
+                        raise
+                    raise _AlongsideFailed() from err
+            assert scope is not None
             if not self.share.knows(access.token):
-                scope = conn.execute(
-                    "select current_setting('chronomem.org_id', true) as org"
-                ).fetchone()
-                self.share.learn(access.token, scope["org"] if scope else None)
-            cur = conn.execute(query, params(conn) if callable(params) else params)
+                self.share.learn(access.token, scope["org"])
+            values = params(scope["value"]) if callable(params) else params
+            cur = conn.execute(query, values)
             if many:
                 return cur.fetchall()
             row = cur.fetchone()

@@ -89,6 +89,8 @@ _BY_SQLSTATE: dict[str, tuple[int, str]] = {
     # A row written refers to one deleted meanwhile (a project deleted while the
     # request ran): nothing the request could have done otherwise.
     "23503": (409, "conflict"),
+    # The state of what the request is about forbids it now (a conflict settled already).
+    "55000": (409, "conflict"),
     "40001": (409, "retry"),
     "40P01": (409, "retry"),
     "55P03": (409, "retry"),

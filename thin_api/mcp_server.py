@@ -32,17 +32,24 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 from pydantic import Field
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from thin_api.db import Access, Database, OrgBusy, Params
-from thin_api.embedding import QueryEmbedder, query_vector
+from thin_api.db import Access, Alongside, Database, OrgBusy, Params
+from thin_api.embedding import QueryEmbedder, query_vector, vector_query_text
 from thin_api.errors import ApiError, from_db_error, org_busy, unauthorized
-from thin_api.models import Cardinality, FactIn, Instant, MessageIn, StrictBool
+from thin_api.models import (
+    Cardinality,
+    FactIn,
+    Instant,
+    MessageIn,
+    Resolution,
+    Standing,
+    StrictBool,
+)
 from thin_api.routes.facts import FactBatch
 
 log = logging.getLogger("chronomem.mcp")
@@ -105,6 +112,7 @@ def build_server(backend: Backend) -> MCPServer:
         params: Params,
         *,
         row: bool = False,
+        alongside: Alongside | None = None,
     ) -> Any:
         token = backend.token if ctx.headers is None else bearer(ctx.headers)
         try:
@@ -112,7 +120,9 @@ def build_server(backend: Backend) -> MCPServer:
                 raise unauthorized()
             access = Access(token, project)
             db = backend.get_db()
-            return db.call_row(access, query, params) if row else db.call(access, query, params)
+            if row:
+                return db.call_row(access, query, params)
+            return db.call(access, query, params, alongside=alongside)
         except ApiError as err:
             raise _tool_error(err) from None
         except psycopg.Error as err:
@@ -122,14 +132,13 @@ def build_server(backend: Backend) -> MCPServer:
         except OrgBusy:
             raise _tool_error(org_busy()) from None
 
-    def embed(
-        conn: psycopg.Connection[DictRow],
-        project: UUID,
-        text: str,
-        at: datetime | None,
-        known_at: datetime | None,
-    ) -> str | None:
-        return query_vector(backend.get_embedder(), conn, project, text, at, known_at)
+    def text_to_embed(
+        project: UUID, query: str, at: datetime | None, known_at: datetime | None
+    ) -> Alongside | None:
+        return vector_query_text(backend.get_embedder(), project, query, at, known_at)
+
+    def embed(text: str | None, query: str) -> str | None:
+        return query_vector(backend.get_embedder(), text, query)
 
     @server.tool()
     def add_memory(
@@ -202,17 +211,18 @@ def build_server(backend: Backend) -> MCPServer:
             project_id,
             "select memory_http.search(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text)",
-            lambda conn: (
+            lambda text: (
                 project_id,
                 query,
                 None,
-                embed(conn, project_id, query, as_of, known_at),
+                embed(text, query),
                 as_of,
                 known_at,
                 k,
                 None,
                 fusion,
             ),
+            alongside=text_to_embed(project_id, query, as_of, known_at),
         )
 
     @server.tool()
@@ -232,16 +242,17 @@ def build_server(backend: Backend) -> MCPServer:
             project_id,
             "select memory_http.context(%s::uuid, %s::text, %s::vector, %s::vector, "
             "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
-            lambda conn: (
+            lambda text: (
                 project_id,
                 query,
                 None,
-                embed(conn, project_id, query, as_of, known_at),
+                embed(text, query),
                 as_of,
                 known_at,
                 max_tokens,
                 20,
             ),
+            alongside=text_to_embed(project_id, query, as_of, known_at),
         )
 
     @server.tool()
@@ -369,11 +380,16 @@ def build_server(backend: Backend) -> MCPServer:
         project_id: ProjectId,
         predicate: str,
         cardinality: Annotated[
-            Cardinality, Field(description="one: a new object supersedes the old; many: not.")
+            Cardinality,
+            Field(
+                description="one: a new object supersedes the old; many: not; unknown: "
+                "undeclared (two objects at once open a conflict)."
+            ),
         ],
         ctx: Context,
     ) -> dict[str, Any]:
-        """Declare a predicate's cardinality (needs configuration:write)."""
+        """Declare a predicate's cardinality (needs configuration:write); unknown removes
+        the declaration (a second object at once then opens a conflict)."""
         row = call(
             ctx,
             project_id,
@@ -382,6 +398,100 @@ def build_server(backend: Backend) -> MCPServer:
             row=True,
         )
         return {**row, "declared_at": row["declared_at"].isoformat()}
+
+    @server.tool()
+    def list_conflicts(
+        project_id: ProjectId,
+        ctx: Context,
+        status: Annotated[
+            Literal["open", "resolved", "all"], Field(description="Default open.")
+        ] = "open",
+        predicate: Annotated[str | None, Field(description="Only this predicate's.")] = None,
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        before: Annotated[
+            Instant | None, Field(description="next_before of the last page.")
+        ] = None,
+        before_id: Annotated[
+            UUID | None, Field(description="next_before_id of the last page.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """What do I know that disagrees? The conflicts of the memory, newest first: a
+        subject whose facts of one predicate disagree (two objects at once for an
+        undeclared predicate, a contradiction, a claim against a confirmed fact), with
+        its cause and how many members it has. get_conflict shows one."""
+        conflicts: dict[str, Any] = call(
+            ctx,
+            project_id,
+            "select memory_http.list_conflicts(%s::uuid, %s::text, %s::text, %s::integer, "
+            "%s::timestamptz, %s::uuid)",
+            (project_id, status, predicate, limit, before, before_id),
+        )
+        return conflicts
+
+    @server.tool()
+    def get_conflict(project_id: ProjectId, conflict_id: UUID, ctx: Context) -> dict[str, Any]:
+        """One conflict: each member (a fact, or a claim held back) with its object,
+        window, standing, confidence and source, and the conflict's events."""
+        conflict: dict[str, Any] = call(
+            ctx,
+            project_id,
+            "select memory_http.get_conflict(%s::uuid, %s::uuid)",
+            (project_id, conflict_id),
+        )
+        return conflict
+
+    @server.tool()
+    def resolve_conflict(
+        project_id: ProjectId,
+        conflict_id: UUID,
+        resolution: Annotated[
+            Resolution,
+            Field(
+                description="keep_both: both hold (many for this subject); supersede: "
+                "member_id wins from `at`; retract: member_id never held."
+            ),
+        ],
+        ctx: Context,
+        member_id: Annotated[
+            UUID | None, Field(description="supersede: the winner; retract: the one to retract.")
+        ] = None,
+        at: Annotated[
+            Instant | None,
+            Field(description="supersede: the winner holds from here (default its valid_from)."),
+        ] = None,
+        reason: Annotated[str | None, Field(max_length=2000)] = None,
+    ) -> dict[str, Any]:
+        """Settle an open conflict (needs memory:review): the facts it closed, retracted
+        or asserted."""
+        resolved: dict[str, Any] = call(
+            ctx,
+            project_id,
+            "select memory_http.resolve_conflict(%s::uuid, %s::uuid, %s::text, %s::uuid, "
+            "%s::timestamptz, %s::text)",
+            (project_id, conflict_id, resolution, member_id, at, reason),
+        )
+        return resolved
+
+    @server.tool()
+    def review_fact(
+        project_id: ProjectId,
+        fact_id: UUID,
+        standing: Annotated[
+            Standing,
+            Field(description="confirmed, unreviewed, or rejected (which retracts the fact)."),
+        ],
+        ctx: Context,
+        reason: Annotated[str | None, Field(max_length=2000)] = None,
+    ) -> dict[str, Any]:
+        """Set a fact's standing (needs memory:review): confirmed facts rank above
+        unreviewed ones, rejected ones never appear."""
+        reviewed: dict[str, Any] = call(
+            ctx,
+            project_id,
+            "select memory_http.review_fact(%s::uuid, %s::uuid, %s::text, %s::text)",
+            (project_id, fact_id, standing, reason),
+        )
+        return reviewed
 
     @server.tool()
     def name_entity(

@@ -44,6 +44,8 @@ class World:
     key: uuid.UUID  # an extra key of A's project
     http: httpx.Client  # one connection pool for the module (a new client per call is slow)
     endpoint: uuid.UUID  # a webhook endpoint of A's project (disabled: it never delivers)
+    conflict: uuid.UUID  # an open conflict of A's project
+    change: int  # a predicate change of A's project (the declaration of plan)
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +73,21 @@ def seed(client: Client, project: uuid.UUID, tag: str) -> list[uuid.UUID]:
                 "object_type": "entity",
                 "valid_from": "2024-01-01",
             },
+            # Two homes at once for an undeclared predicate: an open conflict.
+            *(
+                {"subject": f"{tag} user", "predicate": "lives in", "object": f"{tag} {city}"}
+                for city in ("paris", "rome")
+            ),
         ],
     )
     client.ingest(project, f"{tag} chat", [{"role": "user", "content": f"{tag} secret words"}])
     return [r.fact_id for r in result.results if r.fact_id]
+
+
+def inbox(client: Client, project: uuid.UUID) -> tuple[uuid.UUID, int]:
+    """The seeded project's open conflict and its latest predicate change."""
+    (conflict,) = client.list_conflicts(project).conflicts
+    return conflict.conflict_id, client.predicate_changes(project, limit=1).changes[0].change_id
 
 
 def disabled_endpoint(client: Client, project: uuid.UUID) -> uuid.UUID:
@@ -100,7 +113,8 @@ def world(base: str, app_dsn: str, http: httpx.Client) -> World:
         seed(cb, b.project, "bravo")
         key = ca.create_api_key(a.project, "spare", ["project:read"]).key_id
         endpoint = disabled_endpoint(ca, a.project)
-    return World(base, a, b, facts[0], "alpha chat", key, http, endpoint)
+        conflict, change = inbox(ca, a.project)
+    return World(base, a, b, facts[0], "alpha chat", key, http, endpoint, conflict, change)
 
 
 def call(w: World, token: str, method: str, path: str, **kw: Any) -> httpx.Response:
@@ -110,6 +124,8 @@ def call(w: World, token: str, method: str, path: str, **kw: Any) -> httpx.Respo
         s=w.session,
         k=w.key,
         e=w.endpoint,
+        c=w.conflict,
+        ch=w.change,
         bp=w.b.project,
         pred="likes",
         det="email",
@@ -122,7 +138,7 @@ def call(w: World, token: str, method: str, path: str, **kw: Any) -> httpx.Respo
 def a_ids(w: World) -> dict[str, str]:
     """A's ids in the path templates, as they appear in URLs and answers."""
     return {"p": str(w.a.project), "f": str(w.fact), "s": w.session, "k": str(w.key),
-            "e": str(w.endpoint)}  # fmt: skip
+            "e": str(w.endpoint), "c": str(w.conflict)}  # fmt: skip
 
 
 def with_random_ids(w: World) -> World:
@@ -130,7 +146,7 @@ def with_random_ids(w: World) -> World:
     a = Tenant(w.a.app_dsn, w.a.org, uuid.uuid4(), w.a.key_id, w.a.token)
     return World(
         w.base, a, w.b, uuid.uuid4(), f"no such {uuid.uuid4().hex}", uuid.uuid4(), w.http,
-        uuid.uuid4(),
+        uuid.uuid4(), uuid.uuid4(), 2**62 + random.randrange(2**30),
     )  # fmt: skip
 
 
@@ -138,6 +154,8 @@ def masked(response: httpx.Response, w: World) -> tuple[int, str]:
     text = response.text
     for name, value in a_ids(w).items():
         text = text.replace(value, f"<{name}>")
+    # The change id is a number: masked where it stands alone, not inside another id.
+    text = re.sub(rf"(?<![\w-]){w.change}(?![\w-])", "<ch>", text)
     return response.status_code, text
 
 
@@ -166,6 +184,11 @@ READS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/projects/{p}/changes", {}),
     ("GET", "/v1/projects/{p}/predicates", {}),
     ("GET", "/v1/projects/{p}/redaction-rules", {}),
+    ("GET", "/v1/projects/{p}/conflicts", {}),
+    ("GET", "/v1/projects/{p}/conflicts/{c}", {}),
+    ("GET", "/v1/projects/{p}/conflict-policy", {}),
+    ("GET", "/v1/projects/{p}/cardinality/suggestions", {}),
+    ("GET", "/v1/projects/{p}/cardinality/changes", {}),
     ("POST", "/v1/projects/{p}/search", {"json": {"query": "alpha secret plan"}}),
     ("POST", "/v1/projects/{p}/context", {"json": {"query": "alpha secret plan"}}),
     ("GET", "/v1/projects/{p}/graph/neighbors", {"params": {"entity": "alpha user"}}),
@@ -188,6 +211,10 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("PUT", "/v1/projects/{p}/predicates/{pred}", {"json": {"cardinality": "one"}}),
     ("PUT", "/v1/projects/{p}/redaction-rules/{det}", {"json": {"action": "mask"}}),
     ("DELETE", "/v1/projects/{p}/redaction-rules/{det}", {}),
+    ("POST", "/v1/projects/{p}/conflicts/{c}/resolve", {"json": {"resolution": "keep_both"}}),
+    ("POST", "/v1/projects/{p}/facts/{f}/review", {"json": {"standing": "confirmed"}}),
+    ("PUT", "/v1/projects/{p}/conflict-policy", {"json": {"learn_threshold": 0.8}}),
+    ("POST", "/v1/projects/{p}/cardinality/changes/{ch}/undo", {}),
     ("POST", "/v1/projects/{p}/entities", {"json": {"name": "x", "aliases": ["x corp"]}}),
     (
         "POST",
@@ -218,6 +245,10 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("PATCH", "/v1/projects/{bp}/webhooks/{e}", {"json": {"enabled": True}}),
     ("POST", "/v1/projects/{bp}/webhooks/{e}/rotate", {}),
     ("DELETE", "/v1/projects/{bp}/webhooks/{e}", {}),
+    ("GET", "/v1/projects/{bp}/conflicts/{c}", {}),
+    ("POST", "/v1/projects/{bp}/conflicts/{c}/resolve", {"json": {"resolution": "keep_both"}}),
+    ("POST", "/v1/projects/{bp}/facts/{f}/review", {"json": {"standing": "confirmed"}}),
+    ("POST", "/v1/projects/{bp}/cardinality/changes/{ch}/undo", {}),
 ]
 
 
@@ -235,6 +266,12 @@ def a_state(w: World) -> dict[str, Any]:
         "predicates": w.a.rows("select * from memory.predicates_of(%s)", (w.a.project,)),
         "redaction_rules": w.a.rows("select * from memory.redaction_rules_of(%s)", (w.a.project,)),
         "projects": w.a.rows("select project_id, name, retention from memory.projects order by 1"),
+        "conflicts": w.a.rows(
+            "select conflict_id, status, resolution from memory.conflicts order by 1"
+        ),
+        "policy": w.a.rows("select memory.conflict_policy(%s)", (w.a.project,)),
+        "reviews": w.a.rows("select review_id from memory.fact_reviews order by 1"),
+        "predicate_changes": w.a.rows("select change_id from memory.predicate_changes order by 1"),
         "webhooks": w.a.rows(
             "select e.*, t.* from memory.webhook_endpoints e "
             "left join lateral memory_worker.webhook_target(e.endpoint_id) t on true "
@@ -278,6 +315,7 @@ def test_other_org_writes_are_not_found_and_change_nothing(world: World) -> None
         facts = seed(ca, project, "alpha")
         key = ca.create_api_key(project, "spare", ["project:read"]).key_id
         endpoint = disabled_endpoint(ca, project)
+        conflict, change = inbox(ca, project)
     own = World(
         world.base,
         Tenant(world.a.app_dsn, world.a.org, project, world.a.key_id, world.a.token),
@@ -287,6 +325,8 @@ def test_other_org_writes_are_not_found_and_change_nothing(world: World) -> None
         key,
         world.http,
         endpoint,
+        conflict,
+        change,
     )
     for method, path, kw in WRITES:
         if "{bp}" in path:
@@ -362,6 +402,14 @@ def test_forbidden_only_inside_ones_own_org(world: World) -> None:
         (reader, "POST", "/v1/projects", {"json": {"name": "nope"}}),
         (writer, "GET", "/v1/projects/{p}/facts", {}),
         (configurer, "PUT", "/v1/projects/{p}/predicates/plan", {"json": {"cardinality": "one"}}),
+        # Review is its own permission: a writing key does not imply it.
+        (writer, "POST", "/v1/projects/{p}/facts/{f}/review", {"json": {"standing": "confirmed"}}),
+        (
+            writer,
+            "POST",
+            "/v1/projects/{p}/conflicts/{c}/resolve",
+            {"json": {"resolution": "keep_both"}},
+        ),
         (reader, "GET", f"/v1/projects/{other}/facts", {}),  # another project of the org
     ]
     for token, method, path, kw in cases:
@@ -511,11 +559,12 @@ def _shape(path: str) -> str:
 
 def test_every_route_with_a_path_id_has_a_case() -> None:
     """Every route of the app with an id in its path is in READS or WRITES with A's
-    project (so a new route without a cross-tenant case fails here)."""
+    project (so a new route without a cross-tenant case fails here). The console's pages
+    (/console, a session cookie instead of a bearer key) have theirs in test_console.py."""
     routes = {
         (method, _shape(c.path))
         for c in iter_route_contexts(app.routes)
-        if "{" in c.path
+        if "{" in c.path and not c.path.startswith("/console")
         for method in c.methods or ()
         if method != "HEAD"
     }

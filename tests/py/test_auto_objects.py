@@ -177,6 +177,8 @@ def test_an_alias_joins_the_identities_a_many_predicate_kept_apart(
         p.assert_facts(fact("Bob", "likes", "Acme", Y2022))
 
     first, last = pair
+    for p in pair:
+        p.one("select memory.declare_predicate(%s, 'likes', 'many')", (p.id,))
     naming(first)
     writes(first)
     last.entity("Acme")

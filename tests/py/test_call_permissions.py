@@ -18,10 +18,15 @@ THIN_API = Path(__file__).resolve().parents[2] / "thin_api"
 
 
 def _queries() -> dict[str, set[str]]:
-    """Every SQL string (a literal beginning with select) in the routes and the MCP
-    server that calls a memory or memory_http function: the function -> the files."""
+    """Every SQL string (a literal beginning with select) in the routes, the console's
+    pages and the MCP server that calls a memory or memory_http function: the function
+    -> the files."""
     found: dict[str, set[str]] = {}
-    files = [*sorted((THIN_API / "routes").glob("*.py")), THIN_API / "mcp_server.py"]
+    files = [
+        *sorted((THIN_API / "routes").glob("*.py")),
+        *sorted((THIN_API / "console").glob("*.py")),
+        THIN_API / "mcp_server.py",
+    ]
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):

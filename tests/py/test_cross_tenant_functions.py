@@ -40,9 +40,13 @@ ALL_PERMISSIONS = [
     "configuration:write",
     "members:read",
     "members:write",
+    "memory:review",
 ]
 # Placeholders that name something of org A's; the random run replaces each.
-A_IDS = ("org", "project", "fact", "episode", "entity", "endpoint", "key", "job", "delivery_job")
+A_IDS = (
+    "org", "project", "fact", "episode", "entity", "endpoint", "key", "job", "delivery_job",
+    "conflict", "change",
+)  # fmt: skip
 # The schemas whose functions the app role calls: the SQL API, the HTTP layer's and the
 # worker's.
 SCHEMAS = ("memory", "memory_http", "memory_worker")
@@ -110,6 +114,17 @@ CASES: dict[str, Case] = {
     P + "counters(uuid)": Case(
         probes=("select * from memory.counters(%(project)s)",),
         control="select count(*) > 0 from memory.counters(%(project)s)",
+    ),
+    P + "project_overview(uuid)": Case(
+        probes=("select memory.project_overview(%(project)s)",),
+        control="select (memory.project_overview(%(project)s) ->> 'facts_current')::int > 0",
+    ),
+    P + "fact_detail(uuid,uuid)": Case(
+        probes=(
+            "select memory.fact_detail(%(project)s, %(fact)s)",
+            "select memory.fact_detail(%(b_project)s, %(fact)s)",
+        ),
+        control="select memory.fact_detail(%(project)s, %(fact)s) ->> 'subject' is not null",
     ),
     P + "get_project(uuid)": Case(
         probes=("select * from memory.get_project(%(project)s)",),
@@ -622,6 +637,36 @@ CASES: dict[str, Case] = {
         ),
         control="select org_id = %(org)s from memory_http.authenticate(%(a_token)s)",
     ),
+    H + "open_key_session(text,integer)": Case(
+        # As authenticate: the key's token is the credential. A's key id with a wrong
+        # secret opens nothing, exactly as an unknown key id.
+        probes=(
+            "select * from memory_http.open_key_session('cmk_' || replace(%(key)s::text, '-', '') "
+            "|| '_' || repeat('0', 64))",
+        ),
+        control="select org_id = %(org)s from memory_http.open_key_session(%(a_token)s)",
+    ),
+    H + "close_session(text)": Case(
+        probes=(
+            "select memory_http.close_session('cms_' || replace(%(key)s::text, '-', '') || '_' "
+            "|| repeat('0', 64))",
+        ),
+        control="select memory_http.close_session("
+        "(select token from memory_http.open_key_session(%(a_token)s)))",
+    ),
+    H + "open_oidc_session(jsonb,integer)": Case(
+        # Verified claims are the credential; they reach only an org whose owner mapped
+        # them (memory.set_oidc_mapping, which no client role may execute).
+        neutral="takes a verified JWT's claims, no id; only the mappings an org's owner "
+        "made lead anywhere, and a transaction scoped to another org reaches none",
+        probes=(
+            "select * from memory_http.open_oidc_session(jsonb_build_object('iss', "
+            "'https://idp.test', 'sub', 'x', 'aud', 'cm', 'exp', extract(epoch from now()) + 60))",
+        ),
+        check="select not has_function_privilege('chronomem_app', "
+        "'memory.set_oidc_mapping(uuid,text,text,text,text,text[])', 'EXECUTE') "
+        "and not has_table_privilege('chronomem_app', 'memory_internal.oidc_mappings', 'SELECT')",
+    ),
     H + "authorize(text,text,uuid)": Case(
         probes=(
             "select * from memory_http.authorize(%(b_token)s, 'project:read', %(project)s)",
@@ -791,6 +836,124 @@ CASES: dict[str, Case] = {
         control="select jsonb_array_length(memory_http.webhook_deliveries(%(project)s, "
         "%(endpoint)s) -> 'deliveries') > 0",
     ),
+    # ---- conflicts, reviews, learned cardinality -----------------------------------
+    P + "list_conflicts(uuid,text,text,integer,timestamptz,uuid)": Case(
+        probes=("select * from memory.list_conflicts(%(project)s, 'all')",),
+        control="select count(*) > 0 from memory.list_conflicts(%(project)s)",
+    ),
+    P + "get_conflict(uuid,uuid)": Case(
+        probes=(
+            "select memory.get_conflict(%(project)s, %(conflict)s)",
+            "select memory.get_conflict(%(b_project)s, %(conflict)s)",
+        ),
+        control="select memory.get_conflict(%(project)s, %(conflict)s) ->> 'status' = 'open'",
+    ),
+    P + "resolve_conflict(uuid,uuid,text,uuid,timestamptz,text,text)": Case(
+        probes=(
+            "select memory.resolve_conflict(%(project)s, %(conflict)s, 'keep_both')",
+            "select memory.resolve_conflict(%(b_project)s, %(conflict)s, 'keep_both')",
+        ),
+        control="select memory.resolve_conflict(%(project)s, %(conflict)s, 'keep_both')"
+        " ->> 'resolution' = 'kept'",
+        mutates=True,
+    ),
+    P + "review_fact(uuid,uuid,text,text,text)": Case(
+        probes=(
+            "select memory.review_fact(%(project)s, %(fact)s, 'confirmed')",
+            "select memory.review_fact(%(b_project)s, %(fact)s, 'confirmed')",
+        ),
+        control="select memory.review_fact(%(project)s, %(fact)s, 'confirmed') ->> 'standing'"
+        " = 'confirmed'",
+        mutates=True,
+    ),
+    P + "suggest_cardinality(uuid)": Case(
+        probes=("select * from memory.suggest_cardinality(%(project)s)",),
+        control="select count(*) > 0 from memory.suggest_cardinality(%(project)s)",
+    ),
+    P + "conflict_policy(uuid)": Case(
+        probes=("select memory.conflict_policy(%(project)s)",),
+        control="select memory.conflict_policy(%(project)s) ->> 'contradictions' = 'close'",
+    ),
+    P + "set_conflict_policy(uuid,text,boolean,boolean,real,integer,text)": Case(
+        probes=("select memory.set_conflict_policy(%(project)s, 'conflict')",),
+        control="select memory.set_conflict_policy(%(project)s, 'conflict') ->> 'contradictions'"
+        " = 'conflict'",
+        mutates=True,
+    ),
+    P + "predicate_changes(uuid,integer)": Case(
+        probes=("select * from memory.predicate_changes(%(project)s)",),
+        control="select count(*) > 0 from memory.predicate_changes(%(project)s)",
+    ),
+    P + "undo_predicate_change(uuid,bigint,text)": Case(
+        probes=(
+            "select memory.undo_predicate_change(%(project)s, %(change)s)",
+            "select memory.undo_predicate_change(%(b_project)s, %(change)s)",
+        ),
+        control="select memory.undo_predicate_change(%(project)s, %(change)s) ->> 'cardinality'"
+        " = 'unknown'",
+        mutates=True,
+    ),
+    H + "list_conflicts(uuid,text,text,integer,timestamptz,uuid)": Case(
+        probes=("select memory_http.list_conflicts(%(project)s, 'all')",),
+        control="select jsonb_array_length(memory_http.list_conflicts(%(project)s)"
+        " -> 'conflicts') > 0",
+    ),
+    H + "get_conflict(uuid,uuid)": Case(
+        probes=(
+            "select memory_http.get_conflict(%(project)s, %(conflict)s)",
+            "select memory_http.get_conflict(%(b_project)s, %(conflict)s)",
+        ),
+        control="select memory_http.get_conflict(%(project)s, %(conflict)s) ->> 'status' = 'open'",
+    ),
+    H + "resolve_conflict(uuid,uuid,text,uuid,timestamptz,text)": Case(
+        probes=(
+            "select memory_http.resolve_conflict(%(project)s, %(conflict)s, 'keep_both')",
+            "select memory_http.resolve_conflict(%(b_project)s, %(conflict)s, 'keep_both')",
+        ),
+        control="select memory_http.resolve_conflict(%(project)s, %(conflict)s, 'keep_both')"
+        " ->> 'resolution' = 'kept'",
+        mutates=True,
+    ),
+    H + "review_fact(uuid,uuid,text,text)": Case(
+        probes=(
+            "select memory_http.review_fact(%(project)s, %(fact)s, 'confirmed')",
+            "select memory_http.review_fact(%(b_project)s, %(fact)s, 'confirmed')",
+        ),
+        control="select memory_http.review_fact(%(project)s, %(fact)s, 'confirmed') ->> 'standing'"
+        " = 'confirmed'",
+        mutates=True,
+    ),
+    H + "suggest_cardinality(uuid)": Case(
+        probes=("select memory_http.suggest_cardinality(%(project)s)",),
+        control="select jsonb_array_length(memory_http.suggest_cardinality(%(project)s)"
+        " -> 'suggestions') > 0",
+    ),
+    H + "conflict_policy(uuid)": Case(
+        probes=("select memory_http.conflict_policy(%(project)s)",),
+        control="select memory_http.conflict_policy(%(project)s) ->> 'contradictions' = 'close'",
+    ),
+    H + "set_conflict_policy(uuid,jsonb)": Case(
+        probes=(
+            "select memory_http.set_conflict_policy(%(project)s, '{\"protect_confirmed\": true}')",
+        ),
+        control="select memory_http.set_conflict_policy(%(project)s,"
+        " '{\"protect_confirmed\": true}') ->> 'protect_confirmed' = 'true'",
+        mutates=True,
+    ),
+    H + "predicate_changes(uuid,integer)": Case(
+        probes=("select memory_http.predicate_changes(%(project)s)",),
+        control="select jsonb_array_length(memory_http.predicate_changes(%(project)s)"
+        " -> 'changes') > 0",
+    ),
+    H + "undo_predicate_change(uuid,bigint)": Case(
+        probes=(
+            "select memory_http.undo_predicate_change(%(project)s, %(change)s)",
+            "select memory_http.undo_predicate_change(%(b_project)s, %(change)s)",
+        ),
+        control="select memory_http.undo_predicate_change(%(project)s, %(change)s)"
+        " ->> 'cardinality' = 'unknown'",
+        mutates=True,
+    ),
 }
 
 
@@ -852,6 +1015,18 @@ def build_world(conn: psycopg.Connection[Any]) -> World:
         (project, Jsonb([{**facts[0], "object": "Globex", "valid_from": "2022-01-01Z"}])),
     )
     conn.execute("select memory.add_alias(%s, 'Alice', 'Ally')", (project,))
+    # Two places at once for an undeclared predicate: an open conflict.
+    conflict = uuid.UUID(
+        _one(
+            conn,
+            "select memory.assert_facts(%s, %s) #>> '{conflicts,0}'",
+            (project, Jsonb([
+                {"subject": "Alice", "predicate": "lives in", "object": "Oslo"},
+                {"subject": "Alice", "predicate": "lives in", "object": "Rome"},
+            ])),
+        )
+    )  # fmt: skip
+    change = _one(conn, "select min(change_id) from memory.predicate_changes(%s)", (project,))
     ingested = _one(
         conn,
         "select memory.ingest(%s, 'xt chat', %s)",
@@ -886,6 +1061,7 @@ def build_world(conn: psycopg.Connection[Any]) -> World:
     ids = {
         "org": org, "project": project, "fact": fact, "episode": episode, "entity": entity,
         "endpoint": endpoint, "key": key, "job": job, "delivery_job": delivery_job,
+        "conflict": conflict, "change": change,
         "a_token": a_token, "b_org": b_org, "b_project": b_project, "b_token": b_token,
     }  # fmt: skip
     assert delivery_job is not None, "the supersession should have queued a delivery"

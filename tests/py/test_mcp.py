@@ -38,6 +38,10 @@ TOOLS = {
     "name_entity",
     "merge_entities",
     "split_entity",
+    "list_conflicts",
+    "get_conflict",
+    "resolve_conflict",
+    "review_fact",
 }
 
 

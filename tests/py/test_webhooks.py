@@ -859,6 +859,10 @@ def test_good_urls_and_event_types(tenant: Tenant) -> None:
         "fact.contradicted",
         "fact.expired",
         "fact.restored",
+        "fact.reviewed",
+        "conflict.detected",
+        "conflict.resolved",
+        "predicate.declared",
         "episode.enriched",
         "memory.wiped",
     ]

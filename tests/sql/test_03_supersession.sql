@@ -43,6 +43,8 @@ begin
   insert into pg_temp.ids values ('org', o), ('p', memory.create_project(o, 'p'));
   perform memory.declare_predicate(pg_temp.id('p'), 'works at', 'one');
   perform memory.declare_predicate(pg_temp.id('p'), 'Lives In', 'one');
+  -- likes: several at once (an undeclared predicate would open a conflict).
+  perform memory.declare_predicate(pg_temp.id('p'), 'likes', 'many');
 end $$;
 
 -- A. Same subject, predicate and object, new content: the new version

@@ -303,7 +303,7 @@ begin
   insert into pg_temp.ids values ('rrf.e', e);
   perform memory_worker.store_embeddings('episode', array[e], array[pg_temp.vec(7)]);
 end $$;
-select is((select jsonb_agg(x - 'text' - 'subject' - 'predicate' - 'object' - 'valid_from' - 'valid_until' - 'confidence'
+select is((select jsonb_agg(x - 'text' - 'subject' - 'predicate' - 'object' - 'valid_from' - 'valid_until' - 'confidence' - 'standing'
                               - 'role' - 'occurred_at' - 'session' - 'seq' order by (x ->> 'position')::int)
              from jsonb_array_elements(pg_temp.search('rrf', 'zebra', pg_temp.vec(7), now()) -> 'results') x),
           jsonb_build_array(

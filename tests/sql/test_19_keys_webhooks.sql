@@ -102,7 +102,7 @@ end $$;
 -- A. Creating keys.
 select is(memory_http.permissions(),
           array['project:read', 'project:write', 'project:manage', 'configuration:read',
-                'configuration:write', 'members:read', 'members:write'],
+                'configuration:write', 'members:read', 'members:write', 'memory:review'],
           'api_permissions: the vocabulary a key''s permissions come from');
 select ok(pg_temp.tok('reader') ~ '^cmk_[0-9a-f]{32}_[0-9a-f]{64}$'
           and substr(pg_temp.tok('reader'), 5, 32) = replace(pg_temp.r('key.reader') ->> 'key_id', '-', '')
@@ -113,7 +113,7 @@ select is(pg_temp.r('key.writer') -> 'permissions', '["project:read", "project:w
           'permissions are stored de-duplicated and sorted');
 select throws_ok($$ call pg_temp.key('bad', 'p', array['project:read', 'project:admin']) $$, '22023',
                  'unknown permission ''project:admin''; permissions are {project:read,project:write,project:manage,'
-                 || 'configuration:read,configuration:write,members:read,members:write}',
+                 || 'configuration:read,configuration:write,members:read,members:write,memory:review}',
                  'an unknown permission is refused, naming it and the vocabulary');
 select throws_ok($$ call pg_temp.key('intruder', 'pb', array['project:manage']) $$, 'P0002', null,
                  'scoped to A, a key for org B''s project: not found');
@@ -366,9 +366,10 @@ select throws_ok($$ select memory.update_webhook(pg_temp.id('p'), pg_temp.eid('p
 
 select is((select array_agg(t.event_type order by t.event_type) from memory.webhook_event_types() t
             where length(btrim(t.description)) > 0),
-          array['episode.enriched', 'fact.asserted', 'fact.contradicted', 'fact.expired', 'fact.restored',
-                'fact.retracted', 'fact.superseded', 'memory.wiped'],
-          'webhook_event_types: the eight types, each described');
+          array['conflict.detected', 'conflict.resolved', 'episode.enriched', 'fact.asserted',
+                'fact.contradicted', 'fact.expired', 'fact.restored', 'fact.retracted', 'fact.reviewed',
+                'fact.superseded', 'memory.wiped', 'predicate.declared'],
+          'webhook_event_types: the twelve types, each described');
 -- The endpoints' check reads the same list (webhook_type_list): as the
 -- owner, past create_webhook's own validation, every listed type is
 -- stored and an unlisted one refused.

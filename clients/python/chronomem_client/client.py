@@ -31,8 +31,13 @@ from chronomem_client.models import (
     ApiKeyRevoked,
     AssertResult,
     Backlog,
+    CardinalitySuggestionList,
     CommunityList,
     CommunityRefresh,
+    Conflict,
+    ConflictList,
+    ConflictPolicy,
+    ConflictResolved,
     ContextResult,
     Entity,
     EntityMerged,
@@ -41,11 +46,14 @@ from chronomem_client.models import (
     FactChanges,
     FactHistory,
     FactPage,
+    FactReviewed,
     IngestResult,
     MessagePage,
     Neighbors,
     Org,
     Predicate,
+    PredicateChangeList,
+    PredicateChangeUndone,
     PredicateList,
     Project,
     ProjectDeleted,
@@ -318,6 +326,123 @@ class Calls:
 
     def list_predicates(self, project: Id) -> Call[PredicateList]:
         return Call("GET", f"/v1/projects/{project}/predicates", PredicateList)
+
+    def list_conflicts(
+        self,
+        project: Id,
+        *,
+        status: str | None = None,
+        predicate: str | None = None,
+        limit: int | None = None,
+        before: When = None,
+        before_id: Id | None = None,
+    ) -> Call[ConflictList]:
+        """What the memory holds that disagrees: conflicts (`status` open, the default,
+        resolved or all), newest first; pass next_before and next_before_id as `before` and
+        `before_id` for the next page."""
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/conflicts",
+            ConflictList,
+            params=_query(
+                status=status,
+                predicate=predicate,
+                limit=limit,
+                before=_when(before),
+                before_id=None if before_id is None else str(before_id),
+            ),
+        )
+
+    def get_conflict(self, project: Id, conflict: Id) -> Call[Conflict]:
+        return Call("GET", f"/v1/projects/{project}/conflicts/{conflict}", Conflict)
+
+    def resolve_conflict(
+        self,
+        project: Id,
+        conflict: Id,
+        resolution: str,
+        *,
+        member: Id | None = None,
+        at: When = None,
+        reason: str | None = None,
+    ) -> Call[ConflictResolved]:
+        """keep_both, supersede (`member` wins from `at`) or retract (`member` never
+        held); needs memory:review."""
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/conflicts/{conflict}/resolve",
+            ConflictResolved,
+            json=_body(
+                resolution=resolution,
+                member_id=None if member is None else str(member),
+                at=at,
+                reason=reason,
+            ),
+        )
+
+    def review_fact(
+        self, project: Id, fact: Id, standing: str, reason: str | None = None
+    ) -> Call[FactReviewed]:
+        """Set a fact's standing: confirmed, unreviewed or rejected (which retracts it);
+        needs memory:review."""
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/facts/{fact}/review",
+            FactReviewed,
+            json=_body(standing=standing, reason=reason),
+        )
+
+    def suggest_cardinality(self, project: Id) -> Call[CardinalitySuggestionList]:
+        """Per predicate, the cardinality its facts and past resolutions suggest."""
+        return Call(
+            "GET", f"/v1/projects/{project}/cardinality/suggestions", CardinalitySuggestionList
+        )
+
+    def conflict_policy(self, project: Id) -> Call[ConflictPolicy]:
+        return Call("GET", f"/v1/projects/{project}/conflict-policy", ConflictPolicy)
+
+    def set_conflict_policy(
+        self,
+        project: Id,
+        *,
+        contradictions: str | None = None,
+        protect_confirmed: bool | None = None,
+        learn_cardinality: bool | None = None,
+        learn_threshold: float | None = None,
+        learn_min_evidence: int | None = None,
+    ) -> Call[ConflictPolicy]:
+        """Change the conflict policy; None keeps a value."""
+        return Call(
+            "PUT",
+            f"/v1/projects/{project}/conflict-policy",
+            ConflictPolicy,
+            json=_body(
+                contradictions=contradictions,
+                protect_confirmed=protect_confirmed,
+                learn_cardinality=learn_cardinality,
+                learn_threshold=learn_threshold,
+                learn_min_evidence=learn_min_evidence,
+            ),
+        )
+
+    def predicate_changes(
+        self, project: Id, *, limit: int | None = None
+    ) -> Call[PredicateChangeList]:
+        """Every change of a predicate's cardinality (declared, learned, undone), newest
+        first."""
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/cardinality/changes",
+            PredicateChangeList,
+            params=_query(limit=limit),
+        )
+
+    def undo_predicate_change(self, project: Id, change: int) -> Call[PredicateChangeUndone]:
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/cardinality/changes/{change}/undo",
+            PredicateChangeUndone,
+        )
 
     def set_redaction_rule(
         self, project: Id, detector: str, action: str, pattern: str | None = None
@@ -623,6 +748,15 @@ class Client:
     timeline = _sync(Calls.timeline)
     declare_predicate = _sync(Calls.declare_predicate)
     list_predicates = _sync(Calls.list_predicates)
+    list_conflicts = _sync(Calls.list_conflicts)
+    get_conflict = _sync(Calls.get_conflict)
+    resolve_conflict = _sync(Calls.resolve_conflict)
+    review_fact = _sync(Calls.review_fact)
+    suggest_cardinality = _sync(Calls.suggest_cardinality)
+    conflict_policy = _sync(Calls.conflict_policy)
+    set_conflict_policy = _sync(Calls.set_conflict_policy)
+    predicate_changes = _sync(Calls.predicate_changes)
+    undo_predicate_change = _sync(Calls.undo_predicate_change)
     set_redaction_rule = _sync(Calls.set_redaction_rule)
     list_redaction_rules = _sync(Calls.list_redaction_rules)
     delete_redaction_rule = _sync(Calls.delete_redaction_rule)
@@ -698,6 +832,15 @@ class AsyncClient:
     timeline = _async(Calls.timeline)
     declare_predicate = _async(Calls.declare_predicate)
     list_predicates = _async(Calls.list_predicates)
+    list_conflicts = _async(Calls.list_conflicts)
+    get_conflict = _async(Calls.get_conflict)
+    resolve_conflict = _async(Calls.resolve_conflict)
+    review_fact = _async(Calls.review_fact)
+    suggest_cardinality = _async(Calls.suggest_cardinality)
+    conflict_policy = _async(Calls.conflict_policy)
+    set_conflict_policy = _async(Calls.set_conflict_policy)
+    predicate_changes = _async(Calls.predicate_changes)
+    undo_predicate_change = _async(Calls.undo_predicate_change)
     set_redaction_rule = _async(Calls.set_redaction_rule)
     list_redaction_rules = _async(Calls.list_redaction_rules)
     delete_redaction_rule = _async(Calls.delete_redaction_rule)

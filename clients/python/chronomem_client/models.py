@@ -173,8 +173,12 @@ Permission = Literal[
     "configuration:write",
     "members:read",
     "members:write",
+    "memory:review",
 ]
-Cardinality = Literal["one", "many"]
+Cardinality = Literal["one", "many", "unknown"]
+"""unknown: no declaration (the default); a second object at once opens a conflict."""
+Standing = Literal["unreviewed", "confirmed", "rejected"]
+"""A fact's standing, set by a reviewer (memory:review); unreviewed by default."""
 Role = Literal["user", "assistant", "system", "tool"]
 SearchLeg = Literal[
     "episode_vector", "fact_vector", "episode_fulltext", "fact_fulltext", "entity", "graph"
@@ -411,7 +415,7 @@ class FactError(Model):
 
 class FactOutcome(Model):
     index: int
-    status: Literal["inserted", "skipped", "refused", "invalid", "dropped"]
+    status: Literal["inserted", "skipped", "refused", "invalid", "dropped", "conflict"]
     fact_id: UUID | None = None
     superseded: list[UUID] | None = Field(None, description="Facts this one closed.")
     reason: str | None = None
@@ -419,6 +423,12 @@ class FactOutcome(Model):
     error: FactError | None = None
     redactions: dict[str, int] | None = Field(
         None, description="Values the redaction policy replaced in this fact, per detector."
+    )
+    conflict_id: UUID | None = Field(
+        None, description="The conflict this fact opened or joined, or that holds its claim."
+    )
+    held_by: UUID | None = Field(
+        None, description="conflict: the confirmed fact the claim would have superseded."
     )
 
 
@@ -435,6 +445,14 @@ class AssertResult(Model):
     invalid: int
     superseded_pairs: list[SupersededPair]
     results: list[FactOutcome]
+    held: int | None = Field(
+        None,
+        description="When the batch touched a conflict: the claims held in one instead of "
+        "stored (status conflict).",
+    )
+    conflicts: list[UUID] | None = Field(
+        None, description="The conflicts the batch opened, joined or holds a claim in."
+    )
     dropped: int | None = Field(
         None, description="Under a redaction policy: the facts a drop rule left out."
     )
@@ -495,6 +513,9 @@ class HistoryEvent(Model):
     predicate: str
     object: str
     content: str
+    standing: Standing | None = Field(
+        None, description="The version's standing as the store believes it now."
+    )
 
 
 class FactHistory(Model):
@@ -517,6 +538,13 @@ class TimelineEvent(Model):
     reason: str | None
 
 
+class TimelineReview(Model):
+    standing: Standing
+    reviewer: str
+    reason: str | None
+    reviewed_at: datetime = Field(description="When the store recorded the review.")
+
+
 class TimelineFact(Model):
     fact_id: UUID
     predicate: str
@@ -529,6 +557,8 @@ class TimelineFact(Model):
     recorded_at: datetime
     retracted_at: datetime | None
     status: Literal["current", "future", "ended", "superseded", "retracted"]
+    standing: Standing | None = Field(None, description="Its standing (memory:review sets it).")
+    reviews: list[TimelineReview] | None = Field(None, description="Oldest first.")
     events: list[TimelineEvent]
 
 
@@ -544,11 +574,197 @@ class PredicateDeclare(Model):
 class Predicate(Model):
     predicate: str
     cardinality: Cardinality
-    declared_at: datetime
+    declared_at: datetime | None = Field(description="Null for unknown (no declaration).")
 
 
 class PredicateList(Model):
     predicates: list[Predicate]
+
+
+# -- conflicts, review and learned cardinality ----------------------------------------
+ConflictStatus = Literal["open", "resolved"]
+ConflictCause = Literal["unknown_cardinality", "contradiction", "confirmed_fact"]
+ConflictOutcome = Literal["kept", "superseded", "retracted", "declared_one", "declared_many"]
+Resolution = Literal["keep_both", "supersede", "retract"]
+
+
+class ConflictSummary(Model):
+    conflict_id: UUID
+    subject: str
+    predicate: str
+    status: ConflictStatus
+    resolution: ConflictOutcome | None = Field(description="Null while open.")
+    cause: ConflictCause = Field(
+        description="unknown_cardinality: two objects at once for an undeclared predicate; "
+        "contradiction: the extraction model reported one (policy contradictions=conflict); "
+        "confirmed_fact: a claim against a confirmed fact (policy protect_confirmed)."
+    )
+    members: int
+    opened_at: datetime
+    resolved_at: datetime | None
+
+
+class ConflictList(Model):
+    conflicts: list[ConflictSummary] = Field(
+        description="Newest first (by opened_at, then conflict_id)."
+    )
+    next_before: datetime | None = Field(description="Pass as `before` for the next page.")
+    next_before_id: UUID | None = Field(description="Pass as `before_id` for the next page.")
+
+
+class ConflictMember(Model):
+    member_id: UUID
+    fact_id: UUID | None = Field(description="Null for a claim held back (see `claim`).")
+    claim: dict[str, JsonValue] | None = Field(
+        description="A claim held back instead of stored: the fact as it was asserted."
+    )
+    object: str
+    content: str
+    valid_from: datetime | None
+    valid_to: datetime | None
+    current: bool = Field(description="The fact holds now.")
+    standing: Standing | None
+    confidence: float | None
+    source_episode_id: UUID | None
+    outcome: Literal["won", "lost", "kept", "retracted"] | None = Field(
+        description="What the resolution made of it; null while open."
+    )
+
+
+class ConflictEvent(Model):
+    event_type: Literal["opened", "member_added", "member_retracted", "resolved"]
+    at: datetime
+    actor: str | None
+    reason: str | None
+    detail: dict[str, JsonValue] | None
+
+
+class Conflict(Model):
+    conflict_id: UUID
+    subject: str
+    predicate: str
+    status: ConflictStatus
+    resolution: ConflictOutcome | None
+    cause: ConflictCause
+    opened_at: datetime
+    resolved_at: datetime | None
+    resolved_by: str | None
+    reason: str | None
+    source_episode_id: UUID | None
+    members: list[ConflictMember]
+    events: list[ConflictEvent] = Field(description="Oldest first.")
+
+
+class ConflictResolve(Model):
+    resolution: Resolution = Field(
+        description="keep_both: both hold (the predicate is many for this subject); "
+        "supersede: `member_id` wins from `at`; retract: `member_id` never held."
+    )
+    member_id: UUID | None = Field(
+        None, description="supersede: the winner; retract: the member to retract."
+    )
+    at: Instant | None = Field(
+        None, description="supersede: the winner holds from here (default its valid_from)."
+    )
+    reason: Text | None = Field(None, max_length=2000)
+
+
+class ConflictResolved(Model):
+    conflict_id: UUID
+    status: ConflictStatus = Field(
+        description="open when a retraction left two members that still disagree."
+    )
+    resolution: ConflictOutcome | None
+    closed: list[UUID] = Field(description="Facts whose window the resolution closed.")
+    retracted: list[UUID]
+    asserted: list[UUID] = Field(description="Facts it stored (a held claim, a winner's window).")
+
+
+class FactReview(Model):
+    standing: Standing = Field(description="rejected also retracts the fact.")
+    reason: Text | None = Field(None, max_length=2000)
+
+
+class FactReviewed(Model):
+    fact_id: UUID
+    standing: Standing
+    previous: Standing
+    reviewed_at: datetime
+
+
+class CardinalitySuggestion(Model):
+    predicate: str
+    declared: Cardinality = Field(description="The cardinality it has now.")
+    suggestion: Literal["one", "many"] | None = Field(
+        description="The side holding at least the policy's learn_threshold share of at least "
+        "learn_min_evidence cases; null: no such side yet."
+    )
+    confidence: float | None = Field(description="The larger side's share of the evidence.")
+    subjects: int = Field(description="Subjects with facts of the predicate.")
+    sequential_subjects: int = Field(description="Those whose objects follow one another.")
+    concurrent_subjects: int = Field(description="Those with distinct objects at once.")
+    kept: int = Field(description="Conflicts of the predicate resolved keep_both.")
+    superseded: int
+    retracted: int
+    open: int
+    evidence: dict[str, JsonValue] = Field(
+        description="one_votes, many_votes, and the policy's threshold and min_evidence."
+    )
+
+
+class CardinalitySuggestionList(Model):
+    suggestions: list[CardinalitySuggestion]
+
+
+ContradictionPolicy = Literal["close", "conflict"]
+
+
+class ConflictPolicy(Model):
+    contradictions: ContradictionPolicy = Field(
+        description="What the extraction model's contradictions do: close the fact's window "
+        "(default), or open a conflict."
+    )
+    protect_confirmed: bool = Field(
+        description="Extraction does not supersede a confirmed fact: its claim is held in a "
+        "conflict instead."
+    )
+    learn_cardinality: bool = Field(
+        description="Declare a predicate when its suggestion passes the threshold."
+    )
+    learn_threshold: float = Field(description="The share of the evidence needed (0.5 to 1).")
+    learn_min_evidence: int = Field(description="The cases needed (at least 2).")
+
+
+class ConflictPolicySet(Model):
+    """Absent or null: unchanged."""
+
+    contradictions: ContradictionPolicy | None = None
+    protect_confirmed: StrictBool | None = None
+    learn_cardinality: StrictBool | None = None
+    learn_threshold: FiniteFloat | None = Field(None, ge=0.5, le=1)
+    learn_min_evidence: int | None = Field(None, strict=True, ge=2, le=2**31 - 1)
+
+
+class PredicateChange(Model):
+    change_id: int
+    predicate: str
+    old_cardinality: Cardinality
+    new_cardinality: Cardinality
+    cause: Literal["declared", "learned", "undone"]
+    evidence: dict[str, JsonValue] | None = Field(description="learned: the suggestion's evidence.")
+    undoes: int | None = Field(description="undone: the change it undid.")
+    actor: str
+    changed_at: datetime
+
+
+class PredicateChangeList(Model):
+    changes: list[PredicateChange] = Field(description="Newest first.")
+
+
+class PredicateChangeUndone(Model):
+    predicate: str
+    cardinality: Cardinality = Field(description="What the predicate is again.")
+    undoes: int = Field(description="The change undone (a new change, cause undone, logs it).")
 
 
 # -- redaction ------------------------------------------------------------------------
@@ -629,6 +845,9 @@ class SearchHit(Model):
     valid_from: datetime | None = None
     valid_until: datetime | None = None
     confidence: float | None = None
+    standing: Standing | None = Field(
+        None, description="A fact's standing at the search's known_at (never rejected)."
+    )
     role: str | None = None
     occurred_at: datetime | None = None
     session: str | None = None
@@ -837,6 +1056,13 @@ class ExportedEvent(Model):
     new_window_empty: bool
 
 
+class ExportedReview(Model):
+    standing: Standing
+    reviewer: str
+    reason: str | None
+    reviewed_at: datetime
+
+
 class ExportedFact(Model):
     fact_id: UUID
     named_as: Literal["subject", "object"] = Field(
@@ -861,6 +1087,8 @@ class ExportedFact(Model):
     recorded_at: datetime
     invalid_at: datetime | None = Field(description="Retracted then; null: still believed.")
     status: Literal["current", "future", "ended", "superseded", "retracted"]
+    standing: Standing | None = None
+    reviews: list[ExportedReview] | None = Field(None, description="Oldest first.")
     events: list[ExportedEvent] = Field(description="Oldest first.")
 
 
@@ -909,6 +1137,10 @@ class SubjectExport(Model):
     )
     edges: list[ExportedEdge] = Field(description="Every edge row touching it, expired included.")
     notes: list[ExportedNote]
+    conflicts: list[Conflict] | None = Field(
+        None,
+        description="The conflicts of its facts, resolved ones too, as get_conflict shows them.",
+    )
 
 
 # -- webhooks -------------------------------------------------------------------------
@@ -919,6 +1151,10 @@ WebhookEventType = Literal[
     "fact.contradicted",
     "fact.expired",
     "fact.restored",
+    "fact.reviewed",
+    "conflict.detected",
+    "conflict.resolved",
+    "predicate.declared",
     "episode.enriched",
     "memory.wiped",
 ]

@@ -33,6 +33,10 @@ export type MessageIn = Omit<Schemas["MessageIn"], "occurred_at"> & {
 export type FactIn = Schemas["FactIn"];
 export type Permission = Schemas["ApiKeyCreate"]["permissions"][number];
 export type Cardinality = Schemas["PredicateDeclare"]["cardinality"];
+export type Standing = Schemas["FactReview"]["standing"];
+export type Resolution = Schemas["ConflictResolve"]["resolution"];
+/** Which conflicts `listConflicts` answers. */
+export type ConflictStatusFilter = Schemas["ConflictSummary"]["status"] | "all";
 export type SearchLeg = NonNullable<Schemas["SearchRequest"]["legs"]>[number];
 export type WebhookEventType = NonNullable<Schemas["WebhookCreate"]["event_types"]>[number];
 
@@ -325,7 +329,8 @@ export class Client {
     });
   }
 
-  /** `one`: a new object supersedes the old one; `many`: objects stand side by side. */
+  /** `one`: a new object supersedes the old one; `many`: objects stand side by side;
+   * `unknown` removes the declaration (two objects at once then open a conflict). */
   declarePredicate(
     project: Id,
     predicate: string,
@@ -340,6 +345,124 @@ export class Client {
   listPredicates(project: Id): Promise<Schemas["PredicateList"]> {
     return this.#call("get", "/v1/projects/{project_id}/predicates", {
       path: { project_id: project },
+    });
+  }
+
+  /** What the memory holds that disagrees: conflicts (`status` open, the default,
+   * resolved or all), newest first; pass next_before and next_before_id as `before`
+   * and `beforeId` for the next page. */
+  listConflicts(
+    project: Id,
+    options: {
+      status?: ConflictStatusFilter;
+      predicate?: string;
+      limit?: number;
+      before?: When;
+      beforeId?: Id;
+    } = {},
+  ): Promise<Schemas["ConflictList"]> {
+    return this.#call("get", "/v1/projects/{project_id}/conflicts", {
+      path: { project_id: project },
+      query: {
+        status: options.status,
+        predicate: options.predicate,
+        limit: options.limit,
+        before: instant(options.before),
+        before_id: options.beforeId,
+      },
+    });
+  }
+
+  getConflict(project: Id, conflict: Id): Promise<Schemas["Conflict"]> {
+    return this.#call("get", "/v1/projects/{project_id}/conflicts/{conflict_id}", {
+      path: { project_id: project, conflict_id: conflict },
+    });
+  }
+
+  /** keep_both, supersede (`member` wins from `at`) or retract (`member` never held);
+   * needs memory:review. */
+  resolveConflict(
+    project: Id,
+    conflict: Id,
+    resolution: Resolution,
+    options: { member?: Id; at?: When; reason?: string } = {},
+  ): Promise<Schemas["ConflictResolved"]> {
+    return this.#call("post", "/v1/projects/{project_id}/conflicts/{conflict_id}/resolve", {
+      path: { project_id: project, conflict_id: conflict },
+      body: {
+        resolution,
+        member_id: options.member,
+        at: instant(options.at),
+        reason: options.reason,
+      },
+    });
+  }
+
+  /** Set a fact's standing: confirmed, unreviewed or rejected (which retracts it);
+   * needs memory:review. */
+  reviewFact(
+    project: Id,
+    fact: Id,
+    standing: Standing,
+    reason?: string,
+  ): Promise<Schemas["FactReviewed"]> {
+    return this.#call("post", "/v1/projects/{project_id}/facts/{fact_id}/review", {
+      path: { project_id: project, fact_id: fact },
+      body: { standing, reason },
+    });
+  }
+
+  /** Per predicate, the cardinality its facts and past resolutions suggest. */
+  suggestCardinality(project: Id): Promise<Schemas["CardinalitySuggestionList"]> {
+    return this.#call("get", "/v1/projects/{project_id}/cardinality/suggestions", {
+      path: { project_id: project },
+    });
+  }
+
+  conflictPolicy(project: Id): Promise<Schemas["ConflictPolicy"]> {
+    return this.#call("get", "/v1/projects/{project_id}/conflict-policy", {
+      path: { project_id: project },
+    });
+  }
+
+  /** Change the conflict policy; undefined keeps a value. */
+  setConflictPolicy(
+    project: Id,
+    options: {
+      contradictions?: Schemas["ConflictPolicy"]["contradictions"];
+      protectConfirmed?: boolean;
+      learnCardinality?: boolean;
+      learnThreshold?: number;
+      learnMinEvidence?: number;
+    } = {},
+  ): Promise<Schemas["ConflictPolicy"]> {
+    return this.#call("put", "/v1/projects/{project_id}/conflict-policy", {
+      path: { project_id: project },
+      body: {
+        contradictions: options.contradictions,
+        protect_confirmed: options.protectConfirmed,
+        learn_cardinality: options.learnCardinality,
+        learn_threshold: options.learnThreshold,
+        learn_min_evidence: options.learnMinEvidence,
+      },
+    });
+  }
+
+  /** Every change of a predicate's cardinality (declared, learned, undone), newest
+   * first. */
+  predicateChanges(
+    project: Id,
+    options: { limit?: number } = {},
+  ): Promise<Schemas["PredicateChangeList"]> {
+    return this.#call("get", "/v1/projects/{project_id}/cardinality/changes", {
+      path: { project_id: project },
+      query: { limit: options.limit },
+    });
+  }
+
+  undoPredicateChange(project: Id, change: number): Promise<Schemas["PredicateChangeUndone"]> {
+    return this.#call("post", "/v1/projects/{project_id}/cardinality/changes/{change_id}/undo", {
+      path: { project_id: project, change_id: change },
     });
   }
 

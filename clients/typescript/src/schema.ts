@@ -436,6 +436,179 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{project_id}/conflicts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Conflicts
+         * @description What the memory holds that disagrees: the project's conflicts (open ones by
+         *     default), newest first.
+         */
+        get: operations["list_conflicts_v1_projects__project_id__conflicts_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/conflicts/{conflict_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Conflict
+         * @description One conflict: its members (facts, or claims held back) with their windows, standing
+         *     and outcome, and its events.
+         */
+        get: operations["get_conflict_v1_projects__project_id__conflicts__conflict_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/conflicts/{conflict_id}/resolve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resolve Conflict
+         * @description Settle an open conflict (needs memory:review): keep_both, supersede (`member_id`
+         *     wins from `at`) or retract (`member_id` never held). Audited; fires conflict.resolved.
+         */
+        post: operations["resolve_conflict_v1_projects__project_id__conflicts__conflict_id__resolve_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/facts/{fact_id}/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Review Fact
+         * @description Set a fact's standing (needs memory:review, which project:write does not imply):
+         *     confirmed, unreviewed or rejected (which retracts it). Reads at an earlier known_at
+         *     see the standing of then.
+         */
+        post: operations["review_fact_v1_projects__project_id__facts__fact_id__review_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/cardinality/suggestions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Suggest Cardinality
+         * @description Per predicate, the cardinality the project's facts and past resolutions suggest,
+         *     with the evidence (needs configuration:read).
+         */
+        get: operations["suggest_cardinality_v1_projects__project_id__cardinality_suggestions_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/conflict-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Conflict Policy
+         * @description The project's conflict policy (needs configuration:read).
+         */
+        get: operations["conflict_policy_v1_projects__project_id__conflict_policy_get"];
+        /**
+         * Set Conflict Policy
+         * @description Change the conflict policy (needs configuration:write); a field absent or null is
+         *     kept. Answers the policy after.
+         */
+        put: operations["set_conflict_policy_v1_projects__project_id__conflict_policy_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/cardinality/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Predicate Changes
+         * @description Every change of a predicate's cardinality, newest first: declared, learned (with
+         *     its evidence) or undone (needs configuration:read).
+         */
+        get: operations["predicate_changes_v1_projects__project_id__cardinality_changes_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/cardinality/changes/{change_id}/undo": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Undo Predicate Change
+         * @description Give the predicate back the cardinality it had before the change (needs
+         *     configuration:write); logged as a change of its own.
+         */
+        post: operations["undo_predicate_change_v1_projects__project_id__cardinality_changes__change_id__undo_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{project_id}/search": {
         parameters: {
             query?: never;
@@ -809,7 +982,7 @@ export interface components {
              */
             prefix: string;
             /** Permissions */
-            permissions: ("project:read" | "project:write" | "project:manage" | "configuration:read" | "configuration:write" | "members:read" | "members:write")[];
+            permissions: ("project:read" | "project:write" | "project:manage" | "configuration:read" | "configuration:write" | "members:read" | "members:write" | "memory:review")[];
             /**
              * Created At
              * Format: date-time
@@ -827,7 +1000,7 @@ export interface components {
             /** Name */
             name: string;
             /** Permissions */
-            permissions: ("project:read" | "project:write" | "project:manage" | "configuration:read" | "configuration:write" | "members:read" | "members:write")[];
+            permissions: ("project:read" | "project:write" | "project:manage" | "configuration:read" | "configuration:write" | "members:read" | "members:write" | "memory:review")[];
         };
         /** ApiKeyCreated */
         ApiKeyCreated: {
@@ -851,7 +1024,7 @@ export interface components {
              */
             project_id: string;
             /** Permissions */
-            permissions: ("project:read" | "project:write" | "project:manage" | "configuration:read" | "configuration:write" | "members:read" | "members:write")[];
+            permissions: ("project:read" | "project:write" | "project:manage" | "configuration:read" | "configuration:write" | "members:read" | "members:write" | "memory:review")[];
             /**
              * Created At
              * Format: date-time
@@ -898,6 +1071,16 @@ export interface components {
             /** Results */
             results: components["schemas"]["FactOutcome"][];
             /**
+             * Held
+             * @description When the batch touched a conflict: the claims held in one instead of stored (status conflict).
+             */
+            held?: number | null;
+            /**
+             * Conflicts
+             * @description The conflicts the batch opened, joined or holds a claim in.
+             */
+            conflicts?: string[] | null;
+            /**
              * Dropped
              * @description Under a redaction policy: the facts a drop rule left out.
              */
@@ -921,6 +1104,65 @@ export interface components {
             kinds: {
                 [key: string]: components["schemas"]["KindBacklog"];
             };
+        };
+        /** CardinalitySuggestion */
+        CardinalitySuggestion: {
+            /** Predicate */
+            predicate: string;
+            /**
+             * Declared
+             * @description The cardinality it has now.
+             * @enum {string}
+             */
+            declared: "one" | "many" | "unknown";
+            /**
+             * Suggestion
+             * @description The side holding at least the policy's learn_threshold share of at least learn_min_evidence cases; null: no such side yet.
+             */
+            suggestion: ("one" | "many") | null;
+            /**
+             * Confidence
+             * @description The larger side's share of the evidence.
+             */
+            confidence: number | null;
+            /**
+             * Subjects
+             * @description Subjects with facts of the predicate.
+             */
+            subjects: number;
+            /**
+             * Sequential Subjects
+             * @description Those whose objects follow one another.
+             */
+            sequential_subjects: number;
+            /**
+             * Concurrent Subjects
+             * @description Those with distinct objects at once.
+             */
+            concurrent_subjects: number;
+            /**
+             * Kept
+             * @description Conflicts of the predicate resolved keep_both.
+             */
+            kept: number;
+            /** Superseded */
+            superseded: number;
+            /** Retracted */
+            retracted: number;
+            /** Open */
+            open: number;
+            /**
+             * Evidence
+             * @description one_votes, many_votes, and the policy's threshold and min_evidence.
+             */
+            evidence: {
+                [key: string]: components["schemas"]["JsonValue"];
+            };
+        };
+        /** CardinalitySuggestionList */
+        CardinalitySuggestionList: {
+            /** Suggestions */
+            suggestions: components["schemas"]["CardinalitySuggestion"][];
         };
         /** Community */
         Community: {
@@ -1004,6 +1246,264 @@ export interface components {
              * @description Colours of the semi-synchronous rounds, when this call needed them.
              */
             colors?: number | null;
+        };
+        /** Conflict */
+        Conflict: {
+            /**
+             * Conflict Id
+             * Format: uuid
+             */
+            conflict_id: string;
+            /** Subject */
+            subject: string;
+            /** Predicate */
+            predicate: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "open" | "resolved";
+            /** Resolution */
+            resolution: ("kept" | "superseded" | "retracted" | "declared_one" | "declared_many") | null;
+            /**
+             * Cause
+             * @enum {string}
+             */
+            cause: "unknown_cardinality" | "contradiction" | "confirmed_fact";
+            /**
+             * Opened At
+             * Format: date-time
+             */
+            opened_at: string;
+            /** Resolved At */
+            resolved_at: string | null;
+            /** Resolved By */
+            resolved_by: string | null;
+            /** Reason */
+            reason: string | null;
+            /** Source Episode Id */
+            source_episode_id: string | null;
+            /** Members */
+            members: components["schemas"]["ConflictMember"][];
+            /**
+             * Events
+             * @description Oldest first.
+             */
+            events: components["schemas"]["ConflictEvent"][];
+        };
+        /** ConflictEvent */
+        ConflictEvent: {
+            /**
+             * Event Type
+             * @enum {string}
+             */
+            event_type: "opened" | "member_added" | "member_retracted" | "resolved";
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /** Actor */
+            actor: string | null;
+            /** Reason */
+            reason: string | null;
+            /** Detail */
+            detail: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+        };
+        /** ConflictList */
+        ConflictList: {
+            /**
+             * Conflicts
+             * @description Newest first (by opened_at, then conflict_id).
+             */
+            conflicts: components["schemas"]["ConflictSummary"][];
+            /**
+             * Next Before
+             * @description Pass as `before` for the next page.
+             */
+            next_before: string | null;
+            /**
+             * Next Before Id
+             * @description Pass as `before_id` for the next page.
+             */
+            next_before_id: string | null;
+        };
+        /** ConflictMember */
+        ConflictMember: {
+            /**
+             * Member Id
+             * Format: uuid
+             */
+            member_id: string;
+            /**
+             * Fact Id
+             * @description Null for a claim held back (see `claim`).
+             */
+            fact_id: string | null;
+            /**
+             * Claim
+             * @description A claim held back instead of stored: the fact as it was asserted.
+             */
+            claim: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /** Object */
+            object: string;
+            /** Content */
+            content: string;
+            /** Valid From */
+            valid_from: string | null;
+            /** Valid To */
+            valid_to: string | null;
+            /**
+             * Current
+             * @description The fact holds now.
+             */
+            current: boolean;
+            /** Standing */
+            standing: ("unreviewed" | "confirmed" | "rejected") | null;
+            /** Confidence */
+            confidence: number | null;
+            /** Source Episode Id */
+            source_episode_id: string | null;
+            /**
+             * Outcome
+             * @description What the resolution made of it; null while open.
+             */
+            outcome: ("won" | "lost" | "kept" | "retracted") | null;
+        };
+        /** ConflictPolicy */
+        ConflictPolicy: {
+            /**
+             * Contradictions
+             * @description What the extraction model's contradictions do: close the fact's window (default), or open a conflict.
+             * @enum {string}
+             */
+            contradictions: "close" | "conflict";
+            /**
+             * Protect Confirmed
+             * @description Extraction does not supersede a confirmed fact: its claim is held in a conflict instead.
+             */
+            protect_confirmed: boolean;
+            /**
+             * Learn Cardinality
+             * @description Declare a predicate when its suggestion passes the threshold.
+             */
+            learn_cardinality: boolean;
+            /**
+             * Learn Threshold
+             * @description The share of the evidence needed (0.5 to 1).
+             */
+            learn_threshold: number;
+            /**
+             * Learn Min Evidence
+             * @description The cases needed (at least 2).
+             */
+            learn_min_evidence: number;
+        };
+        /**
+         * ConflictPolicySet
+         * @description Absent or null: unchanged.
+         */
+        ConflictPolicySet: {
+            /** Contradictions */
+            contradictions?: ("close" | "conflict") | null;
+            /** Protect Confirmed */
+            protect_confirmed?: boolean | null;
+            /** Learn Cardinality */
+            learn_cardinality?: boolean | null;
+            /** Learn Threshold */
+            learn_threshold?: number | null;
+            /** Learn Min Evidence */
+            learn_min_evidence?: number | null;
+        };
+        /** ConflictResolve */
+        ConflictResolve: {
+            /**
+             * Resolution
+             * @description keep_both: both hold (the predicate is many for this subject); supersede: `member_id` wins from `at`; retract: `member_id` never held.
+             * @enum {string}
+             */
+            resolution: "keep_both" | "supersede" | "retract";
+            /**
+             * Member Id
+             * @description supersede: the winner; retract: the member to retract.
+             */
+            member_id?: string | null;
+            /**
+             * At
+             * @description supersede: the winner holds from here (default its valid_from).
+             */
+            at?: string | null;
+            /** Reason */
+            reason?: string | null;
+        };
+        /** ConflictResolved */
+        ConflictResolved: {
+            /**
+             * Conflict Id
+             * Format: uuid
+             */
+            conflict_id: string;
+            /**
+             * Status
+             * @description open when a retraction left two members that still disagree.
+             * @enum {string}
+             */
+            status: "open" | "resolved";
+            /** Resolution */
+            resolution: ("kept" | "superseded" | "retracted" | "declared_one" | "declared_many") | null;
+            /**
+             * Closed
+             * @description Facts whose window the resolution closed.
+             */
+            closed: string[];
+            /** Retracted */
+            retracted: string[];
+            /**
+             * Asserted
+             * @description Facts it stored (a held claim, a winner's window).
+             */
+            asserted: string[];
+        };
+        /** ConflictSummary */
+        ConflictSummary: {
+            /**
+             * Conflict Id
+             * Format: uuid
+             */
+            conflict_id: string;
+            /** Subject */
+            subject: string;
+            /** Predicate */
+            predicate: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "open" | "resolved";
+            /**
+             * Resolution
+             * @description Null while open.
+             */
+            resolution: ("kept" | "superseded" | "retracted" | "declared_one" | "declared_many") | null;
+            /**
+             * Cause
+             * @description unknown_cardinality: two objects at once for an undeclared predicate; contradiction: the extraction model reported one (policy contradictions=conflict); confirmed_fact: a claim against a confirmed fact (policy protect_confirmed).
+             * @enum {string}
+             */
+            cause: "unknown_cardinality" | "contradiction" | "confirmed_fact";
+            /** Members */
+            members: number;
+            /**
+             * Opened At
+             * Format: date-time
+             */
+            opened_at: string;
+            /** Resolved At */
+            resolved_at: string | null;
         };
         /** ContextCommunity */
         ContextCommunity: {
@@ -1462,6 +1962,13 @@ export interface components {
              * @enum {string}
              */
             status: "current" | "future" | "ended" | "superseded" | "retracted";
+            /** Standing */
+            standing?: ("unreviewed" | "confirmed" | "rejected") | null;
+            /**
+             * Reviews
+             * @description Oldest first.
+             */
+            reviews?: components["schemas"]["ExportedReview"][] | null;
             /**
              * Events
              * @description Oldest first.
@@ -1489,6 +1996,23 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+        };
+        /** ExportedReview */
+        ExportedReview: {
+            /**
+             * Standing
+             * @enum {string}
+             */
+            standing: "unreviewed" | "confirmed" | "rejected";
+            /** Reviewer */
+            reviewer: string;
+            /** Reason */
+            reason: string | null;
+            /**
+             * Reviewed At
+             * Format: date-time
+             */
+            reviewed_at: string;
         };
         /** Fact */
         Fact: {
@@ -1614,7 +2138,7 @@ export interface components {
              * Status
              * @enum {string}
              */
-            status: "inserted" | "skipped" | "refused" | "invalid" | "dropped";
+            status: "inserted" | "skipped" | "refused" | "invalid" | "dropped" | "conflict";
             /** Fact Id */
             fact_id?: string | null;
             /**
@@ -1634,6 +2158,16 @@ export interface components {
             redactions?: {
                 [key: string]: number;
             } | null;
+            /**
+             * Conflict Id
+             * @description The conflict this fact opened or joined, or that holds its claim.
+             */
+            conflict_id?: string | null;
+            /**
+             * Held By
+             * @description conflict: the confirmed fact the claim would have superseded.
+             */
+            held_by?: string | null;
         };
         /** FactPage */
         FactPage: {
@@ -1654,6 +2188,40 @@ export interface components {
              * Format: date-time
              */
             known_at: string;
+        };
+        /** FactReview */
+        FactReview: {
+            /**
+             * Standing
+             * @description rejected also retracts the fact.
+             * @enum {string}
+             */
+            standing: "unreviewed" | "confirmed" | "rejected";
+            /** Reason */
+            reason?: string | null;
+        };
+        /** FactReviewed */
+        FactReviewed: {
+            /**
+             * Fact Id
+             * Format: uuid
+             */
+            fact_id: string;
+            /**
+             * Standing
+             * @enum {string}
+             */
+            standing: "unreviewed" | "confirmed" | "rejected";
+            /**
+             * Previous
+             * @enum {string}
+             */
+            previous: "unreviewed" | "confirmed" | "rejected";
+            /**
+             * Reviewed At
+             * Format: date-time
+             */
+            reviewed_at: string;
         };
         /** FactsRequest */
         FactsRequest: {
@@ -1766,6 +2334,11 @@ export interface components {
             object: string;
             /** Content */
             content: string;
+            /**
+             * Standing
+             * @description The version's standing as the store believes it now.
+             */
+            standing?: ("unreviewed" | "confirmed" | "rejected") | null;
         };
         /** IngestRequest */
         IngestRequest: {
@@ -1952,12 +2525,77 @@ export interface components {
              * Cardinality
              * @enum {string}
              */
-            cardinality: "one" | "many";
+            cardinality: "one" | "many" | "unknown";
             /**
              * Declared At
+             * @description Null for unknown (no declaration).
+             */
+            declared_at: string | null;
+        };
+        /** PredicateChange */
+        PredicateChange: {
+            /** Change Id */
+            change_id: number;
+            /** Predicate */
+            predicate: string;
+            /**
+             * Old Cardinality
+             * @enum {string}
+             */
+            old_cardinality: "one" | "many" | "unknown";
+            /**
+             * New Cardinality
+             * @enum {string}
+             */
+            new_cardinality: "one" | "many" | "unknown";
+            /**
+             * Cause
+             * @enum {string}
+             */
+            cause: "declared" | "learned" | "undone";
+            /**
+             * Evidence
+             * @description learned: the suggestion's evidence.
+             */
+            evidence: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /**
+             * Undoes
+             * @description undone: the change it undid.
+             */
+            undoes: number | null;
+            /** Actor */
+            actor: string;
+            /**
+             * Changed At
              * Format: date-time
              */
-            declared_at: string;
+            changed_at: string;
+        };
+        /** PredicateChangeList */
+        PredicateChangeList: {
+            /**
+             * Changes
+             * @description Newest first.
+             */
+            changes: components["schemas"]["PredicateChange"][];
+        };
+        /** PredicateChangeUndone */
+        PredicateChangeUndone: {
+            /** Predicate */
+            predicate: string;
+            /**
+             * Cardinality
+             * @description What the predicate is again.
+             * @enum {string}
+             */
+            cardinality: "one" | "many" | "unknown";
+            /**
+             * Undoes
+             * @description The change undone (a new change, cause undone, logs it).
+             */
+            undoes: number;
         };
         /** PredicateDeclare */
         PredicateDeclare: {
@@ -1965,7 +2603,7 @@ export interface components {
              * Cardinality
              * @enum {string}
              */
-            cardinality: "one" | "many";
+            cardinality: "one" | "many" | "unknown";
         };
         /** PredicateList */
         PredicateList: {
@@ -2181,6 +2819,11 @@ export interface components {
             valid_until?: string | null;
             /** Confidence */
             confidence?: number | null;
+            /**
+             * Standing
+             * @description A fact's standing at the search's known_at (never rejected).
+             */
+            standing?: ("unreviewed" | "confirmed" | "rejected") | null;
             /** Role */
             role?: string | null;
             /** Occurred At */
@@ -2345,6 +2988,11 @@ export interface components {
             edges: components["schemas"]["ExportedEdge"][];
             /** Notes */
             notes: components["schemas"]["ExportedNote"][];
+            /**
+             * Conflicts
+             * @description The conflicts of its facts, resolved ones too, as get_conflict shows them.
+             */
+            conflicts?: components["schemas"]["Conflict"][] | null;
         };
         /** SupersededPair */
         SupersededPair: {
@@ -2415,8 +3063,36 @@ export interface components {
              * @enum {string}
              */
             status: "current" | "future" | "ended" | "superseded" | "retracted";
+            /**
+             * Standing
+             * @description Its standing (memory:review sets it).
+             */
+            standing?: ("unreviewed" | "confirmed" | "rejected") | null;
+            /**
+             * Reviews
+             * @description Oldest first.
+             */
+            reviews?: components["schemas"]["TimelineReview"][] | null;
             /** Events */
             events: components["schemas"]["TimelineEvent"][];
+        };
+        /** TimelineReview */
+        TimelineReview: {
+            /**
+             * Standing
+             * @enum {string}
+             */
+            standing: "unreviewed" | "confirmed" | "rejected";
+            /** Reviewer */
+            reviewer: string;
+            /** Reason */
+            reason: string | null;
+            /**
+             * Reviewed At
+             * Format: date-time
+             * @description When the store recorded the review.
+             */
+            reviewed_at: string;
         };
         /** Webhook */
         Webhook: {
@@ -2431,7 +3107,7 @@ export interface components {
              * Event Types
              * @description The event types received; ["*"]: every type, including types added later.
              */
-            event_types: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "episode.enriched" | "memory.wiped" | "*")[];
+            event_types: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "fact.reviewed" | "conflict.detected" | "conflict.resolved" | "predicate.declared" | "episode.enriched" | "memory.wiped" | "*")[];
             /** Enabled */
             enabled: boolean;
             /**
@@ -2456,7 +3132,7 @@ export interface components {
              * Event Types
              * @description The events to receive; ["*"], null or absent: every type, including types added later.
              */
-            event_types?: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "episode.enriched" | "memory.wiped" | "*")[] | null;
+            event_types?: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "fact.reviewed" | "conflict.detected" | "conflict.resolved" | "predicate.declared" | "episode.enriched" | "memory.wiped" | "*")[] | null;
         };
         /** WebhookCreated */
         WebhookCreated: {
@@ -2471,7 +3147,7 @@ export interface components {
              * Event Types
              * @description The event types received; ["*"]: every type, including types added later.
              */
-            event_types: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "episode.enriched" | "memory.wiped" | "*")[];
+            event_types: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "fact.reviewed" | "conflict.detected" | "conflict.resolved" | "predicate.declared" | "episode.enriched" | "memory.wiped" | "*")[];
             /** Enabled */
             enabled: boolean;
             /**
@@ -2521,7 +3197,7 @@ export interface components {
              * Event Type
              * @enum {string}
              */
-            event_type: "fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "episode.enriched" | "memory.wiped";
+            event_type: "fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "fact.reviewed" | "conflict.detected" | "conflict.resolved" | "predicate.declared" | "episode.enriched" | "memory.wiped";
             /**
              * Endpoint Id
              * Format: uuid
@@ -2575,7 +3251,7 @@ export interface components {
              * Event Types
              * @description The event types received; ["*"]: every type, including types added later.
              */
-            event_types: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "episode.enriched" | "memory.wiped" | "*")[];
+            event_types: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "fact.reviewed" | "conflict.detected" | "conflict.resolved" | "predicate.declared" | "episode.enriched" | "memory.wiped" | "*")[];
             /** Enabled */
             enabled: boolean;
             /**
@@ -2600,7 +3276,7 @@ export interface components {
              * Event Type
              * @enum {string}
              */
-            event_type: "fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "episode.enriched" | "memory.wiped";
+            event_type: "fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "fact.reviewed" | "conflict.detected" | "conflict.resolved" | "predicate.declared" | "episode.enriched" | "memory.wiped";
             /** Description */
             description: string;
         };
@@ -2622,7 +3298,7 @@ export interface components {
              * Event Types
              * @description A new non-empty list (["*"]: every type); null or absent: unchanged.
              */
-            event_types?: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "episode.enriched" | "memory.wiped" | "*")[] | null;
+            event_types?: ("fact.asserted" | "fact.superseded" | "fact.retracted" | "fact.contradicted" | "fact.expired" | "fact.restored" | "fact.reviewed" | "conflict.detected" | "conflict.resolved" | "predicate.declared" | "episode.enriched" | "memory.wiped" | "*")[] | null;
             /**
              * Enabled
              * @description null or absent: unchanged.
@@ -5112,6 +5788,881 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PredicateList"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_conflicts_v1_projects__project_id__conflicts_get: {
+        parameters: {
+            query?: {
+                status?: "open" | "resolved" | "all";
+                predicate?: string | null;
+                /** @description 1-500. */
+                limit?: number;
+                /** @description next_before of the previous page. */
+                before?: string | null;
+                /** @description next_before_id of the previous page. */
+                before_id?: string | null;
+            };
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConflictList"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_conflict_v1_projects__project_id__conflicts__conflict_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                conflict_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    resolve_conflict_v1_projects__project_id__conflicts__conflict_id__resolve_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                conflict_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConflictResolve"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConflictResolved"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    review_fact_v1_projects__project_id__facts__fact_id__review_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                fact_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FactReview"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FactReviewed"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    suggest_cardinality_v1_projects__project_id__cardinality_suggestions_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CardinalitySuggestionList"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    conflict_policy_v1_projects__project_id__conflict_policy_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConflictPolicy"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    set_conflict_policy_v1_projects__project_id__conflict_policy_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConflictPolicySet"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConflictPolicy"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    predicate_changes_v1_projects__project_id__cardinality_changes_get: {
+        parameters: {
+            query?: {
+                /** @description 1-500. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PredicateChangeList"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    undo_predicate_change_v1_projects__project_id__cardinality_changes__change_id__undo_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                /** @description A change_id. */
+                change_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PredicateChangeUndone"];
                 };
             };
             /** @description Missing, malformed, unknown or revoked API key (no detail). */
