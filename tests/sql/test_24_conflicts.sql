@@ -6,7 +6,7 @@
 -- claim back; the contradictions policy; learned cardinality and its undo;
 -- wipes take conflicts with them; webhooks; another org sees nothing.
 BEGIN;
-select plan(97);
+select plan(101);
 
 -- The objects of a subject's predicate that hold at an instant, as believed at known_at.
 create function pg_temp.objs(p_project text, p_subject text, p_predicate text,
@@ -316,6 +316,32 @@ call pg_temp.fact('q', 'lu2', '{"subject": "Lou", "predicate": "has pet", "objec
 select is(pg_temp.open_conflicts('q', 'Lu'), 0::bigint, 'two subjects, one object each: no conflict');
 select lives_ok(format('select memory.merge_entities(%L, %L, %L)', pg_temp.id('q'), 'Lu', 'Lou'), 'merge Lou into Lu');
 select is(pg_temp.open_conflicts('q', 'Lu'), 1::bigint, 'the merged subject''s two objects open a conflict');
+
+-- L. A session wipe takes the conflicts its facts made, as if never opened;
+-- a conflict still held by two other facts stays.
+do $$
+declare v_ep uuid;
+begin
+  perform memory.ingest(pg_temp.id('q'), 'chat-m', '[{"role": "user", "content": "Mo moved to Lima"}]');
+  select e.episode_id into v_ep from memory.episodes e
+    join memory.sessions s on s.org_id = e.org_id and s.session_id = e.session_id
+   where s.external_id = 'chat-m';
+  insert into pg_temp.ids values ('ep_m', v_ep);
+end $$;
+call pg_temp.fact('q', 'mo1', '{"subject": "Mo", "predicate": "lives in", "object": "Quito", "valid_from": "2020-01-01T00:00:00Z"}');
+do $$ begin
+  perform memory.assert_facts(pg_temp.id('q'), '[{"subject": "Mo", "predicate": "lives in", "object": "Lima", "valid_from": "2021-01-01T00:00:00Z"}]',
+                              p_source_episode => pg_temp.id('ep_m'));
+  perform memory.assert_facts(pg_temp.id('q'), '[{"subject": "Ny", "predicate": "lives in", "object": "Oslo", "valid_from": "2021-01-01T00:00:00Z"},
+                                                 {"subject": "Ny", "predicate": "lives in", "object": "Bonn", "valid_from": "2021-01-01T00:00:00Z"}]');
+  perform memory.assert_facts(pg_temp.id('q'), '[{"subject": "Ny", "predicate": "lives in", "object": "Lima", "valid_from": "2021-01-01T00:00:00Z"}]',
+                              p_source_episode => pg_temp.id('ep_m'));
+end $$;
+select is(pg_temp.open_conflicts('q', 'Mo') + pg_temp.open_conflicts('q', 'Ny'), 2::bigint, 'Mo and Ny each have a conflict');
+select lives_ok(format('select memory.wipe(%L, %L)', pg_temp.id('q'), 'chat-m'), 'wipe the session chat-m');
+select is(pg_temp.open_conflicts('q', 'Mo'), 0::bigint, 'Mo''s conflict (one fact left) is gone, as if never opened');
+select is((select c.members from memory.list_conflicts(pg_temp.id('q')) c where c.subject = 'Ny'), 2,
+          'control: Ny''s conflict stays, with its two other facts');
 
 select * from finish();
 ROLLBACK;
