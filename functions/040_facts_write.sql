@@ -569,6 +569,7 @@ declare
   -- unknown cardinality, the subjects and predicates of their new claims,
   -- and claims held back by a confirmed fact (protect_confirmed).
   v_unknown text[];
+  v_preds text[]; v_cards text[];
   v_touch_s uuid[] := '{}'; v_touch_p text[] := '{}';
   v_conflicts uuid[] := '{}';
   v_protect boolean;
@@ -670,6 +671,13 @@ begin
       from memory_internal.find_entities(v_org, p_project, v_names) f;
   end if;
 
+  -- The batch's predicates and their cardinalities, read once (under the
+  -- predicates' shared locks) for the identities and the conflict locks.
+  select coalesce(array_agg(d.predicate), '{}'),
+         coalesce(array_agg(memory_internal.cardinality(v_org, p_project, d.predicate)), '{}')
+    into v_preds, v_cards
+    from (select distinct i.predicate from unnest(v_items) i) d;
+
   -- 3. Resolve identities.  An entity object is keyed by its canonical
   -- name, so an alias or a plain string naming it share one identity.
   -- round = how many earlier facts of the batch share the identity, + 1.
@@ -697,16 +705,12 @@ begin
             left join unnest(v_found, v_found_ids) s(norm, id) on s.norm = i.subject_norm
             left join unnest(v_found, v_found_ids, v_found_canon) o(norm, id, canonical)
               on i.object_kind <> 'literal' and o.norm = i.object_norm
-            -- offset 0: one cardinality lookup per predicate, not per fact.
-            join (select d.predicate, memory_internal.cardinality(v_org, p_project, d.predicate)
-                    from (select distinct i.predicate from unnest(v_items) i) d
-                  offset 0) c(predicate, cardinality) on c.predicate = i.predicate) y) x;
+            join unnest(v_preds, v_cards) c(predicate, cardinality) on c.predicate = i.predicate) y) x;
 
   -- Predicates of unknown cardinality: a second object of a subject opens
   -- a conflict, so their writers also hold the (subject, predicate) lock
   -- (the key a cardinality-one identity has) and see each other's facts.
-  v_unknown := array(select d.predicate from (select distinct i.predicate from unnest(v_items) i) d
-                      where memory_internal.cardinality(v_org, p_project, d.predicate) = 'unknown');
+  v_unknown := array(select u.p from unnest(v_preds, v_cards) u(p, c) where u.c = 'unknown');
   -- Extraction does not supersede a confirmed fact when the project says so
   -- (a resolution storing a held claim is not held again).
   v_protect := p_source = 'extraction'

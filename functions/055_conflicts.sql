@@ -29,6 +29,21 @@ create or replace function memory_internal.fact_standing(
 comment on function memory_internal.fact_standing(uuid, uuid, timestamptz) is
   'A fact''s standing as believed at p_known_at (NULL: now): the latest review recorded by then, else unreviewed.';
 
+-- A fact's reviews, oldest first, as the timeline and the subject export
+-- show them.
+create or replace function memory_internal.fact_reviews_json(p_org uuid, p_fact uuid)
+  returns jsonb
+  language sql stable
+  as $$
+    select coalesce(jsonb_agg(jsonb_build_object(
+             'standing', r.standing, 'reviewer', r.reviewer, 'reason', r.reason,
+             'reviewed_at', r.reviewed_at) order by r.reviewed_at, r.review_id), '[]')
+      from memory.fact_reviews r
+     where r.org_id = p_org and r.fact_id = p_fact
+  $$;
+comment on function memory_internal.fact_reviews_json(uuid, uuid) is
+  'A fact''s reviews, oldest first: standing, reviewer, reason, reviewed_at (JSON array).';
+
 -- The rank rule of standing and confidence: a fact hit's fused score is
 -- multiplied by this.  Confirmed ranks above unreviewed at equal relevance;
 -- a claim stored with less confidence weighs less (half at confidence 0).

@@ -66,12 +66,7 @@ begin
            'recorded_at', v.recorded_at, 'invalid_at', v.invalid_at,
            'status', memory_internal.version_status(v.valid_range, v.invalid_at),
            'standing', memory_internal.fact_standing(v.org_id, v.fact_id),
-           'reviews', coalesce((
-             select jsonb_agg(jsonb_build_object(
-                      'standing', r.standing, 'reviewer', r.reviewer, 'reason', r.reason,
-                      'reviewed_at', r.reviewed_at) order by r.reviewed_at, r.review_id)
-               from memory.fact_reviews r
-              where r.org_id = v.org_id and r.fact_id = v.fact_id), '[]'),
+           'reviews', memory_internal.fact_reviews_json(v.org_id, v.fact_id),
            'events', coalesce((
              select jsonb_agg(jsonb_build_object(
                       'event_id', e.event_id, 'event_type', e.event_type, 'at', e.occurred_at,

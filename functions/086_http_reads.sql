@@ -49,12 +49,7 @@ begin
              'retracted_at', t.invalid_at, 'status', t.status,
              -- Its standing now and the reviews that set it (functions/055).
              'standing', memory_internal.fact_standing(memory_internal.current_org(), t.fact_id),
-             'reviews', coalesce((
-               select jsonb_agg(jsonb_build_object('standing', r.standing, 'reviewer', r.reviewer,
-                                                   'reason', r.reason, 'reviewed_at', r.reviewed_at)
-                                order by r.reviewed_at, r.review_id)
-                 from memory.fact_reviews r
-                where r.org_id = memory_internal.current_org() and r.fact_id = t.fact_id), '[]'),
+             'reviews', memory_internal.fact_reviews_json(memory_internal.current_org(), t.fact_id),
              'events', coalesce((
                select jsonb_agg(jsonb_build_object(
                         'event', e ->> 'event', 'at', (e ->> 'at')::timestamptz,

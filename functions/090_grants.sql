@@ -94,6 +94,7 @@ grant execute on function
   memory.predicate_changes(uuid, integer),
   memory_internal.cardinality(uuid, uuid, text),
   memory_internal.fact_standing(uuid, uuid, timestamptz),
+  memory_internal.fact_reviews_json(uuid, uuid),
   memory_internal.fact_trust(text, real),
   memory_internal.conflict_member_json(uuid, memory.conflict_members)
   to chronomem_app, chronomem_analyst;

@@ -246,6 +246,7 @@ declare
   -- unknown cardinality, the subjects and predicates of their new claims,
   -- and claims held back by a confirmed fact (protect_confirmed).
   v_unknown text[];
+  v_preds text[]; v_cards text[];
   v_touch_s uuid[] := '{}'; v_touch_p text[] := '{}';
   v_conflicts uuid[] := '{}';
   v_protect boolean;
@@ -347,6 +348,13 @@ begin
       from memory_internal.find_entities(v_org, p_project, v_names) f;
   end if;
 
+  -- The batch's predicates and their cardinalities, read once (under the
+  -- predicates' shared locks) for the identities and the conflict locks.
+  select coalesce(array_agg(d.predicate), '{}'),
+         coalesce(array_agg(memory_internal.cardinality(v_org, p_project, d.predicate)), '{}')
+    into v_preds, v_cards
+    from (select distinct i.predicate from unnest(v_items) i) d;
+
   -- 3. Resolve identities.  An entity object is keyed by its canonical
   -- name, so an alias or a plain string naming it share one identity.
   -- round = how many earlier facts of the batch share the identity, + 1.
@@ -374,16 +382,12 @@ begin
             left join unnest(v_found, v_found_ids) s(norm, id) on s.norm = i.subject_norm
             left join unnest(v_found, v_found_ids, v_found_canon) o(norm, id, canonical)
               on i.object_kind <> 'literal' and o.norm = i.object_norm
-            -- offset 0: one cardinality lookup per predicate, not per fact.
-            join (select d.predicate, memory_internal.cardinality(v_org, p_project, d.predicate)
-                    from (select distinct i.predicate from unnest(v_items) i) d
-                  offset 0) c(predicate, cardinality) on c.predicate = i.predicate) y) x;
+            join unnest(v_preds, v_cards) c(predicate, cardinality) on c.predicate = i.predicate) y) x;
 
   -- Predicates of unknown cardinality: a second object of a subject opens
   -- a conflict, so their writers also hold the (subject, predicate) lock
   -- (the key a cardinality-one identity has) and see each other's facts.
-  v_unknown := array(select d.predicate from (select distinct i.predicate from unnest(v_items) i) d
-                      where memory_internal.cardinality(v_org, p_project, d.predicate) = 'unknown');
+  v_unknown := array(select u.p from unnest(v_preds, v_cards) u(p, c) where u.c = 'unknown');
   -- Extraction does not supersede a confirmed fact when the project says so
   -- (a resolution storing a held claim is not held again).
   v_protect := p_source = 'extraction'
@@ -1305,12 +1309,7 @@ begin
            'recorded_at', v.recorded_at, 'invalid_at', v.invalid_at,
            'status', memory_internal.version_status(v.valid_range, v.invalid_at),
            'standing', memory_internal.fact_standing(v.org_id, v.fact_id),
-           'reviews', coalesce((
-             select jsonb_agg(jsonb_build_object(
-                      'standing', r.standing, 'reviewer', r.reviewer, 'reason', r.reason,
-                      'reviewed_at', r.reviewed_at) order by r.reviewed_at, r.review_id)
-               from memory.fact_reviews r
-              where r.org_id = v.org_id and r.fact_id = v.fact_id), '[]'),
+           'reviews', memory_internal.fact_reviews_json(v.org_id, v.fact_id),
            'events', coalesce((
              select jsonb_agg(jsonb_build_object(
                       'event_id', e.event_id, 'event_type', e.event_type, 'at', e.occurred_at,
@@ -6348,12 +6347,7 @@ begin
              'retracted_at', t.invalid_at, 'status', t.status,
              -- Its standing now and the reviews that set it (functions/055).
              'standing', memory_internal.fact_standing(memory_internal.current_org(), t.fact_id),
-             'reviews', coalesce((
-               select jsonb_agg(jsonb_build_object('standing', r.standing, 'reviewer', r.reviewer,
-                                                   'reason', r.reason, 'reviewed_at', r.reviewed_at)
-                                order by r.reviewed_at, r.review_id)
-                 from memory.fact_reviews r
-                where r.org_id = memory_internal.current_org() and r.fact_id = t.fact_id), '[]'),
+             'reviews', memory_internal.fact_reviews_json(memory_internal.current_org(), t.fact_id),
              'events', coalesce((
                select jsonb_agg(jsonb_build_object(
                         'event', e ->> 'event', 'at', (e ->> 'at')::timestamptz,
@@ -8804,6 +8798,28 @@ CREATE FUNCTION memory_internal.fact_keys() RETURNS text[]
 --
 
 COMMENT ON FUNCTION memory_internal.fact_keys() IS 'The keys a fact of assert_facts may have, in the order their types are checked (fact_key_types).';
+
+
+--
+-- Name: fact_reviews_json(uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.fact_reviews_json(p_org uuid, p_fact uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+    select coalesce(jsonb_agg(jsonb_build_object(
+             'standing', r.standing, 'reviewer', r.reviewer, 'reason', r.reason,
+             'reviewed_at', r.reviewed_at) order by r.reviewed_at, r.review_id), '[]')
+      from memory.fact_reviews r
+     where r.org_id = p_org and r.fact_id = p_fact
+  $$;
+
+
+--
+-- Name: FUNCTION fact_reviews_json(p_org uuid, p_fact uuid); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.fact_reviews_json(p_org uuid, p_fact uuid) IS 'A fact''s reviews, oldest first: standing, reviewer, reason, reviewed_at (JSON array).';
 
 
 --
@@ -18847,6 +18863,15 @@ REVOKE ALL ON FUNCTION memory_internal.fact_key_types() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION memory_internal.fact_keys() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION fact_reviews_json(p_org uuid, p_fact uuid); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.fact_reviews_json(p_org uuid, p_fact uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.fact_reviews_json(p_org uuid, p_fact uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.fact_reviews_json(p_org uuid, p_fact uuid) TO chronomem_analyst;
 
 
 --

@@ -168,7 +168,8 @@ def cardinality(request: Request, project_id: str, undone: Text = None) -> Respo
 @router.post("/p/{project_id}/cardinality/{change_id}/undo")
 def undo(request: Request, project_id: str, change_id: str, csrf: Csrf = "") -> Response:
     """memory_http.undo_predicate_change (needs configuration:write): the predicate gets
-    back the cardinality it had before that change, its latest."""
+    back the cardinality it had before that change, which must be the predicate's latest
+    (the database refuses an earlier one)."""
     check_csrf(request, csrf)
     pid, change = parse_id(project_id), _change_id(change_id)
     result = call(
