@@ -8,6 +8,7 @@ conftest to tests below it, and the pgTAP files in tests/sql/ need the same data
 from __future__ import annotations
 
 import os
+import secrets
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,11 +21,66 @@ from psycopg import sql
 from psycopg.abc import Query
 from psycopg.rows import scalar_row
 from pytest_pgtap.pgtap import Runner
-from testdb import MissingPgTap, TestDatabase, admin_server, provision
+from testdb import (
+    MissingPgTap,
+    TestDatabase,
+    admin_server,
+    provision,
+    server_lock,
+    worker_suffix,
+)
 
 from chronomem.bootstrap import bootstrap
 from chronomem.dsn import with_params
 from chronomem.migrate import migrate
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the main process, before pytest-xdist starts its workers (they inherit the
+    environment): one password for the test roles, which are server-wide, so that
+    workers sharing a DATABASE_URL server do not reset each other's."""
+    if not hasattr(config, "workerinput"):
+        os.environ.setdefault("CHRONOMEM_TEST_ROLE_PASSWORD", secrets.token_urlsafe(16))
+
+
+# The slowest files (tens of seconds each), slowest first: under pytest-xdist they
+# start first, so that none starts last and holds the run while the other workers idle.
+SLOW_FILES = (
+    "tests/py/test_python_lint.py",
+    "tests/py/test_known_at_replay.py",
+    "tests/py/test_cli_smoke.py",
+    "tests/py/test_client_typescript.py",
+    "tests/py/test_console.py",
+    "tests/py/test_embedded_memory.py",
+    "tests/py/test_api_limits.py",
+    "tests/py/test_api.py",
+    "tests/py/test_worker.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pytest-xdist worker (scripts/test runs with `--dist loadfile
+    --no-loadscope-reorder`: files go out in this order), the pgTAP files first, as
+    in pytest's order (some count rows, such as queued jobs, that the Python tests
+    leave behind in the worker's database), then SLOW_FILES, and the files of a light
+    environment (their module's LIGHT_ENV, tests/py/light_env.py) last, so that pip
+    has built those environments by the time their tests start. Every worker sorts
+    the same collection the same way, as xdist requires; a run in one process keeps
+    pytest's order."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow = {path: rank for rank, path in enumerate(SLOW_FILES)}
+
+    def place(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith("tests/sql/"):
+            return (0, 0)
+        if path in slow:
+            return (1, slow[path])
+        module = getattr(item, "module", None)
+        return (3, 0) if getattr(module, "LIGHT_ENV", None) is not None else (2, 0)
+
+    items.sort(key=place)  # stable: pytest's order within each group and file
 
 
 @pytest.fixture(scope="session")
@@ -121,11 +177,13 @@ def _pgtap_runner(pgtap_connection: psycopg.Connection[Any]) -> Runner:
 @contextmanager
 def _fresh_database(admin_dsn: str, owner_dsn: str, name: str) -> Iterator[str]:
     server = with_params(admin_dsn, dbname="postgres")
+    name += worker_suffix()  # xdist workers may share the server (DATABASE_URL)
     drop = sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(drop)
-    bootstrap(server, name)
-    migrate(with_params(owner_dsn, dbname=name))
+    with server_lock(server):
+        bootstrap(server, name)
+        migrate(with_params(owner_dsn, dbname=name))
     try:
         yield with_params(admin_dsn, dbname=name)
     finally:

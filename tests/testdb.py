@@ -3,6 +3,11 @@
 The server comes from DATABASE_URL, else from testcontainers when a Docker daemon
 answers, else from an embedded server in a temp dir. On it, a fresh database
 `chronomem_test` is bootstrapped and migrated exactly as `chronomem up` would.
+
+Under pytest-xdist (scripts/test runs the suite so) each worker process provisions
+its own: a container or embedded server of its own, and on a shared DATABASE_URL
+server a database of its own (`chronomem_test_gw0`, ...), set up one worker at a time
+(`server_lock`), since the roles bootstrap and the migrations create are server-wide.
 """
 
 from __future__ import annotations
@@ -26,7 +31,18 @@ from chronomem.dsn import role_dsn, with_params
 from chronomem.migrate import migrate
 from chronomem.settings import ANALYST_ROLE, APP_ROLE
 
-TEST_DB = "chronomem_test"
+
+def worker_suffix() -> str:
+    """The empty string in a plain pytest run; "_gw0", "_gw1", ... in a pytest-xdist
+    worker, for the names of databases that must not be another worker's on a shared
+    server."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return f"_{worker}" if worker else ""
+
+
+TEST_DB = "chronomem_test" + worker_suffix()
+# pg_advisory_lock key of server_lock (any fixed bigint; its bytes spell "chronote").
+_SERVER_LOCK_KEY = 0x6368726F6E6F7465
 PGVECTOR_IMAGE = "pgvector/pgvector:pg17"
 _IMAGE_EXTENSION_DIR = "/usr/share/postgresql/17/extension"
 
@@ -110,14 +126,34 @@ def admin_server() -> Iterator[str]:
                 server.cleanup()
 
 
+@contextmanager
+def server_lock(server_admin: str) -> Iterator[None]:
+    """Held while a database is bootstrapped and migrated: pytest-xdist workers that
+    share a server (DATABASE_URL) would otherwise create the same roles at once. An
+    advisory lock belongs to one database, so every holder takes it in `postgres`."""
+    with psycopg.connect(with_params(server_admin, dbname="postgres"), autocommit=True) as conn:
+        conn.execute("select pg_advisory_lock(%s)", [_SERVER_LOCK_KEY])
+        try:
+            yield
+        finally:
+            conn.execute("select pg_advisory_unlock(%s)", [_SERVER_LOCK_KEY])
+
+
 def provision(server_admin: str) -> TestDatabase:
     """Drop and recreate the test database, bootstrap it, add pgTAP, migrate."""
+    with server_lock(server_admin):
+        return _provision(server_admin)
+
+
+def _provision(server_admin: str) -> TestDatabase:
     with psycopg.connect(server_admin, autocommit=True) as conn:
         drop = sql.SQL("drop database if exists {} with (force)")
         conn.execute(drop.format(sql.Identifier(TEST_DB)))
 
     # Where the server asks for passwords (container, DATABASE_URL over TCP) the roles
     # need one too; roles are server-wide, so use a throwaway server for tests.
+    # The same in every xdist worker: tests/conftest.py's pytest_configure sets
+    # CHRONOMEM_TEST_ROLE_PASSWORD before the workers start.
     password = None
     if conninfo_to_dict(server_admin).get("password"):
         password = os.environ.get("CHRONOMEM_TEST_ROLE_PASSWORD") or secrets.token_urlsafe(16)
