@@ -13,7 +13,17 @@ from pathlib import Path
 from benchmarks.common import bench_database
 from chronomem.paths import REPO_ROOT
 
-BENCHMARKS = ("write", "ingest", "search", "locomo", "api", "closes", "communities", "peer")
+BENCHMARKS = (
+    "write",
+    "ingest",
+    "search",
+    "locomo",
+    "api",
+    "closes",
+    "communities",
+    "peer",
+    "extraction",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

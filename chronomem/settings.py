@@ -48,6 +48,14 @@ def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int | None:
     return int(raw)
 
 
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """The variable, one of choices (case-insensitive); the first when unset."""
+    value = (_get(env, name) or choices[0]).strip().lower()
+    if value not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class LLMSettings:
     """Any OpenAI-compatible chat endpoint (OpenAI, Azure, Ollama, vLLM, OpenRouter).
@@ -59,6 +67,11 @@ class LLMSettings:
     api_key: str | None = None
     model: str | None = None
     timeout: float = 120.0  # seconds per call; keep it below the worker lease
+    response_format: str = "auto"
+    """How the answer's JSON is asked for: json_schema (strict structured output),
+    json_object (JSON mode, the schema in the prompt), none (plain text, the schema in
+    the prompt), or auto: json_schema, falling back to the next when the endpoint
+    refuses it (remembered per worker)."""
 
     @property
     def configured(self) -> bool:
@@ -74,6 +87,9 @@ class LLMSettings:
             api_key=_get(env, "CHRONOMEM_LLM_API_KEY"),
             model=model,
             timeout=_number(env, "CHRONOMEM_LLM_TIMEOUT", 120.0, 1, 3600),
+            response_format=_choice(
+                env, "CHRONOMEM_LLM_RESPONSE_FORMAT", ("auto", "json_schema", "json_object", "none")
+            ),
         )
 
 

@@ -421,6 +421,8 @@ declare
   v_n_tombstones integer := 0;
   v_before jsonb := memory_internal.store_changes(array['content']);
   v_conflicts uuid[];
+  v_attachments uuid[];
+  v_chunks_gone uuid[];
 begin
   if num_nonnulls(p_session, p_subject, p_stored_before) > 1 then
     raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
@@ -446,6 +448,7 @@ begin
     delete from memory.entity_aliases where org_id = v_org and project_id = p_project;
     delete from memory.entities where org_id = v_org and project_id = p_project;
     get diagnostics v_n_entities = row_count;
+    delete from memory.attachments where org_id = v_org and project_id = p_project;
     delete from memory.episodes where org_id = v_org and project_id = p_project;
     get diagnostics v_n_episodes = row_count;
     delete from memory.sessions where org_id = v_org and project_id = p_project;
@@ -470,6 +473,10 @@ begin
                              where e.org_id = v_org and e.project_id = p_project
                                and e.created_at < p_stored_before);
       end if;
+      -- The files those episodes are chunks of (stored with them, so
+      -- expired with them; a session's go with the session).
+      v_attachments := array(select distinct c.attachment_id from memory.attachment_chunks c
+                              where c.org_id = v_org and c.episode_id = any (v_episodes));
       -- What derives only from those episodes: the facts drawn from them.
       select coalesce(array_agg(v.fact_id), '{}') into v_facts
         from memory_internal.fact_versions(p_project) v
@@ -484,6 +491,21 @@ begin
       -- Every fact naming it, by a plain name too (written while the entity
       -- was being created).
       v_facts := memory_internal.facts_naming(v_org, p_project, v_entity);
+      -- The attachments whose chunks name it or are the sources of those
+      -- facts hold it in their bytes: each goes whole, with every chunk
+      -- (episode) of it and the facts drawn from them, as a session wipe
+      -- takes a session's.  The messages stay (a subject wipe forgets a
+      -- person, not a conversation).
+      v_attachments := memory_internal.subject_attachments(v_org, p_project, v_entity, v_facts);
+      if cardinality(v_attachments) > 0 then
+        v_episodes := array(select c.episode_id from memory.attachment_chunks c
+                             where c.org_id = v_org and c.attachment_id = any (v_attachments));
+        v_facts := array(
+          select distinct x.id
+            from unnest(v_facts || array(
+                   select v.fact_id from memory_internal.fact_versions(p_project) v
+                    where v.org_id = v_org and v.source_episode_id = any (v_episodes))) x(id));
+      end if;
     end if;
 
     -- The identities and edge keys the wiped facts shared with facts that
@@ -521,6 +543,14 @@ begin
       select c.conflict_id from memory.conflicts c
        where c.org_id = v_org and c.project_id = p_project
          and c.source_episode_id = any (coalesce(v_episodes, '{}')));
+
+    -- Community summaries that may tell of what goes (written from a wiped
+    -- fact, of a community holding an entity one names, or naming the
+    -- wiped subject): cleared, and asked for again
+    -- (functions/079_community_summaries.sql).
+    perform memory_internal.clear_wiped_summaries(
+      v_org, p_project, v_facts, v_key_subjects || v_key_entities || v_entity,
+      case when v_entity is not null then memory_internal.entity_names(v_org, v_entity) end);
 
     -- Events of facts that stay but name a wiped one (the closing it
     -- caused) go too: the wiped facts are as if never asserted.
@@ -581,15 +611,32 @@ begin
         returning episode_id)
       select count(*), v_facts || coalesce(array_agg(g.episode_id), '{}')
         into v_n_episodes, v_deleted from gone g;
-      -- A session goes with a session wipe; one whose episodes expired
-      -- stays (its conversation may go on), its id and metadata with it.
+      -- A session goes with a session wipe (its attachments with it); one
+      -- whose episodes expired stays (its conversation may go on), its id
+      -- and metadata with it; files stored with the expired episodes go.
       delete from memory.sessions where org_id = v_org and session_id = v_session;
       get diagnostics v_n_sessions = row_count;
+      if v_scope = 'expired' then
+        delete from memory.attachments where org_id = v_org and attachment_id = any (v_attachments);
+      end if;
     else
       delete from memory.tombstones where org_id = v_org and project_id = p_project
          and subject_id = v_entity;
       delete from memory.edges where org_id = v_org and project_id = p_project
          and (source_id = v_entity or target_id = v_entity);
+      -- Rejected extraction items naming it (by name or alias, as a whole
+      -- word: a fact about it the model gave and extraction dropped) go
+      -- with its facts.
+      delete from memory.extraction_rejections r
+       where r.org_id = v_org and r.project_id = p_project
+         and exists (
+               select from (select n.normalized_name as norm from memory.entities n
+                             where n.org_id = v_org and n.entity_id = v_entity
+                            union all
+                            select a.normalized_alias from memory.entity_aliases a
+                             where a.org_id = v_org and a.entity_id = v_entity) w
+                where strpos(' ' || memory.normalize_text(coalesce(r.item::text, '') || ' ' || coalesce(r.message, '')) || ' ',
+                             ' ' || w.norm || ' ') > 0);
       delete from memory.entity_aliases where org_id = v_org and entity_id = v_entity;
       -- The community it was in: its label may be the subject's name and its
       -- size counts it (deleting the entity would only drop its membership).
@@ -600,7 +647,15 @@ begin
          and c.org_id = v_org and c.community_id = m.community_id;
       delete from memory.entities where org_id = v_org and entity_id = v_entity;
       get diagnostics v_n_entities = row_count;
-      v_deleted := v_facts || v_entity;
+      if cardinality(v_attachments) > 0 then
+        delete from memory.attachments where org_id = v_org and attachment_id = any (v_attachments);
+        with gone as (
+          delete from memory.episodes where org_id = v_org and episode_id = any (v_episodes)
+          returning episode_id)
+        select count(*), coalesce(array_agg(g.episode_id), '{}') into v_n_episodes, v_chunks_gone
+          from gone g;
+      end if;
+      v_deleted := v_facts || v_entity || coalesce(v_chunks_gone, '{}');
     end if;
   end if;
 

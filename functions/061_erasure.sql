@@ -19,6 +19,8 @@ as $$
   select s.store, s.store::regclass, s.holds, s.about from (values
     ('memory.episodes', 'content', 'messages as written, their embeddings and text vectors'),
     ('memory.sessions', 'content', 'session ids and metadata as the client named them'),
+    ('memory.attachments', 'content', 'files sent with messages: bytes, names, digests'),
+    ('memory.attachment_chunks', 'content', 'which episode holds which page and offset of a file'),
     ('memory.facts', 'content', 'every fact version: subject, predicate, object, windows'),
     ('memory.fact_events', 'content', 'the history of fact versions, with reasons and actors'),
     ('memory.fact_embeddings', 'content', 'embeddings of fact texts'),
@@ -27,7 +29,7 @@ as $$
     ('memory.entities', 'content', 'entity names, kinds, embeddings'),
     ('memory.entity_aliases', 'content', 'other names of entities'),
     ('memory.notes', 'content', 'preferences and summaries drawn from episodes'),
-    ('memory.communities', 'content', 'communities of entities, labelled by a member''s name'),
+    ('memory.communities', 'content', 'communities of entities, labelled by a member''s name, with the model''s summary'),
     ('memory.community_members', 'content', 'which entity is in which community'),
     ('memory.community_runs', 'counts', 'when communities were computed and how many'),
     ('memory.conflicts', 'content', 'conflicting sets of facts: subject, predicate, reasons'),
@@ -36,6 +38,9 @@ as $$
     ('memory.subject_cardinalities', 'content', 'subjects whose predicate was kept as many'),
     ('memory.fact_reviews', 'content', 'reviews of facts: standing, reviewer, reason'),
     ('memory.predicate_changes', 'settings', 'changes of predicates'' cardinality and their evidence'),
+    ('memory.extraction_schemas', 'settings', 'versions of the project''s extraction schema'),
+    ('memory.episode_extractions', 'content', 'episodes'' enrichment: classification labels, custom fields, provenance'),
+    ('memory.extraction_rejections', 'content', 'extracted items dropped, as the model gave them, with reasons'),
     ('memory.jobs', 'content', 'queued work: episode and fact ids, webhook bodies, results'),
     ('memory.webhook_delivery_log', 'content', 'delivery attempts: event ids, status, errors'),
     ('memory_internal.episode_terms', 'content', 'lexemes of episodes (full-text postings)'),
@@ -58,6 +63,9 @@ as $$
     ('memory_internal.oidc_mappings', 'settings', 'OIDC issuer, audience and claim to project and permissions'),
     ('memory.job_schedules', 'settings', 'periodic jobs of an org'),
     ('memory.audit_log', 'counts', 'who did what, with counts, never content'),
+    ('memory.model_calls', 'counts', 'model calls of jobs: kind, model, tokens, latency, outcome'),
+    ('memory.model_usage_periods', 'counts', 'model calls and tokens per day and job kind'),
+    ('memory.model_budgets', 'settings', 'a project''s model token budget per day or month'),
     ('memory_internal.counters', 'counts', 'per-project counters for /metrics')
   ) s(store, holds, about)
 $$;

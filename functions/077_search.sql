@@ -292,7 +292,9 @@ create or replace function memory.search(
   p_known_at timestamptz default null,
   p_k integer default 10,
   p_legs text[] default null,
-  p_fusion text default 'scores')
+  p_fusion text default 'scores',
+  p_labels text[] default null,
+  p_fields jsonb default null)
   returns jsonb
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -342,6 +344,10 @@ declare
   c_cached_min constant bigint := 20000;
   v_facts_cached boolean := false;
   v_episodes_cached boolean := false;
+  -- Label and field filters (memory.episode_extractions): applied to the
+  -- fused hits, episodes by their enrichment, facts by their source
+  -- episode's (memory_internal.extraction_matches); entities unfiltered.
+  v_filtered boolean := p_labels is not null or p_fields is not null;
 begin
   if p_k is null or p_k < 1 or p_k > 200 then
     raise exception 'k must be between 1 and 200' using errcode = 'invalid_parameter_value';
@@ -360,6 +366,17 @@ begin
       using errcode = 'invalid_parameter_value';
   end if;
   v_n := memory_internal.search_leg_hits(p_k);
+  if p_fields is not null and jsonb_typeof(p_fields) <> 'object' then
+    raise exception 'fields must be a JSON object (matched with @>)' using errcode = 'invalid_parameter_value',
+      detail = 'fields';
+  end if;
+  if array_position(p_labels, null) is not null then
+    raise exception 'labels must not hold NULL' using errcode = 'invalid_parameter_value', detail = 'labels';
+  end if;
+  -- A filter drops hits after the legs: they rank four times as many.
+  if v_filtered then
+    v_n := v_n * 4;
+  end if;
   if p_query_embedding is not null then
     -- Project-filtered vector queries keep walking the HNSW graph until
     -- they have their rows instead of returning fewer.  (Set here, not as
@@ -641,7 +658,9 @@ begin
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
       from (select s.*, row_number() over (order by s.score desc, s.kind, s.id) as position
-              from preferred s) x
+              from preferred s
+             where not v_filtered or s.kind = 'entity'
+                or memory_internal.extraction_matches(v_org, p_project, s.kind, s.id, p_labels, p_fields)) x
      where x.position <= p_k
   )
   select coalesce(jsonb_agg(jsonb_build_object(
@@ -660,6 +679,9 @@ begin
         when 'episode' then (
           select jsonb_build_object('text', e.content, 'role', e.role, 'occurred_at', e.occurred_at,
                                     'session', s.external_id, 'seq', e.seq)
+                 -- A chunk of a file: which file, page and offset (a message: no key).
+                 || jsonb_strip_nulls(jsonb_build_object(
+                      'attachment', memory_internal.episode_attachment(e.org_id, e.episode_id)))
             from memory.episodes e join memory.sessions s on s.org_id = e.org_id and s.session_id = e.session_id
            where e.org_id = v_org and e.episode_id = n.id)
         else (
@@ -675,8 +697,8 @@ begin
     'at', p_at, 'known_at', p_known_at);
 end
 $$;
-comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[], text) is
-  'Hybrid search in one call: episode and fact vector legs (HNSW with an iterative scan, hnsw.ef_search at least memory_internal.vector_ef_search of the hits asked), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; the episode vector leg then also ranks that period''s episodes on their own (search_episode_vector_within). Facts, edges and episodes are read as of p_at / p_known_at (NULL or omitted: now, as in facts_at). A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL. p_fusion => ''rrf'' fuses by plain reciprocal rank fusion instead (sum of 1/(60 + rank) over the legs; no context shares, no preferences).';
+comment on function memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[], text, text[], jsonb) is
+  'Hybrid search in one call: episode and fact vector legs (HNSW with an iterative scan, hnsw.ef_search at least memory_internal.vector_ef_search of the hits asked), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; the episode vector leg then also ranks that period''s episodes on their own (search_episode_vector_within). Facts, edges and episodes are read as of p_at / p_known_at (NULL or omitted: now, as in facts_at). A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL. p_fusion => ''rrf'' fuses by plain reciprocal rank fusion instead (sum of 1/(60 + rank) over the legs; no context shares, no preferences). p_labels (all of them) and p_fields (jsonb @>) keep only episodes whose extraction (memory.episode_extractions) carries them and facts drawn from such episodes; entities are not filtered; the legs then rank four times as many hits.';
 
 create or replace function memory.search_rows(
   p_project uuid,
@@ -686,7 +708,9 @@ create or replace function memory.search_rows(
   p_known_at timestamptz default null,
   p_k integer default 10,
   p_legs text[] default null,
-  p_fusion text default 'scores')
+  p_fusion text default 'scores',
+  p_labels text[] default null,
+  p_fields jsonb default null)
   returns table (pos integer, kind text, score numeric, text text, valid_from timestamptz,
                  valid_until timestamptz, occurred_at timestamptz, legs jsonb, id uuid)
   language sql stable
@@ -695,10 +719,11 @@ create or replace function memory.search_rows(
            (r ->> 'valid_from')::timestamptz, (r ->> 'valid_until')::timestamptz,
            (r ->> 'occurred_at')::timestamptz, r -> 'ranks', (r ->> 'id')::uuid
       from jsonb_array_elements(
-             memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k, p_legs, p_fusion)
+             memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k, p_legs, p_fusion,
+                           p_labels, p_fields)
                -> 'results') r
   $$;
-comment on function memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[], text) is
+comment on function memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[], text, text[], jsonb) is
   'memory.search as rows, for reading in psql.';
 
 -- memory.context's budget: p_line joins p_lines, after p_header when that is
@@ -731,7 +756,9 @@ create or replace function memory.context(
   p_at timestamptz default null,
   p_known_at timestamptz default null,
   p_max_tokens integer default 1500,
-  p_k integer default 20)
+  p_k integer default 20,
+  p_labels text[] default null,
+  p_fields jsonb default null)
   returns jsonb
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -743,6 +770,7 @@ declare
   v_facts jsonb := '[]';
   v_episodes jsonb := '[]';
   v_groups jsonb := '[]';
+  v_summaries integer := 0;
   v_used integer := 0;
   v_line text;
   v_added boolean;
@@ -755,7 +783,8 @@ begin
   -- communities read the instants the search reads.
   select i.at, i.known_at into p_at, p_known_at
     from memory_internal.read_instants(p_at, p_known_at) i;
-  v_search := memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k);
+  v_search := memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k,
+                            p_labels => p_labels, p_fields => p_fields);
   -- Facts first (what holds, with windows), then the episodes behind them.
   for r in select x from jsonb_array_elements(v_search -> 'results') x
             where x ->> 'kind' = 'fact' order by (x ->> 'position')::integer loop
@@ -798,15 +827,25 @@ begin
                      array_to_string(array(select jsonb_array_elements_text(r -> 'members')), ', '),
                      case when (r ->> 'more')::integer > 0 then format(' and %s more', r ->> 'more')
                           else '' end);
-    -- (Every community of a project comes from one run: one instant.)
-    select * into v_lines, v_used, v_added
-      from memory_internal.add_within_budget(
-             v_lines, v_used, v_line,
-             case when jsonb_array_length(v_groups) = 0
-                  then format('Related groups (computed %s):',
-                              to_char((r ->> 'computed_at')::timestamptz, 'YYYY-MM-DD HH24:MI "UTC"')) end,
-             p_max_tokens);
+    -- The first three with the model's summary, written by p_at and
+    -- p_known_at (functions/079_community_summaries.sql); without it when
+    -- only the line fits.
+    r := r || memory_internal.context_summary(p_project, (r ->> 'community_id')::uuid, p_at, p_known_at,
+                                              v_summaries < 3);
+    for v_try in 1 .. 2 loop
+      -- (Every community of a project comes from one run: one instant.)
+      select * into v_lines, v_used, v_added
+        from memory_internal.add_within_budget(
+               v_lines, v_used, v_line || coalesce(E'\n  Summary: ' || (r ->> 'summary'), ''),
+               case when jsonb_array_length(v_groups) = 0
+                    then format('Related groups (computed %s):',
+                                to_char((r ->> 'computed_at')::timestamptz, 'YYYY-MM-DD HH24:MI "UTC"')) end,
+               p_max_tokens);
+      exit when v_added or r ->> 'summary' is null;
+      r := r || jsonb_build_object('summary', null, 'summarized_at', null);
+    end loop;
     continue when not v_added;
+    v_summaries := v_summaries + (r ->> 'summary' is not null)::integer;
     v_groups := v_groups || r;
   end loop;
   return jsonb_build_object(
@@ -816,5 +855,5 @@ begin
     'at', p_at, 'known_at', p_known_at);
 end
 $$;
-comment on function memory.context(uuid, text, vector, timestamptz, timestamptz, integer, integer) is
-  'A prompt-ready block for an agent: the facts that hold at p_at (with their windows), then supporting conversation excerpts with dates, then the communities (memory.compute_communities, when computed by p_at and p_known_at) holding the entities the facts and the question name, within p_max_tokens (estimated); also as JSON (facts, episodes, communities).';
+comment on function memory.context(uuid, text, vector, timestamptz, timestamptz, integer, integer, text[], jsonb) is
+  'A prompt-ready block for an agent: the facts that hold at p_at (with their windows), then supporting conversation excerpts with dates, then the communities (memory.compute_communities, when computed by p_at and p_known_at) holding the entities the facts and the question name, the first three with their summary (when written by then), within p_max_tokens (estimated); also as JSON (facts, episodes, communities).';

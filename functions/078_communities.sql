@@ -165,6 +165,7 @@ declare
   v_moved integer;
   v_count integer;
   v_communities integer;
+  v_old memory.communities[];
 begin
   perform memory_internal.check_max_rounds(p_max_rounds);
   perform memory_internal.clear_community_work(p_org, p_project);
@@ -245,6 +246,12 @@ begin
     end loop;
   end if;
 
+  -- The summaries of the last computation's communities: a community found
+  -- again with the same members (the same digest and size) keeps its own,
+  -- so the model writes only for those whose members changed
+  -- (functions/079_community_summaries.sql).
+  v_old := array(select c from memory.communities c
+                  where c.org_id = p_org and c.project_id = p_project and c.summary is not null);
   delete from memory.communities where org_id = p_org and project_id = p_project;
   -- A community's label is the name of its member with the most links
   -- (ties: the first name).  Each member's links are counted once, for
@@ -265,15 +272,26 @@ begin
      where t.org_id = p_org and t.project_id = p_project
   ), groups as (
     select m.label, count(*)::integer as size, array_agg(m.entity_id) as members,
+           coalesce(bit_xor(uuid_hash_extended(m.entity_id, 0)), 0) as digest,
            gen_random_uuid() as community_id
       from members m group by m.label
   ), names as (
     select distinct on (m.label) m.label, m.name
       from members m order by m.label, m.links desc, m.name
+  ), kept as (
+    select distinct on (o.summary_digest, o.size) o.summary_digest, o.size, o.summary,
+           o.summarized_at, o.summary_facts, o.summary_model
+      from unnest(v_old) o
+     order by o.summary_digest, o.size, o.summarized_at desc
   ), made as (
-    insert into memory.communities (org_id, project_id, community_id, label, size)
-    select p_org, p_project, g.community_id, n.name, g.size
+    insert into memory.communities (org_id, project_id, community_id, label, size, members_digest,
+                                    summary, summarized_at, summary_digest, summary_facts,
+                                    summary_model)
+    select p_org, p_project, g.community_id, n.name, g.size, g.digest,
+           k.summary, k.summarized_at, k.summary_digest, coalesce(k.summary_facts, '{}'),
+           k.summary_model
       from groups g join names n on n.label = g.label
+      left join kept k on k.summary_digest = g.digest and k.size = g.size
   )
   insert into memory.community_members (org_id, project_id, community_id, entity_id)
   select p_org, p_project, g.community_id, u.entity_id
@@ -291,13 +309,15 @@ begin
      set computed_at = excluded.computed_at, edges = excluded.edges,
          edges_digest = excluded.edges_digest, communities = excluded.communities,
          members = excluded.members, rounds = excluded.rounds, converged = excluded.converged;
+  -- The model summarizes the communities whose members changed.
+  perform memory_internal.queue_community_summaries(p_org, p_project);
   return jsonb_build_object('computed', true, 'computed_at', now(), 'communities', v_communities,
                             'members', v_count, 'rounds', v_round, 'colors', v_colors,
                             'converged', coalesce(v_moved = 0, false), 'edges', p_edges);
 end
 $$;
 comment on function memory_internal.compute_communities_locked(uuid, uuid, integer, integer, bigint) is
-  'The body of compute_communities and refresh_communities: label propagation over the project''s current edges, the store of the groups and the run (with the given edge count and digest). The caller holds memory_internal.lock_communities.';
+  'The body of compute_communities and refresh_communities: label propagation over the project''s current edges, the store of the groups (each keeping the summary of a last computation''s community with the same members) and the run (with the given edge count and digest), then a summarize_communities job when a community has no current summary. The caller holds memory_internal.lock_communities.';
 
 create or replace function memory.compute_communities(p_project uuid, p_max_rounds integer default 20)
   returns jsonb

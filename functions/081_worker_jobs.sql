@@ -29,6 +29,7 @@ declare
   v_cand record;
   v_try record;
   v_job memory.jobs;
+  v_paused uuid[] := '{}';
 begin
   if p_worker is null or p_worker = '' then
     raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
@@ -106,6 +107,13 @@ begin
     end if;
   end if;
   if cardinality(v_kinds) > 0 and v_claimed < p_limit then
+    -- Projects whose model budget is reached: their enrich jobs stay where
+    -- they are until the period rolls or the budget is raised
+    -- (functions/083_model_usage.sql).  None paused (the plan is custom):
+    -- the condition folds away and the claims below plan as without it.
+    if 'enrich' = any (v_kinds) then
+      v_paused := memory_internal.budget_paused_projects();
+    end if;
     -- Expired leases first, then ready jobs: two statements, so each walks its
     -- own partial index in order (one OR-ed condition made the planner sort
     -- every ready row of a long queue).
@@ -117,6 +125,8 @@ begin
              select c.org_id, c.job_id from memory.jobs c
               where c.status = 'running' and c.locked_until < clock_timestamp()
                 and c.attempts < c.max_attempts and c.kind = any (v_kinds)
+                and (cardinality(v_paused) = 0 or c.kind <> 'enrich' or c.project_id is null
+                     or not c.project_id = any (v_paused))
               order by c.locked_until
               limit p_limit - v_claimed
                 for update skip locked)
@@ -132,6 +142,8 @@ begin
                select c.org_id, c.job_id from memory.jobs c
                 where c.status = 'queued' and c.run_at <= clock_timestamp()
                   and c.kind = any (v_kinds)
+                  and (cardinality(v_paused) = 0 or c.kind <> 'enrich' or c.project_id is null
+                       or not c.project_id = any (v_paused))
                 order by c.run_at, c.job_id
                 limit p_limit - v_claimed
                   for update skip locked)
@@ -143,7 +155,7 @@ begin
 end
 $$;
 comment on function memory_worker.claim_jobs(text, text[], integer, interval) is
-  'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued.';
+  'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued. A project whose model budget is reached (memory.model_budget: paused) gets none of its enrich jobs leased until the period rolls or the budget is raised; they stay queued.';
 
 create or replace function memory_worker.complete_job(
   p_org uuid, p_job bigint, p_worker text, p_result jsonb default null)

@@ -13,4 +13,4 @@ create or replace function memory.metric_totals()
      group by c.metric order by c.metric
   $$;
 comment on function memory.metric_totals() is
-  'Totals of every counter (facts_inserted, facts_superseded, facts_retracted, facts_refused, ...) across all orgs, for the operator''s /metrics; no per-org detail.';
+  'Totals of every counter (facts_inserted, facts_superseded, facts_retracted, facts_refused, ..., and the model calls'' model_calls:<job kind>:<outcome>, model_tokens_in:<job kind>, model_tokens_out:<job kind>, model_latency_us:<job kind>) across all orgs, for the operator''s /metrics; no per-org detail.';

@@ -398,6 +398,8 @@ begin
                  jsonb_build_object(
                    'community_id', c.community_id, 'label', c.label, 'size', c.size,
                    'computed_at', c.computed_at,
+                   -- The model's summary (functions/079_community_summaries.sql).
+                   'summary', c.summary, 'summarized_at', c.summarized_at,
                    'members', coalesce((
                      select jsonb_agg(jsonb_build_object('entity_id', n.entity_id, 'name', n.name)
                                       order by n.name, n.entity_id)
@@ -428,4 +430,4 @@ begin
 end
 $$;
 comment on function memory.list_communities(uuid, text, integer, integer) is
-  'A project''s communities from the last memory.compute_communities run (computed_at: its time, null if none ran), largest first, p_limit (1-1000) a page: pass next_cursor as p_after. Each with its first p_members members by name and how many more.';
+  'A project''s communities from the last memory.compute_communities run (computed_at: its time, null if none ran), largest first, p_limit (1-1000) a page: pass next_cursor as p_after. Each with its summary (null until the model wrote one) and summarized_at, its first p_members members by name and how many more.';

@@ -95,7 +95,7 @@ create or replace function memory_http.search(
   p_project uuid, p_query text, p_client_embedding vector default null,
   p_computed_embedding vector default null, p_at timestamptz default null,
   p_known_at timestamptz default null, p_k integer default 10, p_legs text[] default null,
-  p_fusion text default 'scores')
+  p_fusion text default 'scores', p_labels text[] default null, p_fields jsonb default null)
   returns jsonb
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -105,16 +105,17 @@ begin
   perform memory_internal.project_org(p_project);
   return memory.search(p_project, p_query,
                        memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
-                       p_at, p_known_at, p_k, p_legs, p_fusion);
+                       p_at, p_known_at, p_k, p_legs, p_fusion, p_labels, p_fields);
 end
 $$;
-comment on function memory_http.search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text) is
+comment on function memory_http.search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text, text[], jsonb) is
   'memory.search for the API: a client embedding of the wrong dimension is an error, a server-computed one is dropped.';
 
 create or replace function memory_http.context(
   p_project uuid, p_query text, p_client_embedding vector default null,
   p_computed_embedding vector default null, p_at timestamptz default null,
-  p_known_at timestamptz default null, p_max_tokens integer default 1500, p_k integer default 20)
+  p_known_at timestamptz default null, p_max_tokens integer default 1500, p_k integer default 20,
+  p_labels text[] default null, p_fields jsonb default null)
   returns jsonb
   language plpgsql stable
   set search_path = memory_internal, memory, public, pg_temp
@@ -124,8 +125,8 @@ begin
   perform memory_internal.project_org(p_project);
   return memory.context(p_project, p_query,
                         memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
-                        p_at, p_known_at, p_max_tokens, p_k);
+                        p_at, p_known_at, p_max_tokens, p_k, p_labels, p_fields);
 end
 $$;
-comment on function memory_http.context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer) is
+comment on function memory_http.context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer, text[], jsonb) is
   'memory.context for the API (embeddings as in memory_http.search).';

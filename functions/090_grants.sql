@@ -38,10 +38,10 @@ grant execute on function
   memory.redaction_rules_of(uuid),
   memory.counters(uuid),
   memory.embedding_dim(),
-  memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[], text),
-  memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[], text),
+  memory.search(uuid, text, vector, timestamptz, timestamptz, integer, text[], text, text[], jsonb),
+  memory.search_rows(uuid, text, vector, timestamptz, timestamptz, integer, text[], text, text[], jsonb),
   memory.vector_query_text(uuid, text, timestamptz, timestamptz),
-  memory.context(uuid, text, vector, timestamptz, timestamptz, integer, integer)
+  memory.context(uuid, text, vector, timestamptz, timestamptz, integer, integer, text[], jsonb)
   to chronomem_app, chronomem_analyst;
 grant execute on function
   memory_internal.question_tsquery(text),
@@ -196,8 +196,8 @@ grant execute on function
   memory_http.fact_history(uuid, uuid),
   memory_http.timeline(uuid, text, text),
   memory_http.export_subject(uuid, text),
-  memory_http.search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text),
-  memory_http.context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer),
+  memory_http.search(uuid, text, vector, vector, timestamptz, timestamptz, integer, text[], text, text[], jsonb),
+  memory_http.context(uuid, text, vector, vector, timestamptz, timestamptz, integer, integer, text[], jsonb),
   memory_http.create_webhook(uuid, text, text[]),
   memory_http.update_webhook(uuid, uuid, text, text[], boolean),
   memory_http.delete_webhook(uuid, uuid),
@@ -252,7 +252,7 @@ grant execute on function
   memory_worker.purge_done_jobs(interval),
   memory_worker.purge_expired_episodes(),
   memory_worker.extraction_context(uuid, integer),
-  memory_worker.apply_extraction(uuid, jsonb, real, integer),
+  memory_worker.apply_extraction(uuid, jsonb, real, integer, jsonb),
   memory_worker.embedding_inputs(uuid, text, uuid[]),
   memory_worker.store_embeddings(text, uuid[], vector[]),
   memory_worker.queue_community_refreshes(integer),
@@ -267,3 +267,71 @@ grant select on memory_internal.counters, memory_internal.episode_terms,
   to chronomem_app, chronomem_analyst;
 -- readyz compares the schema's revision with the code's.
 grant select on public.alembic_version to chronomem_app;
+
+-- Model usage and budgets (functions/083_model_usage.sql): usage and the
+-- budget are read by app and analyst; the budget is set by the app (the
+-- HTTP layer asks for project:manage); calls are recorded by the worker.
+grant execute on function
+  memory.model_usage(uuid, timestamptz, timestamptz),
+  memory.model_budget(uuid),
+  memory_internal.model_period_start(text, timestamptz),
+  memory_internal.model_tokens_since(uuid, uuid, timestamptz)
+  to chronomem_app, chronomem_analyst;
+grant execute on function memory.set_model_budget(uuid, bigint, text) to chronomem_app;
+grant execute on function
+  memory_worker.record_model_call(uuid, text, bigint, uuid, text, text, integer, integer, double precision, text)
+  to chronomem_app;
+grant execute on function
+  memory_http.model_usage(uuid, timestamptz, timestamptz),
+  memory_http.model_budget(uuid),
+  memory_http.set_model_budget(uuid, bigint, text)
+  to chronomem_app;
+
+-- Attachments (functions/071_attachments.sql, 086_http_attachments.sql):
+-- read by app and analyst (search hits name the file a chunk came from);
+-- written by the app through the HTTP layer (project:write) or the SQL API.
+grant execute on function
+  memory.get_attachment(uuid, uuid),
+  memory.attachment_content(uuid, uuid),
+  memory_internal.episode_attachment(uuid, uuid)
+  to chronomem_app, chronomem_analyst;
+grant execute on function
+  memory.ingest_attachments(uuid, text, jsonb, jsonb, bytea[], text, jsonb),
+  memory_http.ingest_attachments(uuid, text, jsonb, jsonb, bytea[], text, jsonb)
+  to chronomem_app;
+
+-- Community summaries (functions/079_community_summaries.sql): memory.context
+-- reads them as the caller; the worker reads the due communities and
+-- stores what the model wrote.
+grant execute on function
+  memory_internal.context_summary(uuid, uuid, timestamptz, timestamptz, boolean)
+  to chronomem_app, chronomem_analyst;
+grant execute on function
+  memory_worker.community_summary_inputs(uuid, integer, integer, integer),
+  memory_worker.store_community_summaries(uuid, jsonb, text)
+  to chronomem_app;
+
+-- Extraction schemas, enrichment and rejections
+-- (functions/074_extraction_schemas.sql, 086_http_extraction.sql): read by
+-- app and analyst (search's label and field filter as the caller); the
+-- schema is set by the app (the HTTP layer asks for configuration:write);
+-- the worker records rejections.
+grant execute on function
+  memory.extraction_schema(uuid, integer),
+  memory.extraction_schema_versions(uuid),
+  memory.episode_extraction(uuid, uuid),
+  memory.list_extraction_rejections(uuid, text, integer, bigint, uuid),
+  memory_internal.extraction_rejection_reasons(),
+  memory_internal.current_extraction_schema(uuid, uuid),
+  memory_internal.extraction_schema_json(memory.extraction_schemas),
+  memory_internal.extraction_matches(uuid, uuid, text, uuid, text[], jsonb)
+  to chronomem_app, chronomem_analyst;
+grant execute on function
+  memory.set_extraction_schema(uuid, jsonb, text),
+  memory_http.set_extraction_schema(uuid, jsonb),
+  memory_http.extraction_schema(uuid, integer),
+  memory_http.extraction_schema_versions(uuid),
+  memory_http.episode_extraction(uuid, uuid),
+  memory_http.extraction_rejections(uuid, text, integer, bigint),
+  memory_worker.record_extraction_rejections(uuid, jsonb, jsonb)
+  to chronomem_app;

@@ -634,6 +634,39 @@ COMMENT ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_source 
 
 
 --
+-- Name: attachment_content(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.attachment_content(p_project uuid, p_attachment uuid) RETURNS TABLE(filename text, media_type text, content bytea)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  if p_attachment is null then
+    raise exception 'attachment must not be null' using errcode = 'null_value_not_allowed',
+      detail = 'attachment_id';
+  end if;
+  return query
+    select a.filename, a.media_type, a.content from memory.attachments a
+     where a.org_id = v_org and a.project_id = p_project and a.attachment_id = p_attachment;
+  if not found then
+    raise exception 'attachment % not found in project %', p_attachment, p_project
+      using errcode = 'no_data_found';
+  end if;
+end
+$$;
+
+
+--
+-- Name: FUNCTION attachment_content(p_project uuid, p_attachment uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.attachment_content(p_project uuid, p_attachment uuid) IS 'An attachment''s bytes as stored, with its name and media type. P0002 when the project has no such attachment.';
+
+
+--
 -- Name: close_fact(uuid, uuid, timestamp with time zone, text, text, text); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -775,10 +808,10 @@ COMMENT ON FUNCTION memory.conflict_policy(p_project uuid) IS 'The project''s co
 
 
 --
--- Name: context(uuid, text, public.vector, timestamp with time zone, timestamp with time zone, integer, integer); Type: FUNCTION; Schema: memory; Owner: -
+-- Name: context(uuid, text, public.vector, timestamp with time zone, timestamp with time zone, integer, integer, text[], jsonb); Type: FUNCTION; Schema: memory; Owner: -
 --
 
-CREATE FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_tokens integer DEFAULT 1500, p_k integer DEFAULT 20) RETURNS jsonb
+CREATE FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_tokens integer DEFAULT 1500, p_k integer DEFAULT 20, p_labels text[] DEFAULT NULL::text[], p_fields jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     SET "TimeZone" TO 'UTC'
@@ -789,6 +822,7 @@ declare
   v_facts jsonb := '[]';
   v_episodes jsonb := '[]';
   v_groups jsonb := '[]';
+  v_summaries integer := 0;
   v_used integer := 0;
   v_line text;
   v_added boolean;
@@ -801,7 +835,8 @@ begin
   -- communities read the instants the search reads.
   select i.at, i.known_at into p_at, p_known_at
     from memory_internal.read_instants(p_at, p_known_at) i;
-  v_search := memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k);
+  v_search := memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k,
+                            p_labels => p_labels, p_fields => p_fields);
   -- Facts first (what holds, with windows), then the episodes behind them.
   for r in select x from jsonb_array_elements(v_search -> 'results') x
             where x ->> 'kind' = 'fact' order by (x ->> 'position')::integer loop
@@ -844,15 +879,25 @@ begin
                      array_to_string(array(select jsonb_array_elements_text(r -> 'members')), ', '),
                      case when (r ->> 'more')::integer > 0 then format(' and %s more', r ->> 'more')
                           else '' end);
-    -- (Every community of a project comes from one run: one instant.)
-    select * into v_lines, v_used, v_added
-      from memory_internal.add_within_budget(
-             v_lines, v_used, v_line,
-             case when jsonb_array_length(v_groups) = 0
-                  then format('Related groups (computed %s):',
-                              to_char((r ->> 'computed_at')::timestamptz, 'YYYY-MM-DD HH24:MI "UTC"')) end,
-             p_max_tokens);
+    -- The first three with the model's summary, written by p_at and
+    -- p_known_at (functions/079_community_summaries.sql); without it when
+    -- only the line fits.
+    r := r || memory_internal.context_summary(p_project, (r ->> 'community_id')::uuid, p_at, p_known_at,
+                                              v_summaries < 3);
+    for v_try in 1 .. 2 loop
+      -- (Every community of a project comes from one run: one instant.)
+      select * into v_lines, v_used, v_added
+        from memory_internal.add_within_budget(
+               v_lines, v_used, v_line || coalesce(E'\n  Summary: ' || (r ->> 'summary'), ''),
+               case when jsonb_array_length(v_groups) = 0
+                    then format('Related groups (computed %s):',
+                                to_char((r ->> 'computed_at')::timestamptz, 'YYYY-MM-DD HH24:MI "UTC"')) end,
+               p_max_tokens);
+      exit when v_added or r ->> 'summary' is null;
+      r := r || jsonb_build_object('summary', null, 'summarized_at', null);
+    end loop;
     continue when not v_added;
+    v_summaries := v_summaries + (r ->> 'summary' is not null)::integer;
     v_groups := v_groups || r;
   end loop;
   return jsonb_build_object(
@@ -865,10 +910,10 @@ $$;
 
 
 --
--- Name: FUNCTION context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: COMMENT; Schema: memory; Owner: -
+-- Name: FUNCTION context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) IS 'A prompt-ready block for an agent: the facts that hold at p_at (with their windows), then supporting conversation excerpts with dates, then the communities (memory.compute_communities, when computed by p_at and p_known_at) holding the entities the facts and the question name, within p_max_tokens (estimated); also as JSON (facts, episodes, communities).';
+COMMENT ON FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb) IS 'A prompt-ready block for an agent: the facts that hold at p_at (with their windows), then supporting conversation excerpts with dates, then the communities (memory.compute_communities, when computed by p_at and p_known_at) holding the entities the facts and the question name, the first three with their summary (when written by then), within p_max_tokens (estimated); also as JSON (facts, episodes, communities).';
 
 
 --
@@ -1259,6 +1304,48 @@ COMMENT ON FUNCTION memory.embedding_model() IS 'The embedding model named by th
 
 
 --
+-- Name: episode_extraction(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.episode_extraction(p_project uuid, p_episode uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_row memory.episode_extractions;
+begin
+  if not exists (select from memory.episodes e
+                  where e.org_id = v_org and e.episode_id = p_episode and e.project_id = p_project) then
+    raise exception 'episode % not found in project %', p_episode, p_project using errcode = 'no_data_found';
+  end if;
+  select x.* into v_row from memory.episode_extractions x where x.org_id = v_org and x.episode_id = p_episode;
+  return jsonb_build_object(
+    'episode_id', p_episode,
+    'extracted', v_row.episode_id is not null,
+    'schema_version', v_row.schema_version, 'prompt_hash', v_row.prompt_hash, 'model', v_row.model,
+    'structured', v_row.structured, 'calls', v_row.calls,
+    'labels', to_jsonb(coalesce(v_row.labels, '{}')), 'fields', v_row.fields,
+    'counts', coalesce(v_row.counts, '{}'), 'extracted_at', v_row.extracted_at,
+    'rejections', (select coalesce(jsonb_agg(jsonb_build_object(
+                      'rejection_id', r.rejection_id, 'section', r.section, 'item', r.item,
+                      'reason', r.reason, 'message', r.message, 'schema_version', r.schema_version,
+                      'recorded_at', r.recorded_at) order by r.rejection_id), '[]')
+                     from memory.extraction_rejections r
+                    where r.org_id = v_org and r.episode_id = p_episode));
+end
+$$;
+
+
+--
+-- Name: FUNCTION episode_extraction(p_project uuid, p_episode uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.episode_extraction(p_project uuid, p_episode uuid) IS 'An episode''s enrichment: whether it was extracted, the schema version, prompt hash, model, structured-output mode and calls that produced it, its classification labels and custom fields, per-section counts, and every item rejected with its reason. no_data_found when the episode is not the project''s.';
+
+
+--
 -- Name: export_subject(uuid, text); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -1402,6 +1489,69 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.export_subject(p_project uuid, p_subject text) IS 'Everything the project holds about one subject (by name or alias), as one JSON document for a data-subject access request: its entity and aliases; every version of the facts naming it as subject or object (retracted and superseded ones too, and plain-name objects as memory.wipe finds them) with valid window, record window, status and events; the episodes that are those facts'' sources or name it (or an alias) as whole words; every edge row touching it; the notes about it; the reviews of its facts (standing now and every review) and its conflicts (memory.get_conflict). Fixed order throughout. P0002 for a subject or project not found, as memory.wipe.';
+
+
+--
+-- Name: extraction_schema(uuid, integer); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.extraction_schema(p_project uuid, p_version integer DEFAULT NULL::integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_row memory.extraction_schemas;
+begin
+  select s.* into v_row from memory.extraction_schemas s
+   where s.org_id = v_org and s.project_id = p_project
+     and (p_version is null or s.version = p_version)
+   order by s.version desc limit 1;
+  if v_row.version is null then
+    raise exception '%', case when p_version is null
+                              then format('project %s has no extraction schema', p_project)
+                              else format('project %s has no extraction schema version %s', p_project, p_version) end
+      using errcode = 'no_data_found';
+  end if;
+  return memory_internal.extraction_schema_json(v_row);
+end
+$$;
+
+
+--
+-- Name: FUNCTION extraction_schema(p_project uuid, p_version integer); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.extraction_schema(p_project uuid, p_version integer) IS 'A version of the project''s extraction schema (the current one by default): {project_id, version, document, document_hash, created_at, created_by}; no_data_found when there is none.';
+
+
+--
+-- Name: extraction_schema_versions(uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.extraction_schema_versions(p_project uuid) RETURNS TABLE(version integer, document_hash text, created_at timestamp with time zone, created_by text)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  return query
+    select s.version, s.document_hash, s.created_at, s.created_by
+      from memory.extraction_schemas s
+     where s.org_id = v_org and s.project_id = p_project
+     order by s.version desc;
+end
+$$;
+
+
+--
+-- Name: FUNCTION extraction_schema_versions(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.extraction_schema_versions(p_project uuid) IS 'Every version of the project''s extraction schema, newest first (version, document_hash, created_at, created_by).';
 
 
 --
@@ -1771,6 +1921,53 @@ COMMENT ON FUNCTION memory.facts_at(p_project uuid, p_at timestamp with time zon
 
 
 --
+-- Name: get_attachment(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.get_attachment(p_project uuid, p_attachment uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_doc jsonb;
+begin
+  if p_attachment is null then
+    raise exception 'attachment must not be null' using errcode = 'null_value_not_allowed',
+      detail = 'attachment_id';
+  end if;
+  select jsonb_build_object(
+           'attachment_id', a.attachment_id, 'session_id', a.session_id, 'session', s.external_id,
+           'filename', a.filename, 'media_type', a.media_type, 'size_bytes', a.size_bytes,
+           'sha256', a.sha256, 'pages', a.pages, 'created_at', a.created_at,
+           'chunks', coalesce((
+             select jsonb_agg(jsonb_build_object(
+                      'chunk', c.chunk_no, 'episode_id', c.episode_id, 'page', c.page,
+                      'offset', c.char_offset, 'length', c.char_length) order by c.chunk_no)
+               from memory.attachment_chunks c
+              where c.org_id = a.org_id and c.attachment_id = a.attachment_id), '[]'))
+    into v_doc
+    from memory.attachments a
+    join memory.sessions s on s.org_id = a.org_id and s.session_id = a.session_id
+   where a.org_id = v_org and a.project_id = p_project and a.attachment_id = p_attachment;
+  if v_doc is null then
+    raise exception 'attachment % not found in project %', p_attachment, p_project
+      using errcode = 'no_data_found';
+  end if;
+  return v_doc;
+end
+$$;
+
+
+--
+-- Name: FUNCTION get_attachment(p_project uuid, p_attachment uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.get_attachment(p_project uuid, p_attachment uuid) IS 'An attachment''s metadata (name, media type, size, SHA-256, pages, session) and its chunks: episode id, page, offset and length of each. P0002 when the project has no such attachment.';
+
+
+--
 -- Name: get_conflict(uuid, uuid); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -2110,6 +2307,233 @@ COMMENT ON FUNCTION memory.ingest(p_project uuid, p_session text, p_messages jso
 
 
 --
+-- Name: ingest_attachments(uuid, text, jsonb, jsonb, bytea[], text, jsonb); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text DEFAULT NULL::text, p_session_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  c_max_files constant integer := 20;
+  c_media constant text[] := array['text/plain', 'text/markdown', 'text/html', 'application/pdf'];
+  v_org uuid := memory_internal.project_org(p_project);
+  v_n integer;
+  v_bad record;
+  v_descr jsonb;
+  v_last jsonb;
+  v_result jsonb;
+  v_session uuid;
+  v_last_seq integer;
+  v_policy jsonb;
+  v_chunks jsonb;
+  v_kept jsonb;
+  v_redacted jsonb;
+  v_dropped integer[];
+  v_changed integer;
+  v_total integer;
+  v_files jsonb := '[]';
+  v_attachment uuid;
+  v_ids jsonb;
+  v_role text;
+  v_at timestamptz;
+  f record;
+begin
+  if p_files is null or jsonb_typeof(p_files) <> 'array' or jsonb_array_length(p_files) = 0 then
+    raise exception 'files must be a non-empty JSON array' using errcode = 'invalid_parameter_value',
+      detail = 'files';
+  end if;
+  v_n := jsonb_array_length(p_files);
+  if v_n > c_max_files then
+    raise exception 'at most % files per call, got %', c_max_files, v_n
+      using errcode = 'program_limit_exceeded', detail = 'files';
+  end if;
+  if coalesce(cardinality(p_contents), 0) <> v_n then
+    raise exception 'contents must hold one value per file (% files, % contents)',
+      v_n, coalesce(cardinality(p_contents), 0) using errcode = 'invalid_parameter_value',
+      detail = 'files';
+  end if;
+  -- Every file checked before anything is stored, the first problem named
+  -- with its file.
+  select x.idx, x.filename, x.problem into v_bad
+    from (
+      select (t.ord - 1)::integer as idx, coalesce(t.e ->> 'filename', format('files[%s]', t.ord - 1)) as filename,
+             case
+               when jsonb_typeof(t.e) <> 'object' then 'must be a JSON object'
+               when jsonb_typeof(t.e -> 'filename') is distinct from 'string'
+                    or length(t.e ->> 'filename') not between 1 and 255
+                 then 'filename must be 1 to 255 characters'
+               when jsonb_typeof(t.e -> 'media_type') is distinct from 'string'
+                    or not (t.e ->> 'media_type') = any (c_media)
+                 then 'media type must be one of text/plain, text/markdown, text/html, application/pdf'
+               when p_contents[t.ord] is null or octet_length(p_contents[t.ord]) = 0
+                 then 'the file is empty'
+               when jsonb_typeof(t.e -> 'pages') is distinct from 'array'
+                    or jsonb_array_length(t.e -> 'pages') = 0
+                    or exists (select from jsonb_array_elements(t.e -> 'pages') p
+                                where jsonb_typeof(p) <> 'string')
+                 then 'pages must be a non-empty array of strings (the text of each page)'
+               when (t.e ->> 'media_type') <> 'application/pdf' and jsonb_array_length(t.e -> 'pages') <> 1
+                 then 'only a PDF has more than one page'
+               when not exists (select from jsonb_array_elements_text(t.e -> 'pages') p
+                                 where p ~ '[^[:space:]]')
+                 then 'no text could be extracted from the file'
+             end as problem
+        from jsonb_array_elements(p_files) with ordinality t(e, ord)) x
+   where x.problem is not null
+   order by x.idx
+   limit 1;
+  if v_bad.idx is not null then
+    raise exception 'file "%": %', v_bad.filename, v_bad.problem
+      using errcode = 'invalid_parameter_value', detail = format('files[%s]', v_bad.idx);
+  end if;
+  if p_messages is null or jsonb_typeof(p_messages) <> 'array' or jsonb_array_length(p_messages) = 0 then
+    raise exception 'messages must be a non-empty JSON array' using errcode = 'invalid_parameter_value';
+  end if;
+  v_last := p_messages -> -1;
+  if jsonb_typeof(v_last) = 'object' and v_last ? 'metadata'
+     and jsonb_typeof(v_last -> 'metadata') = 'object' and (v_last -> 'metadata') ? 'attachments' then
+    raise exception 'message %: metadata key "attachments" is reserved for the files sent with it',
+      jsonb_array_length(p_messages) - 1
+      using errcode = 'invalid_parameter_value',
+            detail = format('messages[%s]', jsonb_array_length(p_messages) - 1);
+  end if;
+
+  -- The files, chunked, before anything is stored.
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'file', c.file, 'page', c.page, 'offset', c.char_offset, 'length', length(c.content),
+           'content', c.content)
+           order by c.file, c.page, c.char_offset), '[]'), count(*)
+    into v_chunks, v_total
+    from (select (t.ord - 1)::integer as file, p.page::integer, k.char_offset, k.content
+            from jsonb_array_elements(p_files) with ordinality t(e, ord)
+           cross join lateral jsonb_array_elements_text(t.e -> 'pages') with ordinality p(txt, page)
+           cross join lateral memory_internal.chunk_text(
+                 p.txt, memory_internal.attachment_chunk_chars()) k) c;
+  if v_total > memory_internal.attachment_max_chunks() then
+    raise exception 'the files make % chunks, at most % per call', v_total,
+      memory_internal.attachment_max_chunks()
+      using errcode = 'program_limit_exceeded', detail = 'files';
+  end if;
+
+  -- The last message says which files came with it (name, type, size,
+  -- digest): its body, and so its idempotency, covers the files.
+  select jsonb_agg(jsonb_build_object(
+           'filename', t.e ->> 'filename', 'media_type', t.e ->> 'media_type',
+           'size_bytes', octet_length(p_contents[t.ord]),
+           'sha256', encode(sha256(p_contents[t.ord]), 'hex')) order by t.ord)
+    into v_descr
+    from jsonb_array_elements(p_files) with ordinality t(e, ord);
+  if jsonb_typeof(v_last) = 'object' then
+    p_messages := jsonb_set(p_messages, '{-1}',
+      v_last || jsonb_build_object('metadata',
+        (case when jsonb_typeof(v_last -> 'metadata') = 'object' then v_last -> 'metadata' else '{}' end)
+        || jsonb_build_object('attachments', v_descr)));
+  end if;
+
+  -- The message as memory.ingest stores it (checks, redaction, the
+  -- session, idempotency); a retry gets the first answer, files included.
+  v_result := memory.ingest(p_project, p_session, p_messages, p_idempotency_key, p_session_metadata);
+  if (v_result ->> 'replayed')::boolean then
+    return v_result;
+  end if;
+  v_session := (v_result ->> 'session_id')::uuid;
+  v_role := p_messages -> -1 ->> 'role';
+  v_at := coalesce(memory_internal.try_timestamptz(p_messages -> -1 ->> 'occurred_at'), now());
+
+  -- The chunks under the project's redaction policy, like messages: a
+  -- refuse rule refuses the call.  A file whose text the policy would
+  -- change (mask, hash, drop) is refused too: its stored bytes would keep
+  -- what the policy removes.
+  v_policy := memory_internal.redaction_policy(v_org, p_project);
+  v_kept := v_chunks;
+  if v_policy is not null then
+    select r.messages, r.dropped into v_redacted, v_dropped
+      from memory_internal.redact_messages(v_org, p_project, v_policy,
+             (select jsonb_agg(jsonb_build_object('role', v_role, 'content', c ->> 'content')
+                                order by o)
+                from jsonb_array_elements(v_chunks) with ordinality x(c, o))) r;
+    select min(y.file) into v_changed
+      from (select (z.c ->> 'file')::integer as file, z.o, z.c ->> 'content' as original
+              from jsonb_array_elements(v_chunks) with ordinality z(c, o)) y
+      left join (select z.o, row_number() over (order by z.o) as kept_no
+                   from jsonb_array_elements(v_chunks) with ordinality z(c, o)
+                  where not (z.o - 1)::integer = any (coalesce(v_dropped, '{}'))) k on k.o = y.o
+     where k.o is null
+        or v_redacted -> (k.kept_no - 1)::integer ->> 'content' is distinct from y.original;
+    if v_changed is not null then
+      raise exception 'file "%": the project''s redaction policy changes its text, and the stored file would keep what the policy removes',
+        p_files -> v_changed ->> 'filename'
+        using errcode = 'check_violation', detail = format('files[%s]', v_changed);
+    end if;
+  end if;
+
+  select s.last_seq into v_last_seq from memory.sessions s
+   where s.org_id = v_org and s.session_id = v_session for update;
+
+  for f in select (t.ord - 1)::integer as idx, t.e, p_contents[t.ord] as content
+             from jsonb_array_elements(p_files) with ordinality t(e, ord) order by t.ord loop
+    insert into memory.attachments
+      (org_id, project_id, session_id, filename, media_type, size_bytes, sha256, content, pages)
+    values (v_org, p_project, v_session, f.e ->> 'filename', f.e ->> 'media_type',
+            octet_length(f.content), encode(sha256(f.content), 'hex'), f.content,
+            jsonb_array_length(f.e -> 'pages'))
+    returning attachment_id into v_attachment;
+
+    with mine as (
+      select c, row_number() over (order by o) as chunk_no
+        from jsonb_array_elements(v_kept) with ordinality x(c, o)
+       where (c ->> 'file')::integer = f.idx),
+    inserted as (
+      insert into memory.episodes
+        (org_id, project_id, session_id, seq, role, content, metadata, occurred_at, token_count,
+         redactions)
+      select v_org, p_project, v_session, v_last_seq + m.chunk_no::integer, v_role,
+             m.c ->> 'content', '{}', v_at, memory_internal.estimate_tokens(m.c ->> 'content'),
+             null
+        from mine m
+       order by m.chunk_no
+      returning episode_id, seq),
+    linked as (
+      insert into memory.attachment_chunks
+        (org_id, project_id, attachment_id, chunk_no, episode_id, page, char_offset, char_length)
+      select v_org, p_project, v_attachment, m.chunk_no::integer, i.episode_id,
+             (m.c ->> 'page')::integer, (m.c ->> 'offset')::integer,
+             (m.c ->> 'length')::integer
+        from mine m join inserted i on i.seq = v_last_seq + m.chunk_no::integer
+      returning episode_id, chunk_no)
+    select coalesce(jsonb_agg(l.episode_id order by l.chunk_no), '[]') into v_ids from linked l;
+    v_last_seq := v_last_seq + jsonb_array_length(v_ids);
+
+    v_files := v_files || jsonb_build_object(
+      'attachment_id', v_attachment, 'filename', f.e ->> 'filename',
+      'media_type', f.e ->> 'media_type', 'size_bytes', octet_length(f.content),
+      'sha256', encode(sha256(f.content), 'hex'), 'pages', jsonb_array_length(f.e -> 'pages'),
+      'episode_ids', v_ids);
+  end loop;
+
+  update memory.sessions set last_seq = v_last_seq where org_id = v_org and session_id = v_session;
+
+  v_result := v_result || jsonb_build_object('attachments', v_files);
+  -- A retry replays the whole answer, the files' too.
+  update memory_internal.ingest_requests r set response = v_result - 'replayed' || '{"replayed": false}'
+   where r.org_id = v_org and r.session_id = v_session
+     and r.request_id = (select max(r2.request_id) from memory_internal.ingest_requests r2
+                          where r2.org_id = v_org and r2.session_id = v_session);
+  return v_result;
+end
+$$;
+
+
+--
+-- Name: FUNCTION ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb) IS 'Store messages as memory.ingest does together with files sent with the last one: p_files = [{filename, media_type (text/plain, text/markdown, text/html, application/pdf), pages: [the text of each page, extracted by the caller]}], p_contents their bytes in the same order. Each file is stored whole (memory.attachments) and its text chunked (memory_internal.chunk_text) into episodes of the session after the messages, each linked to its file, page and character offset (memory.attachment_chunks); the redaction policy applies to the chunks like to messages, and a file whose text it would change is refused (check_violation: its bytes would keep what the policy removes). The last message''s metadata.attachments names the files (name, type, size, SHA-256), so idempotency covers them. One transaction: a bad file (named in the error) stores nothing. Returns memory.ingest''s answer plus attachments: [{attachment_id, filename, media_type, size_bytes, sha256, pages, episode_ids}].';
+
+
+--
 -- Name: list_communities(uuid, text, integer, integer); Type: FUNCTION; Schema: memory; Owner: -
 --
 
@@ -2155,6 +2579,8 @@ begin
                  jsonb_build_object(
                    'community_id', c.community_id, 'label', c.label, 'size', c.size,
                    'computed_at', c.computed_at,
+                   -- The model's summary (functions/079_community_summaries.sql).
+                   'summary', c.summary, 'summarized_at', c.summarized_at,
                    'members', coalesce((
                      select jsonb_agg(jsonb_build_object('entity_id', n.entity_id, 'name', n.name)
                                       order by n.name, n.entity_id)
@@ -2190,7 +2616,7 @@ $$;
 -- Name: FUNCTION list_communities(p_project uuid, p_after text, p_limit integer, p_members integer); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.list_communities(p_project uuid, p_after text, p_limit integer, p_members integer) IS 'A project''s communities from the last memory.compute_communities run (computed_at: its time, null if none ran), largest first, p_limit (1-1000) a page: pass next_cursor as p_after. Each with its first p_members members by name and how many more.';
+COMMENT ON FUNCTION memory.list_communities(p_project uuid, p_after text, p_limit integer, p_members integer) IS 'A project''s communities from the last memory.compute_communities run (computed_at: its time, null if none ran), largest first, p_limit (1-1000) a page: pass next_cursor as p_after. Each with its summary (null until the model wrote one) and summarized_at, its first p_members members by name and how many more.';
 
 
 --
@@ -2283,6 +2709,47 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.list_entities(p_project uuid, p_after text, p_limit integer) IS 'A project''s entities by normalized name, paged by keyset: pass next_cursor as p_after.';
+
+
+--
+-- Name: list_extraction_rejections(uuid, text, integer, bigint, uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.list_extraction_rejections(p_project uuid, p_reason text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_after bigint DEFAULT NULL::bigint, p_episode uuid DEFAULT NULL::uuid) RETURNS TABLE(rejection_id bigint, episode_id uuid, section text, item jsonb, reason text, message text, schema_version integer, recorded_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  if p_limit is null or p_limit not between 1 and 500 then
+    raise exception 'limit must be between 1 and 500' using errcode = 'invalid_parameter_value',
+      detail = 'limit';
+  end if;
+  if p_reason is not null and not p_reason = any (memory_internal.extraction_rejection_reasons()) then
+    raise exception 'reason must be one of %', array_to_string(memory_internal.extraction_rejection_reasons(), ', ')
+      using errcode = 'invalid_parameter_value', detail = 'reason';
+  end if;
+  return query
+    select r.rejection_id, r.episode_id, r.section, r.item, r.reason, r.message, r.schema_version,
+           r.recorded_at
+      from memory.extraction_rejections r
+     where r.org_id = v_org and r.project_id = p_project
+       and (p_reason is null or r.reason = p_reason)
+       and (p_episode is null or r.episode_id = p_episode)
+       and (p_after is null or r.rejection_id > p_after)
+     order by r.rejection_id
+     limit p_limit;
+end
+$$;
+
+
+--
+-- Name: FUNCTION list_extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint, p_episode uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.list_extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint, p_episode uuid) IS 'The project''s rejected extraction items, oldest first, a page of p_limit (1-500) after rejection id p_after, optionally of one reason or one episode.';
 
 
 --
@@ -2643,7 +3110,79 @@ CREATE FUNCTION memory.metric_totals() RETURNS TABLE(metric text, value bigint)
 -- Name: FUNCTION metric_totals(); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.metric_totals() IS 'Totals of every counter (facts_inserted, facts_superseded, facts_retracted, facts_refused, ...) across all orgs, for the operator''s /metrics; no per-org detail.';
+COMMENT ON FUNCTION memory.metric_totals() IS 'Totals of every counter (facts_inserted, facts_superseded, facts_retracted, facts_refused, ..., and the model calls'' model_calls:<job kind>:<outcome>, model_tokens_in:<job kind>, model_tokens_out:<job kind>, model_latency_us:<job kind>) across all orgs, for the operator''s /metrics; no per-org detail.';
+
+
+--
+-- Name: model_budget(uuid); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.model_budget(p_project uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_budget memory.model_budgets;
+  v_start timestamptz;
+begin
+  select * into v_budget from memory.model_budgets b where b.org_id = v_org and b.project_id = p_project;
+  if not found then
+    return jsonb_build_object('tokens', null, 'period', null, 'used', null, 'period_start', null,
+                              'period_end', null, 'paused', false);
+  end if;
+  v_start := memory_internal.model_period_start(v_budget.period, clock_timestamp());
+  return jsonb_build_object(
+    'tokens', v_budget.tokens, 'period', v_budget.period,
+    'used', memory_internal.model_tokens_since(v_org, p_project, v_start),
+    'period_start', v_start,
+    'period_end', v_start + case v_budget.period when 'day' then interval '1 day' else interval '1 month' end,
+    'paused', v_budget.paused_period_start is not distinct from v_start);
+end
+$$;
+
+
+--
+-- Name: FUNCTION model_budget(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.model_budget(p_project uuid) IS 'A project''s model token budget: {tokens, period (day or month, UTC), used (tokens in plus out of the period''s calls so far), period_start, period_end, paused}. paused: the budget is reached, so the project''s enrich jobs wait (queued) until period_end or a larger budget. No budget: tokens and period null, paused false.';
+
+
+--
+-- Name: model_usage(uuid, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.model_usage(p_project uuid, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone, p_until timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(job_kind text, model text, operation text, calls bigint, tokens_in bigint, tokens_out bigint, latency_ms_total double precision, latency_ms_avg double precision, latency_ms_p95 double precision, errors bigint)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  if p_since is not null and p_until is not null and p_until < p_since then
+    raise exception 'until must not be before since' using errcode = 'invalid_parameter_value';
+  end if;
+  return query
+  select c.job_kind, c.model, c.operation, count(*), sum(c.tokens_in)::bigint, sum(c.tokens_out)::bigint,
+         sum(c.latency_ms), avg(c.latency_ms),
+         percentile_cont(0.95) within group (order by c.latency_ms),
+         count(*) filter (where c.outcome <> 'ok')
+    from memory.model_calls c
+   where c.org_id = v_org and c.project_id = p_project
+     and (p_since is null or c.called_at >= p_since)
+     and (p_until is null or c.called_at < p_until)
+   group by c.job_kind, c.model, c.operation
+   order by c.job_kind, c.model, c.operation;
+end
+$$;
+
+
+--
+-- Name: FUNCTION model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone) IS 'A project''s model calls in [p_since, p_until) (NULL: unbounded) per job kind, model and operation: calls, tokens in and out, latency total, average and 95th percentile in ms, and errors (calls whose outcome is not ok).';
 
 
 --
@@ -2751,6 +3290,12 @@ CREATE FUNCTION memory.project_backlog(p_project uuid) RETURNS jsonb
     AS $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
+  -- The project's model budget is reached: its enrich jobs wait for the
+  -- period to roll (functions/083_model_usage.sql).
+  v_budget_paused boolean := exists (
+    select from memory.model_budgets b
+     where b.org_id = v_org and b.project_id = p_project
+       and b.paused_period_start = memory_internal.model_period_start(b.period, clock_timestamp()));
 begin
   return (
     with open as (
@@ -2767,7 +3312,8 @@ begin
                'running', coalesce(sum(o.n) filter (where o.status = 'running'), 0),
                'waiting', coalesce(sum(o.n) filter (where o.status = 'waiting'), 0),
                'dead', coalesce(sum(o.n) filter (where o.status = 'dead'), 0),
-               'oldest_queued_at', min(o.oldest)) as v
+               'oldest_queued_at', min(o.oldest),
+               'paused', case when k.kind = 'enrich' and v_budget_paused then 'budget' end) as v
         from unnest(array['communities', 'deliver_webhook', 'embed', 'enrich']) k(kind)
         left join open o on o.kind = k.kind
        group by k.kind)
@@ -2784,7 +3330,7 @@ $$;
 -- Name: FUNCTION project_backlog(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.project_backlog(p_project uuid) IS 'A project''s jobs not yet done, per kind (enrich, embed, deliver_webhook, communities): queued, running, waiting and dead counts and the oldest queued job''s creation time; caught_up is true when no enrich or embed job of the project is queued, running or waiting (extraction and embeddings reflect everything written before).';
+COMMENT ON FUNCTION memory.project_backlog(p_project uuid) IS 'A project''s jobs not yet done, per kind (enrich, embed, deliver_webhook, communities): queued, running, waiting and dead counts and the oldest queued job''s creation time, and paused: why the kind''s jobs are not handed out (enrich: ''budget'' while the project''s model budget is reached; else null); caught_up is true when no enrich or embed job of the project is queued, running or waiting (extraction and embeddings reflect everything written before).';
 
 
 --
@@ -3575,10 +4121,10 @@ COMMENT ON FUNCTION memory.rotate_webhook_secret(p_project uuid, p_endpoint uuid
 
 
 --
--- Name: search(uuid, text, public.vector, timestamp with time zone, timestamp with time zone, integer, text[], text); Type: FUNCTION; Schema: memory; Owner: -
+-- Name: search(uuid, text, public.vector, timestamp with time zone, timestamp with time zone, integer, text[], text, text[], jsonb); Type: FUNCTION; Schema: memory; Owner: -
 --
 
-CREATE FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_k integer DEFAULT 10, p_legs text[] DEFAULT NULL::text[], p_fusion text DEFAULT 'scores'::text) RETURNS jsonb
+CREATE FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_k integer DEFAULT 10, p_legs text[] DEFAULT NULL::text[], p_fusion text DEFAULT 'scores'::text, p_labels text[] DEFAULT NULL::text[], p_fields jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     SET jit TO 'off'
@@ -3624,6 +4170,10 @@ declare
   c_cached_min constant bigint := 20000;
   v_facts_cached boolean := false;
   v_episodes_cached boolean := false;
+  -- Label and field filters (memory.episode_extractions): applied to the
+  -- fused hits, episodes by their enrichment, facts by their source
+  -- episode's (memory_internal.extraction_matches); entities unfiltered.
+  v_filtered boolean := p_labels is not null or p_fields is not null;
 begin
   if p_k is null or p_k < 1 or p_k > 200 then
     raise exception 'k must be between 1 and 200' using errcode = 'invalid_parameter_value';
@@ -3642,6 +4192,17 @@ begin
       using errcode = 'invalid_parameter_value';
   end if;
   v_n := memory_internal.search_leg_hits(p_k);
+  if p_fields is not null and jsonb_typeof(p_fields) <> 'object' then
+    raise exception 'fields must be a JSON object (matched with @>)' using errcode = 'invalid_parameter_value',
+      detail = 'fields';
+  end if;
+  if array_position(p_labels, null) is not null then
+    raise exception 'labels must not hold NULL' using errcode = 'invalid_parameter_value', detail = 'labels';
+  end if;
+  -- A filter drops hits after the legs: they rank four times as many.
+  if v_filtered then
+    v_n := v_n * 4;
+  end if;
   if p_query_embedding is not null then
     -- Project-filtered vector queries keep walking the HNSW graph until
     -- they have their rows instead of returning fewer.  (Set here, not as
@@ -3923,7 +4484,9 @@ begin
   ), numbered as (
     select x.kind, x.id, x.score, x.ranks, x.position
       from (select s.*, row_number() over (order by s.score desc, s.kind, s.id) as position
-              from preferred s) x
+              from preferred s
+             where not v_filtered or s.kind = 'entity'
+                or memory_internal.extraction_matches(v_org, p_project, s.kind, s.id, p_labels, p_fields)) x
      where x.position <= p_k
   )
   select coalesce(jsonb_agg(jsonb_build_object(
@@ -3942,6 +4505,9 @@ begin
         when 'episode' then (
           select jsonb_build_object('text', e.content, 'role', e.role, 'occurred_at', e.occurred_at,
                                     'session', s.external_id, 'seq', e.seq)
+                 -- A chunk of a file: which file, page and offset (a message: no key).
+                 || jsonb_strip_nulls(jsonb_build_object(
+                      'attachment', memory_internal.episode_attachment(e.org_id, e.episode_id)))
             from memory.episodes e join memory.sessions s on s.org_id = e.org_id and s.session_id = e.session_id
            where e.org_id = v_org and e.episode_id = n.id)
         else (
@@ -3960,33 +4526,34 @@ $$;
 
 
 --
--- Name: FUNCTION search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: COMMENT; Schema: memory; Owner: -
+-- Name: FUNCTION search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) IS 'Hybrid search in one call: episode and fact vector legs (HNSW with an iterative scan, hnsw.ef_search at least memory_internal.vector_ef_search of the hits asked), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; the episode vector leg then also ranks that period''s episodes on their own (search_episode_vector_within). Facts, edges and episodes are read as of p_at / p_known_at (NULL or omitted: now, as in facts_at). A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL. p_fusion => ''rrf'' fuses by plain reciprocal rank fusion instead (sum of 1/(60 + rank) over the legs; no context shares, no preferences).';
+COMMENT ON FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) IS 'Hybrid search in one call: episode and fact vector legs (HNSW with an iterative scan, hnsw.ef_search at least memory_internal.vector_ef_search of the hits asked), episode full-text leg (OR of the question''s words, Okapi BM25 with the project''s statistics), fact full-text leg (OR of the words, cover density), entity match (names and aliases, trigram word similarity) and a graph walk (depth <= 2 over edges effective at p_at), fused by summing each leg''s scores shifted z-scores (legs without scores: 1/(60+rank)), then each episode shares 1/2, 1/4, 1/8 of its score with the turns 1, 2, 3 away in its session; when the question names exactly one participant (an episode speaker, metadata speaker), turns known to be another participant''s count half; when it names a calendar period (a day, month or year), episodes that occurred outside it count half; the episode vector leg then also ranks that period''s episodes on their own (search_episode_vector_within). Facts, edges and episodes are read as of p_at / p_known_at (NULL or omitted: now, as in facts_at). A failing leg is listed in failed_legs and marks the answer degraded; only all legs failing raises. Vector legs are skipped when p_query_embedding is NULL. p_fusion => ''rrf'' fuses by plain reciprocal rank fusion instead (sum of 1/(60 + rank) over the legs; no context shares, no preferences). p_labels (all of them) and p_fields (jsonb @>) keep only episodes whose extraction (memory.episode_extractions) carries them and facts drawn from such episodes; entities are not filtered; the legs then rank four times as many hits.';
 
 
 --
--- Name: search_rows(uuid, text, public.vector, timestamp with time zone, timestamp with time zone, integer, text[], text); Type: FUNCTION; Schema: memory; Owner: -
+-- Name: search_rows(uuid, text, public.vector, timestamp with time zone, timestamp with time zone, integer, text[], text, text[], jsonb); Type: FUNCTION; Schema: memory; Owner: -
 --
 
-CREATE FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_k integer DEFAULT 10, p_legs text[] DEFAULT NULL::text[], p_fusion text DEFAULT 'scores'::text) RETURNS TABLE(pos integer, kind text, score numeric, text text, valid_from timestamp with time zone, valid_until timestamp with time zone, occurred_at timestamp with time zone, legs jsonb, id uuid)
+CREATE FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_k integer DEFAULT 10, p_legs text[] DEFAULT NULL::text[], p_fusion text DEFAULT 'scores'::text, p_labels text[] DEFAULT NULL::text[], p_fields jsonb DEFAULT NULL::jsonb) RETURNS TABLE(pos integer, kind text, score numeric, text text, valid_from timestamp with time zone, valid_until timestamp with time zone, occurred_at timestamp with time zone, legs jsonb, id uuid)
     LANGUAGE sql STABLE
     AS $$
     select (r ->> 'position')::integer, r ->> 'kind', (r ->> 'score')::numeric, r ->> 'text',
            (r ->> 'valid_from')::timestamptz, (r ->> 'valid_until')::timestamptz,
            (r ->> 'occurred_at')::timestamptz, r -> 'ranks', (r ->> 'id')::uuid
       from jsonb_array_elements(
-             memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k, p_legs, p_fusion)
+             memory.search(p_project, p_query, p_query_embedding, p_at, p_known_at, p_k, p_legs, p_fusion,
+                           p_labels, p_fields)
                -> 'results') r
   $$;
 
 
 --
--- Name: FUNCTION search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: COMMENT; Schema: memory; Owner: -
+-- Name: FUNCTION search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) IS 'memory.search as rows, for reading in psql.';
+COMMENT ON FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) IS 'memory.search as rows, for reading in psql.';
 
 
 --
@@ -4082,6 +4649,106 @@ $$;
 --
 
 COMMENT ON FUNCTION memory.set_conflict_policy(p_project uuid, p_contradictions text, p_protect_confirmed boolean, p_learn_cardinality boolean, p_learn_threshold real, p_learn_min_evidence integer, p_actor text) IS 'Set the project''s conflict policy (NULL keeps a setting): contradictions close | conflict, protect_confirmed, learn_cardinality with learn_threshold (0.5..1) and learn_min_evidence (>= 2). Audited; returns the policy.';
+
+
+--
+-- Name: set_extraction_schema(uuid, jsonb, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.set_extraction_schema(p_project uuid, p_document jsonb, p_actor text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_doc jsonb := memory_internal.check_extraction_schema(p_document);
+  v_actor text := coalesce(p_actor, session_user);
+  v_cur memory.extraction_schemas;
+  v_new memory.extraction_schemas;
+  x jsonb;
+begin
+  -- One writer of a project's schema at a time: versions without gaps.
+  perform pg_advisory_xact_lock(hashtextextended('extraction_schema:' || p_project::text, 0));
+  select s.* into v_cur from memory.extraction_schemas s
+   where s.org_id = v_org and s.project_id = p_project order by s.version desc limit 1;
+  -- The same document again is the current version (a PUT retried).
+  if v_cur.version is not null and v_cur.document = v_doc then
+    return memory_internal.extraction_schema_json(v_cur) || jsonb_build_object('created', false);
+  end if;
+  insert into memory.extraction_schemas (org_id, project_id, version, document, document_hash, created_by)
+  values (v_org, p_project, coalesce(v_cur.version, 0) + 1, v_doc,
+          encode(sha256(convert_to(v_doc::text, 'UTF8')), 'hex'), v_actor)
+  returning * into v_new;
+  -- A declared cardinality is the project's (one definition: supersession
+  -- follows the schema).
+  for x in select e from jsonb_array_elements(v_doc -> 'predicates') e where e ? 'cardinality' loop
+    perform memory_internal.declare_cardinality(
+      p_project, x ->> 'name', x ->> 'cardinality', 'declared',
+      jsonb_build_object('extraction_schema_version', v_new.version), null, v_actor);
+  end loop;
+  insert into memory.audit_log (org_id, project_id, action, resource, actor, counts)
+  values (v_org, p_project, 'extraction_schema.set', 'project:' || p_project, v_actor,
+          jsonb_build_object('version', v_new.version,
+                             'predicates', jsonb_array_length(v_doc -> 'predicates'),
+                             'entity_types', jsonb_array_length(v_doc -> 'entity_types'),
+                             'labels', jsonb_array_length(v_doc -> 'labels')));
+  return memory_internal.extraction_schema_json(v_new) || jsonb_build_object('created', true);
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_extraction_schema(p_project uuid, p_document jsonb, p_actor text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.set_extraction_schema(p_project uuid, p_document jsonb, p_actor text) IS 'Store a new version of the project''s extraction schema (entity_types, predicates with description, cardinality one/many and object_type entity/literal/date/number, labels, fields: a JSON Schema of type object, allow_other_predicates, allow_other_entity_types), validated (22023 naming the path, e.g. predicates[2].cardinality). Predicates with a cardinality are declared on the project (memory.declare_predicate''s rules). The same document as the current version stores nothing (created false). Audited.';
+
+
+--
+-- Name: set_model_budget(uuid, bigint, text); Type: FUNCTION; Schema: memory; Owner: -
+--
+
+CREATE FUNCTION memory.set_model_budget(p_project uuid, p_tokens bigint, p_period text DEFAULT 'month'::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_start timestamptz;
+begin
+  if p_tokens is null then
+    delete from memory.model_budgets b where b.org_id = v_org and b.project_id = p_project;
+    return memory.model_budget(p_project);
+  end if;
+  if p_tokens < 0 then
+    raise exception 'tokens must be >= 0 (or null: no budget), got %', p_tokens
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if p_period is null or p_period not in ('day', 'month') then
+    raise exception 'period must be day or month, got %', p_period using errcode = 'invalid_parameter_value';
+  end if;
+  v_start := memory_internal.model_period_start(p_period, clock_timestamp());
+  insert into memory.model_budgets as b (org_id, project_id, tokens, period, paused_period_start, updated_at)
+  values (v_org, p_project, p_tokens, p_period, null, clock_timestamp())
+  on conflict (org_id, project_id) do update
+     set tokens = excluded.tokens, period = excluded.period, updated_at = excluded.updated_at;
+  -- Reached already (a budget lowered below what the period used), or no
+  -- longer (raised): the pause follows at once.
+  update memory.model_budgets b
+     set paused_period_start = case when memory_internal.model_tokens_since(v_org, p_project, v_start) >= p_tokens
+                                    then v_start end
+   where b.org_id = v_org and b.project_id = p_project;
+  return memory.model_budget(p_project);
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_model_budget(p_project uuid, p_tokens bigint, p_period text); Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON FUNCTION memory.set_model_budget(p_project uuid, p_tokens bigint, p_period text) IS 'Set a project''s model token budget per UTC day or month (p_period), counting tokens in plus out of every call its jobs make; p_tokens NULL removes it. When the period''s calls reach it, the project''s enrich jobs stay queued until the period rolls or the budget is raised. Returns memory.model_budget. Bad input raises 22023 naming the field.';
 
 
 --
@@ -5194,15 +5861,21 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory.project_overview', 'project:read'),
       ('memory.fact_detail', 'project:read'),
       ('memory.session_messages', 'project:read'),
+      ('memory.get_attachment', 'project:read'),
+      ('memory.attachment_content', 'project:read'),
       ('memory_http.context', 'project:read'),
       ('memory_http.export_subject', 'project:read'),
       ('memory_http.fact_history', 'project:read'),
       ('memory_http.get_conflict', 'project:read'),
+      ('memory_http.episode_extraction', 'project:read'),
+      ('memory_http.extraction_rejections', 'project:read'),
       ('memory_http.list_conflicts', 'project:read'),
       ('memory_http.search', 'project:read'),
       ('memory_http.timeline', 'project:read'),
+      ('memory_http.model_usage', 'project:read'),
       ('memory_http.assert_facts', 'project:write'),
       ('memory_http.ingest', 'project:write'),
+      ('memory_http.ingest_attachments', 'project:write'),
       ('memory_http.merge_entities', 'project:write'),
       ('memory_http.refresh_communities', 'project:write'),
       ('memory_http.retract_fact', 'project:write'),
@@ -5217,8 +5890,11 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory.webhook_event_types', 'configuration:read'),
       ('memory_http.webhook_deliveries', 'configuration:read'),
       ('memory_http.conflict_policy', 'configuration:read'),
+      ('memory_http.extraction_schema', 'configuration:read'),
+      ('memory_http.extraction_schema_versions', 'configuration:read'),
       ('memory_http.predicate_changes', 'configuration:read'),
       ('memory_http.suggest_cardinality', 'configuration:read'),
+      ('memory_http.model_budget', 'configuration:read'),
       ('memory_http.create_webhook', 'configuration:write'),
       ('memory_http.declare_predicate', 'configuration:write'),
       ('memory_http.delete_redaction_rule', 'configuration:write'),
@@ -5227,6 +5903,7 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory_http.set_redaction_rule', 'configuration:write'),
       ('memory_http.set_retention', 'configuration:write'),
       ('memory_http.set_conflict_policy', 'configuration:write'),
+      ('memory_http.set_extraction_schema', 'configuration:write'),
       ('memory_http.undo_predicate_change', 'configuration:write'),
       ('memory_http.update_webhook', 'configuration:write'),
       ('memory_http.create_api_key', 'project:manage'),
@@ -5234,6 +5911,7 @@ CREATE FUNCTION memory_http.call_permissions() RETURNS TABLE(call text, permissi
       ('memory_http.delete_project', 'project:manage'),
       ('memory_http.list_api_keys', 'project:manage'),
       ('memory_http.revoke_api_key', 'project:manage'),
+      ('memory_http.set_model_budget', 'project:manage'),
       ('memory_http.list_projects', null),
       ('memory_http.org', null)
     ) c(call, permission)
@@ -5303,10 +5981,10 @@ COMMENT ON FUNCTION memory_http.conflict_policy(p_project uuid) IS 'API: memory.
 
 
 --
--- Name: context(uuid, text, public.vector, public.vector, timestamp with time zone, timestamp with time zone, integer, integer); Type: FUNCTION; Schema: memory_http; Owner: -
+-- Name: context(uuid, text, public.vector, public.vector, timestamp with time zone, timestamp with time zone, integer, integer, text[], jsonb); Type: FUNCTION; Schema: memory_http; Owner: -
 --
 
-CREATE FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector DEFAULT NULL::public.vector, p_computed_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_tokens integer DEFAULT 1500, p_k integer DEFAULT 20) RETURNS jsonb
+CREATE FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector DEFAULT NULL::public.vector, p_computed_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_tokens integer DEFAULT 1500, p_k integer DEFAULT 20, p_labels text[] DEFAULT NULL::text[], p_fields jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     SET "TimeZone" TO 'UTC'
@@ -5315,16 +5993,16 @@ begin
   perform memory_internal.project_org(p_project);
   return memory.context(p_project, p_query,
                         memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
-                        p_at, p_known_at, p_max_tokens, p_k);
+                        p_at, p_known_at, p_max_tokens, p_k, p_labels, p_fields);
 end
 $$;
 
 
 --
--- Name: FUNCTION context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: COMMENT; Schema: memory_http; Owner: -
+-- Name: FUNCTION context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb); Type: COMMENT; Schema: memory_http; Owner: -
 --
 
-COMMENT ON FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) IS 'memory.context for the API (embeddings as in memory_http.search).';
+COMMENT ON FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb) IS 'memory.context for the API (embeddings as in memory_http.search).';
 
 
 --
@@ -5552,6 +6230,28 @@ COMMENT ON FUNCTION memory_http.delete_webhook(p_project uuid, p_endpoint uuid) 
 
 
 --
+-- Name: episode_extraction(uuid, uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.episode_extraction(p_project uuid, p_episode uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.episode_extraction'), p_project);
+  return memory.episode_extraction(p_project, p_episode);
+end
+$$;
+
+
+--
+-- Name: FUNCTION episode_extraction(p_project uuid, p_episode uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.episode_extraction(p_project uuid, p_episode uuid) IS 'API: memory.episode_extraction (needs project:read).';
+
+
+--
 -- Name: export_subject(uuid, text); Type: FUNCTION; Schema: memory_http; Owner: -
 --
 
@@ -5573,6 +6273,83 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.export_subject(p_project uuid, p_subject text) IS 'API: memory.export_subject for the authorized key (needs project:read).';
+
+
+--
+-- Name: extraction_rejections(uuid, text, integer, bigint); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.extraction_rejections(p_project uuid, p_reason text DEFAULT NULL::text, p_limit integer DEFAULT 50, p_after bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+declare
+  v_rows jsonb;
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.extraction_rejections'), p_project);
+  select coalesce(jsonb_agg(to_jsonb(r) order by r.rejection_id), '[]') into v_rows
+    from memory.list_extraction_rejections(p_project, p_reason, p_limit, p_after) r;
+  return jsonb_build_object(
+    'rejections', v_rows,
+    'next_cursor', case when jsonb_array_length(v_rows) = p_limit
+                        then v_rows -> (p_limit - 1) -> 'rejection_id' end);
+end
+$$;
+
+
+--
+-- Name: FUNCTION extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint) IS 'API: memory.list_extraction_rejections as JSON {rejections, next_cursor} (needs project:read); next_cursor is the cursor of the next page, NULL on the last.';
+
+
+--
+-- Name: extraction_schema(uuid, integer); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.extraction_schema(p_project uuid, p_version integer DEFAULT NULL::integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.extraction_schema'), p_project);
+  return memory.extraction_schema(p_project, p_version);
+end
+$$;
+
+
+--
+-- Name: FUNCTION extraction_schema(p_project uuid, p_version integer); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.extraction_schema(p_project uuid, p_version integer) IS 'API: memory.extraction_schema (needs configuration:read).';
+
+
+--
+-- Name: extraction_schema_versions(uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.extraction_schema_versions(p_project uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.extraction_schema_versions'), p_project);
+  return jsonb_build_object('versions', (
+    select coalesce(jsonb_agg(to_jsonb(v) order by v.version desc), '[]')
+      from memory.extraction_schema_versions(p_project) v));
+end
+$$;
+
+
+--
+-- Name: FUNCTION extraction_schema_versions(p_project uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.extraction_schema_versions(p_project uuid) IS 'API: memory.extraction_schema_versions as JSON {versions} (needs configuration:read).';
 
 
 --
@@ -5659,6 +6436,38 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) IS 'API: memory.ingest as the authorized key (needs project:write); audited with counts.';
+
+
+--
+-- Name: ingest_attachments(uuid, text, jsonb, jsonb, bytea[], text, jsonb); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text DEFAULT NULL::text, p_session_metadata jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_result jsonb;
+begin
+  perform memory_internal.require_api(
+    memory_http.call_permission('memory_http.ingest_attachments'), p_project);
+  v_result := memory.ingest_attachments(
+    p_project, p_session, p_messages, p_files, p_contents, p_idempotency_key, p_session_metadata);
+  perform memory_internal.audit(memory_internal.current_org(), p_project, 'memory.ingest_attachments',
+    'session:' || (v_result ->> 'session_id'),
+    jsonb_build_object('episodes', jsonb_array_length(v_result -> 'episode_ids'),
+                       'attachments', jsonb_array_length(coalesce(v_result -> 'attachments', '[]')),
+                       'replayed', v_result -> 'replayed'));
+  return v_result;
+end
+$$;
+
+
+--
+-- Name: FUNCTION ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb) IS 'API: memory.ingest_attachments as the authorized key (needs project:write); audited with counts.';
 
 
 --
@@ -5788,6 +6597,55 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean) IS 'API: memory.merge_entities as the authorized key (needs project:write); audited with the counts (a dry run is not). Returns the kept entity and what the merge moved (or would move).';
+
+
+--
+-- Name: model_budget(uuid); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.model_budget(p_project uuid) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.model_budget'), p_project);
+  return memory.model_budget(p_project);
+end
+$$;
+
+
+--
+-- Name: FUNCTION model_budget(p_project uuid); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.model_budget(p_project uuid) IS 'API: memory.model_budget (needs configuration:read).';
+
+
+--
+-- Name: model_usage(uuid, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.model_usage(p_project uuid, p_since timestamp with time zone DEFAULT NULL::timestamp with time zone, p_until timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.model_usage'), p_project);
+  return jsonb_build_object(
+    'since', p_since, 'until', p_until,
+    'usage', (select coalesce(jsonb_agg(to_jsonb(u) order by u.job_kind, u.model, u.operation), '[]')
+                from memory.model_usage(p_project, p_since, p_until) u));
+end
+$$;
+
+
+--
+-- Name: FUNCTION model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone) IS 'API: memory.model_usage as JSON {since, until, usage: [{job_kind, model, operation, calls, tokens_in, tokens_out, latency_ms_total, latency_ms_avg, latency_ms_p95, errors}]} (needs project:read).';
 
 
 --
@@ -6144,10 +7002,10 @@ COMMENT ON FUNCTION memory_http.rotate_webhook_secret(p_project uuid, p_endpoint
 
 
 --
--- Name: search(uuid, text, public.vector, public.vector, timestamp with time zone, timestamp with time zone, integer, text[], text); Type: FUNCTION; Schema: memory_http; Owner: -
+-- Name: search(uuid, text, public.vector, public.vector, timestamp with time zone, timestamp with time zone, integer, text[], text, text[], jsonb); Type: FUNCTION; Schema: memory_http; Owner: -
 --
 
-CREATE FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector DEFAULT NULL::public.vector, p_computed_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_k integer DEFAULT 10, p_legs text[] DEFAULT NULL::text[], p_fusion text DEFAULT 'scores'::text) RETURNS jsonb
+CREATE FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector DEFAULT NULL::public.vector, p_computed_embedding public.vector DEFAULT NULL::public.vector, p_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_known_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_k integer DEFAULT 10, p_legs text[] DEFAULT NULL::text[], p_fusion text DEFAULT 'scores'::text, p_labels text[] DEFAULT NULL::text[], p_fields jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     SET "TimeZone" TO 'UTC'
@@ -6156,16 +7014,16 @@ begin
   perform memory_internal.project_org(p_project);
   return memory.search(p_project, p_query,
                        memory_internal.api_query_embedding(p_client_embedding, p_computed_embedding),
-                       p_at, p_known_at, p_k, p_legs, p_fusion);
+                       p_at, p_known_at, p_k, p_legs, p_fusion, p_labels, p_fields);
 end
 $$;
 
 
 --
--- Name: FUNCTION search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: COMMENT; Schema: memory_http; Owner: -
+-- Name: FUNCTION search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb); Type: COMMENT; Schema: memory_http; Owner: -
 --
 
-COMMENT ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) IS 'memory.search for the API: a client embedding of the wrong dimension is an error, a server-computed one is dropped.';
+COMMENT ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) IS 'memory.search for the API: a client embedding of the wrong dimension is an error, a server-computed one is dropped.';
 
 
 --
@@ -6215,6 +7073,52 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_http.set_conflict_policy(p_project uuid, p_policy jsonb) IS 'API: memory.set_conflict_policy from a JSON object of the settings to change (needs configuration:write); audited.';
+
+
+--
+-- Name: set_extraction_schema(uuid, jsonb); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.set_extraction_schema(p_project uuid, p_document jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.set_extraction_schema'), p_project);
+  -- set_extraction_schema writes the audit row itself.
+  return memory.set_extraction_schema(p_project, p_document, memory_internal.api_actor());
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_extraction_schema(p_project uuid, p_document jsonb); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.set_extraction_schema(p_project uuid, p_document jsonb) IS 'API: memory.set_extraction_schema as the authorized key (needs configuration:write); audited.';
+
+
+--
+-- Name: set_model_budget(uuid, bigint, text); Type: FUNCTION; Schema: memory_http; Owner: -
+--
+
+CREATE FUNCTION memory_http.set_model_budget(p_project uuid, p_tokens bigint, p_period text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+begin
+  perform memory_internal.require_api(memory_http.call_permission('memory_http.set_model_budget'), p_project);
+  return memory.set_model_budget(p_project, p_tokens, coalesce(p_period, 'month'));
+end
+$$;
+
+
+--
+-- Name: FUNCTION set_model_budget(p_project uuid, p_tokens bigint, p_period text); Type: COMMENT; Schema: memory_http; Owner: -
+--
+
+COMMENT ON FUNCTION memory_http.set_model_budget(p_project uuid, p_tokens bigint, p_period text) IS 'API: memory.set_model_budget (needs project:manage): tokens NULL removes the budget; period day or month (NULL: month).';
 
 
 --
@@ -6837,6 +7741,38 @@ $$;
 
 
 --
+-- Name: attachment_chunk_chars(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.attachment_chunk_chars() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select 2000 $$;
+
+
+--
+-- Name: FUNCTION attachment_chunk_chars(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.attachment_chunk_chars() IS 'The most characters of an attachment chunk (one episode).';
+
+
+--
+-- Name: attachment_max_chunks(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.attachment_max_chunks() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select 2000 $$;
+
+
+--
+-- Name: FUNCTION attachment_max_chunks(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.attachment_max_chunks() IS 'The most chunks (episodes) the attachments of one memory.ingest_attachments call may make.';
+
+
+--
 -- Name: audit(uuid, uuid, text, text, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -6959,6 +7895,27 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.begin_write(p_floor timestamp with time zone) IS 'Fix the record-time instant for the rest of the transaction: now(), or p_floor (the latest stamp on rows the writer will change) when that is later.';
+
+
+--
+-- Name: budget_paused_projects(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.budget_paused_projects() RETURNS uuid[]
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    select coalesce(array_agg(b.project_id), '{}') from memory.model_budgets b
+     where b.paused_period_start is not null
+       and b.paused_period_start = memory_internal.model_period_start(b.period, clock_timestamp())
+  $$;
+
+
+--
+-- Name: FUNCTION budget_paused_projects(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.budget_paused_projects() IS 'Projects whose model budget is reached in the current period (their enrich jobs are not claimed). Read as the owner, across orgs, inside memory_worker.claim_jobs.';
 
 
 --
@@ -7107,6 +8064,118 @@ COMMENT ON FUNCTION memory_internal.check_entity_name_length(p_field text, p_nam
 
 
 --
+-- Name: check_extraction_schema(jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.check_extraction_schema(p_document jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+declare
+  c_keys constant text[] := array['entity_types', 'predicates', 'labels', 'fields',
+                                  'allow_other_predicates', 'allow_other_entity_types'];
+  v_types jsonb;
+  v_preds jsonb;
+  v_labels jsonb;
+  v_fields jsonb := p_document -> 'fields';
+  x jsonb;
+  i integer := 0;
+  k text;
+begin
+  if p_document is null or jsonb_typeof(p_document) <> 'object' then
+    raise exception 'the extraction schema must be a JSON object' using errcode = 'invalid_parameter_value',
+      detail = 'document';
+  end if;
+  for k in select jsonb_object_keys(p_document) loop
+    if not k = any (c_keys) then
+      raise exception '% is not a key of an extraction schema (%)', k, array_to_string(c_keys, ', ')
+        using errcode = 'invalid_parameter_value', detail = k;
+    end if;
+  end loop;
+  v_types := memory_internal.check_schema_names(p_document -> 'entity_types', 'entity_types', '{}');
+  v_labels := memory_internal.check_schema_names(p_document -> 'labels', 'labels', '{}');
+  v_preds := memory_internal.check_schema_names(p_document -> 'predicates', 'predicates',
+                                                array['cardinality', 'object_type']);
+  for x in select e from jsonb_array_elements(v_preds) e loop
+    if coalesce(jsonb_typeof(x -> 'cardinality'), 'null') <> 'null'
+       and (jsonb_typeof(x -> 'cardinality') <> 'string' or x ->> 'cardinality' not in ('one', 'many')) then
+      raise exception 'predicates[%].cardinality must be one or many', i
+        using errcode = 'invalid_parameter_value', detail = format('predicates[%s].cardinality', i);
+    end if;
+    if coalesce(jsonb_typeof(x -> 'object_type'), 'null') <> 'null'
+       and (jsonb_typeof(x -> 'object_type') <> 'string'
+            or x ->> 'object_type' not in ('entity', 'literal', 'date', 'number')) then
+      raise exception 'predicates[%].object_type must be entity, literal, date or number', i
+        using errcode = 'invalid_parameter_value', detail = format('predicates[%s].object_type', i);
+    end if;
+    i := i + 1;
+  end loop;
+  v_preds := (select coalesce(jsonb_agg(jsonb_strip_nulls(e) order by o), '[]')
+                from jsonb_array_elements(v_preds) with ordinality t(e, o));
+  if v_fields = 'null' then
+    v_fields := null;
+  end if;
+  if v_fields is not null then
+    if jsonb_typeof(v_fields) <> 'object' or v_fields -> 'type' is distinct from '"object"' then
+      raise exception 'fields must be a JSON Schema of type object ({"type": "object", ...}) or null'
+        using errcode = 'invalid_parameter_value', detail = 'fields';
+    end if;
+    if coalesce(jsonb_typeof(v_fields -> 'properties'), 'object') <> 'object' then
+      raise exception 'fields.properties must be an object' using errcode = 'invalid_parameter_value',
+        detail = 'fields.properties';
+    end if;
+    for k, x in select j.key, j.value from jsonb_each(coalesce(v_fields -> 'properties', '{}')) j loop
+      if jsonb_typeof(x) <> 'object' then
+        raise exception 'fields.properties.% must be a JSON Schema (an object)', k
+          using errcode = 'invalid_parameter_value', detail = 'fields.properties.' || k;
+      end if;
+      if x ? 'type' and not (
+           (jsonb_typeof(x -> 'type') = 'string'
+            and x ->> 'type' in ('string', 'number', 'integer', 'boolean', 'array', 'object', 'null'))
+           or (jsonb_typeof(x -> 'type') = 'array' and not exists (
+                 select from jsonb_array_elements(x -> 'type') t
+                  where jsonb_typeof(t) <> 'string'
+                     or t #>> '{}' not in ('string', 'number', 'integer', 'boolean', 'array', 'object', 'null')))) then
+        raise exception 'fields.properties.%.type must be a JSON Schema type (string, number, integer, boolean, array, object, null)', k
+          using errcode = 'invalid_parameter_value', detail = 'fields.properties.' || k || '.type';
+      end if;
+      if x ? 'enum' and jsonb_typeof(x -> 'enum') <> 'array' then
+        raise exception 'fields.properties.%.enum must be an array', k
+          using errcode = 'invalid_parameter_value', detail = 'fields.properties.' || k || '.enum';
+      end if;
+    end loop;
+    if coalesce(jsonb_typeof(v_fields -> 'required'), 'array') <> 'array'
+       or exists (select from jsonb_array_elements(coalesce(v_fields -> 'required', '[]')) r
+                   where jsonb_typeof(r) <> 'string'
+                      or not coalesce(v_fields -> 'properties', '{}') ? (r #>> '{}')) then
+      raise exception 'fields.required must be an array of names of fields.properties'
+        using errcode = 'invalid_parameter_value', detail = 'fields.required';
+    end if;
+    if coalesce(jsonb_typeof(v_fields -> 'additionalProperties'), 'boolean') not in ('boolean', 'object') then
+      raise exception 'fields.additionalProperties must be a boolean or a JSON Schema'
+        using errcode = 'invalid_parameter_value', detail = 'fields.additionalProperties';
+    end if;
+  end if;
+  foreach k in array array['allow_other_predicates', 'allow_other_entity_types'] loop
+    if coalesce(jsonb_typeof(p_document -> k), 'null') not in ('boolean', 'null') then
+      raise exception '% must be true or false', k using errcode = 'invalid_parameter_value', detail = k;
+    end if;
+  end loop;
+  return jsonb_build_object(
+    'entity_types', v_types, 'predicates', v_preds, 'labels', v_labels, 'fields', v_fields,
+    'allow_other_predicates', coalesce((p_document ->> 'allow_other_predicates')::boolean, true),
+    'allow_other_entity_types', coalesce((p_document ->> 'allow_other_entity_types')::boolean, true));
+end
+$$;
+
+
+--
+-- Name: FUNCTION check_extraction_schema(p_document jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.check_extraction_schema(p_document jsonb) IS 'Validate an extraction schema document (entity_types, predicates with cardinality one/many and object_type entity/literal/date/number, labels, fields: a JSON Schema of type object or null, allow_other_predicates, allow_other_entity_types); 22023 naming the path of the first problem. Returns it normalized, defaults filled in.';
+
+
+--
 -- Name: check_instants(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7177,12 +8246,166 @@ COMMENT ON FUNCTION memory_internal.check_max_rounds(p_max_rounds integer) IS 'R
 
 
 --
+-- Name: check_schema_names(jsonb, text, text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.check_schema_names(p_list jsonb, p_key text, p_extra text[]) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    AS $_$
+declare
+  x jsonb;
+  i integer := 0;
+  v_names text[] := '{}';
+  v_out jsonb := '[]';
+  v_path text;
+  k text;
+begin
+  if p_list is null or p_list = 'null' then
+    return '[]';
+  end if;
+  if jsonb_typeof(p_list) <> 'array' then
+    raise exception '% must be an array', p_key using errcode = 'invalid_parameter_value', detail = p_key;
+  end if;
+  for x in select e from jsonb_array_elements(p_list) e loop
+    v_path := format('%s[%s]', p_key, i);
+    if jsonb_typeof(x) <> 'object' then
+      raise exception '% must be an object', v_path using errcode = 'invalid_parameter_value', detail = v_path;
+    end if;
+    for k in select jsonb_object_keys(x) loop
+      if not k = any (array['name', 'description'] || p_extra) then
+        raise exception '%.% is not a known key (%)', v_path, k,
+          array_to_string(array['name', 'description'] || p_extra, ', ')
+          using errcode = 'invalid_parameter_value', detail = v_path || '.' || k;
+      end if;
+    end loop;
+    if jsonb_typeof(x -> 'name') is distinct from 'string' or x ->> 'name' !~ '^[a-z][a-z0-9_]{0,62}$' then
+      raise exception '%.name must be a snake_case name (a-z, 0-9, _; starting with a letter; at most 63 characters)', v_path
+        using errcode = 'invalid_parameter_value', detail = v_path || '.name';
+    end if;
+    if (x ->> 'name') = any (v_names) then
+      raise exception '%.name "%" is declared twice', v_path, x ->> 'name'
+        using errcode = 'invalid_parameter_value', detail = v_path || '.name';
+    end if;
+    if coalesce(jsonb_typeof(x -> 'description'), 'null') not in ('string', 'null') then
+      raise exception '%.description must be a string', v_path
+        using errcode = 'invalid_parameter_value', detail = v_path || '.description';
+    end if;
+    v_names := v_names || (x ->> 'name');
+    v_out := v_out || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+               'name', x ->> 'name', 'description', nullif(btrim(x ->> 'description'), ''))) || (x - 'name' - 'description'));
+    i := i + 1;
+  end loop;
+  return v_out;
+end
+$_$;
+
+
+--
+-- Name: FUNCTION check_schema_names(p_list jsonb, p_key text, p_extra text[]); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.check_schema_names(p_list jsonb, p_key text, p_extra text[]) IS 'Validate one list of an extraction schema (entity_types, predicates, labels): objects with a unique snake_case name, a description and only the keys p_extra adds; 22023 naming the path (predicates[2].name) otherwise. Returns the entries trimmed.';
+
+
+--
+-- Name: chunk_text(text, integer); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.chunk_text(p_text text, p_max integer) RETURNS TABLE(char_offset integer, content text)
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $_$
+declare
+  c_break constant text := '\n[[:blank:]\r]*\n';
+  v_len integer := length(p_text);
+  v_pos integer := 1;
+  v_sep integer;
+  v_next integer;
+  v_para text;
+  v_ps integer;
+  v_pe integer;
+  v_cur_start integer;
+  v_cur_end integer;
+  v_cut integer;
+begin
+  if p_max is null or p_max < 16 then
+    raise exception 'chunk size must be at least 16 characters' using errcode = 'invalid_parameter_value';
+  end if;
+  if p_text is null then
+    return;
+  end if;
+  while v_pos <= v_len loop
+    v_sep := regexp_instr(p_text, c_break, v_pos);
+    if v_sep = 0 then
+      v_next := v_len + 1;
+      v_sep := v_len + 1;
+    else
+      v_next := regexp_instr(p_text, c_break, v_pos, 1, 1);
+    end if;
+    -- The paragraph [v_ps, v_pe) without its surrounding whitespace.
+    v_para := substr(p_text, v_pos, v_sep - v_pos);
+    v_ps := v_pos + length(v_para) - length(ltrim(v_para, E' \t\r\n'));
+    v_pe := v_pos + length(rtrim(v_para, E' \t\r\n'));
+    v_pos := v_next;
+    continue when v_pe <= v_ps;
+    if v_cur_start is not null and v_pe - v_cur_start <= p_max then
+      v_cur_end := v_pe;
+      continue;
+    end if;
+    if v_cur_start is not null then
+      char_offset := v_cur_start - 1;
+      content := substr(p_text, v_cur_start, v_cur_end - v_cur_start);
+      return next;
+      v_cur_start := null;
+    end if;
+    -- A paragraph longer than a chunk: pieces of p_max.
+    while v_pe - v_ps > p_max loop
+      v_cut := v_ps + p_max;
+      -- The last whitespace in the second half of the piece, if any.
+      v_para := substr(p_text, v_ps + p_max / 2, p_max - p_max / 2);
+      if v_para ~ '[[:space:]]' then
+        v_cut := v_ps + p_max / 2 + length(v_para)
+                 - length(substring(v_para from '[[:space:]][^[:space:]]*$'));
+      end if;
+      char_offset := v_ps - 1;
+      content := rtrim(substr(p_text, v_ps, v_cut - v_ps), E' \t\r\n');
+      if content <> '' then
+        return next;
+      end if;
+      v_ps := v_cut;
+      while v_ps < v_pe and substr(p_text, v_ps, 1) ~ '[[:space:]]' loop
+        v_ps := v_ps + 1;
+      end loop;
+    end loop;
+    if v_pe > v_ps then
+      v_cur_start := v_ps;
+      v_cur_end := v_pe;
+    end if;
+  end loop;
+  if v_cur_start is not null then
+    char_offset := v_cur_start - 1;
+    content := substr(p_text, v_cur_start, v_cur_end - v_cur_start);
+    return next;
+  end if;
+end
+$_$;
+
+
+--
+-- Name: FUNCTION chunk_text(p_text text, p_max integer); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.chunk_text(p_text text, p_max integer) IS 'The one chunking rule for attachment text: paragraphs (split at blank lines) joined while a chunk stays within p_max characters, a longer paragraph cut into pieces of at most p_max (at whitespace when there is some); each chunk with its 0-based character offset in p_text.';
+
+
+--
 -- Name: job_kinds(); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
 CREATE FUNCTION memory_internal.job_kinds() RETURNS text[]
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$ select array['enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities', 'purge'] $$;
+    AS $$ select array['enrich', 'embed', 'deliver_webhook', 'reconcile_edges', 'communities', 'purge',
+                     'summarize_communities'] $$;
 
 
 --
@@ -7294,6 +8517,45 @@ COMMENT ON FUNCTION memory_internal.clear_community_work(p_org uuid, p_project u
 
 
 --
+-- Name: clear_wiped_summaries(uuid, uuid, uuid[], uuid[], text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.clear_wiped_summaries(p_org uuid, p_project uuid, p_facts uuid[], p_entities uuid[], p_names text[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_n integer;
+begin
+  update memory.communities c
+     set summary = null, summarized_at = null, summary_digest = null, summary_facts = '{}',
+         summary_model = null
+   where c.org_id = p_org and c.project_id = p_project and c.summary is not null
+     and (c.summary_facts && coalesce(p_facts, '{}')
+          or exists (select from memory.community_members m
+                      where m.org_id = p_org and m.community_id = c.community_id
+                        and m.entity_id = any (coalesce(p_entities, '{}')))
+          or exists (select from unnest(coalesce(p_names, '{}')) n(name)
+                      where n.name <> ''
+                        and strpos(' ' || memory.normalize_text(c.summary) || ' ',
+                                   ' ' || n.name || ' ') > 0));
+  get diagnostics v_n = row_count;
+  if v_n > 0 then
+    perform memory_internal.queue_community_summaries(p_org, p_project);
+  end if;
+  return v_n;
+end
+$$;
+
+
+--
+-- Name: FUNCTION clear_wiped_summaries(p_org uuid, p_project uuid, p_facts uuid[], p_entities uuid[], p_names text[]); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.clear_wiped_summaries(p_org uuid, p_project uuid, p_facts uuid[], p_entities uuid[], p_names text[]) IS 'Clear the project''s community summaries written from one of p_facts, of a community holding one of p_entities, or whose normalized text holds one of p_names as whole words; queue a summarize_communities job when one was cleared. Returns how many. Called by memory_internal.wipe_content.';
+
+
+--
 -- Name: close_declared_conflicts(uuid, uuid, text, text, text); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7365,6 +8627,7 @@ declare
   v_moved integer;
   v_count integer;
   v_communities integer;
+  v_old memory.communities[];
 begin
   perform memory_internal.check_max_rounds(p_max_rounds);
   perform memory_internal.clear_community_work(p_org, p_project);
@@ -7445,6 +8708,12 @@ begin
     end loop;
   end if;
 
+  -- The summaries of the last computation's communities: a community found
+  -- again with the same members (the same digest and size) keeps its own,
+  -- so the model writes only for those whose members changed
+  -- (functions/079_community_summaries.sql).
+  v_old := array(select c from memory.communities c
+                  where c.org_id = p_org and c.project_id = p_project and c.summary is not null);
   delete from memory.communities where org_id = p_org and project_id = p_project;
   -- A community's label is the name of its member with the most links
   -- (ties: the first name).  Each member's links are counted once, for
@@ -7465,15 +8734,26 @@ begin
      where t.org_id = p_org and t.project_id = p_project
   ), groups as (
     select m.label, count(*)::integer as size, array_agg(m.entity_id) as members,
+           coalesce(bit_xor(uuid_hash_extended(m.entity_id, 0)), 0) as digest,
            gen_random_uuid() as community_id
       from members m group by m.label
   ), names as (
     select distinct on (m.label) m.label, m.name
       from members m order by m.label, m.links desc, m.name
+  ), kept as (
+    select distinct on (o.summary_digest, o.size) o.summary_digest, o.size, o.summary,
+           o.summarized_at, o.summary_facts, o.summary_model
+      from unnest(v_old) o
+     order by o.summary_digest, o.size, o.summarized_at desc
   ), made as (
-    insert into memory.communities (org_id, project_id, community_id, label, size)
-    select p_org, p_project, g.community_id, n.name, g.size
+    insert into memory.communities (org_id, project_id, community_id, label, size, members_digest,
+                                    summary, summarized_at, summary_digest, summary_facts,
+                                    summary_model)
+    select p_org, p_project, g.community_id, n.name, g.size, g.digest,
+           k.summary, k.summarized_at, k.summary_digest, coalesce(k.summary_facts, '{}'),
+           k.summary_model
       from groups g join names n on n.label = g.label
+      left join kept k on k.summary_digest = g.digest and k.size = g.size
   )
   insert into memory.community_members (org_id, project_id, community_id, entity_id)
   select p_org, p_project, g.community_id, u.entity_id
@@ -7491,6 +8771,8 @@ begin
      set computed_at = excluded.computed_at, edges = excluded.edges,
          edges_digest = excluded.edges_digest, communities = excluded.communities,
          members = excluded.members, rounds = excluded.rounds, converged = excluded.converged;
+  -- The model summarizes the communities whose members changed.
+  perform memory_internal.queue_community_summaries(p_org, p_project);
   return jsonb_build_object('computed', true, 'computed_at', now(), 'communities', v_communities,
                             'members', v_count, 'rounds', v_round, 'colors', v_colors,
                             'converged', coalesce(v_moved = 0, false), 'edges', p_edges);
@@ -7502,7 +8784,7 @@ $$;
 -- Name: FUNCTION compute_communities_locked(p_org uuid, p_project uuid, p_max_rounds integer, p_edges integer, p_digest bigint); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.compute_communities_locked(p_org uuid, p_project uuid, p_max_rounds integer, p_edges integer, p_digest bigint) IS 'The body of compute_communities and refresh_communities: label propagation over the project''s current edges, the store of the groups and the run (with the given edge count and digest). The caller holds memory_internal.lock_communities.';
+COMMENT ON FUNCTION memory_internal.compute_communities_locked(p_org uuid, p_project uuid, p_max_rounds integer, p_edges integer, p_digest bigint) IS 'The body of compute_communities and refresh_communities: label propagation over the project''s current edges, the store of the groups (each keeping the summary of a last computation''s community with the same members) and the run (with the given edge count and digest), then a summarize_communities job when a community has no current summary. The caller holds memory_internal.lock_communities.';
 
 
 --
@@ -7688,6 +8970,31 @@ COMMENT ON FUNCTION memory_internal.context_communities(p_project uuid, p_at tim
 
 
 --
+-- Name: context_summary(uuid, uuid, timestamp with time zone, timestamp with time zone, boolean); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.context_summary(p_project uuid, p_community uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_include boolean) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+  select coalesce(
+    (select jsonb_build_object('summary', c.summary, 'summarized_at', c.summarized_at)
+       from memory.communities c
+      where p_include and c.org_id = memory_internal.project_org(p_project)
+        and c.community_id = p_community and c.summary is not null
+        and c.summarized_at <= least(p_at, p_known_at)),
+    jsonb_build_object('summary', null, 'summarized_at', null))
+$$;
+
+
+--
+-- Name: FUNCTION context_summary(p_project uuid, p_community uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_include boolean); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.context_summary(p_project uuid, p_community uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_include boolean) IS 'memory.context''s summary of a community: {summary, summarized_at} when p_include and it was written by p_at and p_known_at, else both null.';
+
+
+--
 -- Name: contradiction_conflict(uuid, uuid, uuid, uuid, text); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7765,6 +9072,27 @@ COMMENT ON FUNCTION memory_internal.current_edges_digest(p_project uuid, OUT edg
 
 
 --
+-- Name: current_extraction_schema(uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.current_extraction_schema(p_org uuid, p_project uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+    select s.document || jsonb_build_object('version', s.version)
+      from memory.extraction_schemas s
+     where s.org_id = p_org and s.project_id = p_project
+     order by s.version desc limit 1
+  $$;
+
+
+--
+-- Name: FUNCTION current_extraction_schema(p_org uuid, p_project uuid); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.current_extraction_schema(p_org uuid, p_project uuid) IS 'The project''s current extraction schema document with its version, or NULL when none is set.';
+
+
+--
 -- Name: current_org(); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -7791,6 +9119,8 @@ CREATE FUNCTION memory_internal.data_stores() RETURNS TABLE(store text, relation
   select s.store, s.store::regclass, s.holds, s.about from (values
     ('memory.episodes', 'content', 'messages as written, their embeddings and text vectors'),
     ('memory.sessions', 'content', 'session ids and metadata as the client named them'),
+    ('memory.attachments', 'content', 'files sent with messages: bytes, names, digests'),
+    ('memory.attachment_chunks', 'content', 'which episode holds which page and offset of a file'),
     ('memory.facts', 'content', 'every fact version: subject, predicate, object, windows'),
     ('memory.fact_events', 'content', 'the history of fact versions, with reasons and actors'),
     ('memory.fact_embeddings', 'content', 'embeddings of fact texts'),
@@ -7799,7 +9129,7 @@ CREATE FUNCTION memory_internal.data_stores() RETURNS TABLE(store text, relation
     ('memory.entities', 'content', 'entity names, kinds, embeddings'),
     ('memory.entity_aliases', 'content', 'other names of entities'),
     ('memory.notes', 'content', 'preferences and summaries drawn from episodes'),
-    ('memory.communities', 'content', 'communities of entities, labelled by a member''s name'),
+    ('memory.communities', 'content', 'communities of entities, labelled by a member''s name, with the model''s summary'),
     ('memory.community_members', 'content', 'which entity is in which community'),
     ('memory.community_runs', 'counts', 'when communities were computed and how many'),
     ('memory.conflicts', 'content', 'conflicting sets of facts: subject, predicate, reasons'),
@@ -7808,6 +9138,9 @@ CREATE FUNCTION memory_internal.data_stores() RETURNS TABLE(store text, relation
     ('memory.subject_cardinalities', 'content', 'subjects whose predicate was kept as many'),
     ('memory.fact_reviews', 'content', 'reviews of facts: standing, reviewer, reason'),
     ('memory.predicate_changes', 'settings', 'changes of predicates'' cardinality and their evidence'),
+    ('memory.extraction_schemas', 'settings', 'versions of the project''s extraction schema'),
+    ('memory.episode_extractions', 'content', 'episodes'' enrichment: classification labels, custom fields, provenance'),
+    ('memory.extraction_rejections', 'content', 'extracted items dropped, as the model gave them, with reasons'),
     ('memory.jobs', 'content', 'queued work: episode and fact ids, webhook bodies, results'),
     ('memory.webhook_delivery_log', 'content', 'delivery attempts: event ids, status, errors'),
     ('memory_internal.episode_terms', 'content', 'lexemes of episodes (full-text postings)'),
@@ -7830,6 +9163,9 @@ CREATE FUNCTION memory_internal.data_stores() RETURNS TABLE(store text, relation
     ('memory_internal.oidc_mappings', 'settings', 'OIDC issuer, audience and claim to project and permissions'),
     ('memory.job_schedules', 'settings', 'periodic jobs of an org'),
     ('memory.audit_log', 'counts', 'who did what, with counts, never content'),
+    ('memory.model_calls', 'counts', 'model calls of jobs: kind, model, tokens, latency, outcome'),
+    ('memory.model_usage_periods', 'counts', 'model calls and tokens per day and job kind'),
+    ('memory.model_budgets', 'settings', 'a project''s model token budget per day or month'),
     ('memory_internal.counters', 'counts', 'per-project counters for /metrics')
   ) s(store, holds, about)
 $$;
@@ -8470,6 +9806,29 @@ COMMENT ON FUNCTION memory_internal.entity_names(p_org uuid, p_entity uuid) IS '
 
 
 --
+-- Name: episode_attachment(uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.episode_attachment(p_org uuid, p_episode uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+  select jsonb_build_object('attachment_id', c.attachment_id, 'filename', a.filename,
+                            'page', c.page, 'offset', c.char_offset, 'chunk', c.chunk_no)
+    from memory.attachment_chunks c
+    join memory.attachments a on a.org_id = c.org_id and a.attachment_id = c.attachment_id
+   where c.org_id = p_org and c.episode_id = p_episode
+$$;
+
+
+--
+-- Name: FUNCTION episode_attachment(p_org uuid, p_episode uuid); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.episode_attachment(p_org uuid, p_episode uuid) IS 'The attachment an episode is a chunk of ({attachment_id, filename, page, offset, chunk}), or NULL for a message.';
+
+
+--
 -- Name: episode_collection(uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -8671,6 +10030,100 @@ COMMENT ON FUNCTION memory_internal.expire_edges(p_org uuid, p_rows tid[]) IS 'E
 
 
 --
+-- Name: extracted_fact_problem(jsonb, jsonb, real, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.extracted_fact_problem(INOUT p_fact jsonb, p_schema jsonb, p_min_confidence real, p_instant timestamp with time zone, OUT reason text, OUT message text) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $_$
+declare
+  v_shape text[] := memory_internal.fact_shape_problem(p_fact);
+  v_decl jsonb;
+  v_kind text;
+  v_from timestamptz;
+  v_to timestamptz;
+  t text;
+begin
+  if jsonb_typeof(p_fact) is distinct from 'object' then
+    return;  -- assert_facts reports it (the section fails)
+  end if;
+  if v_shape is not null then
+    reason := 'schema_violation'; message := v_shape[2];
+    return;
+  end if;
+  if jsonb_typeof(p_fact -> 'confidence') = 'number' and (p_fact ->> 'confidence')::numeric < p_min_confidence then
+    reason := 'low_confidence';
+    message := format('confidence %s is below %s', p_fact ->> 'confidence', p_min_confidence);
+    return;
+  end if;
+  v_from := memory_internal.try_timestamptz(p_fact ->> 'valid_from');
+  v_to := memory_internal.try_timestamptz(p_fact ->> 'valid_to');
+  if (p_fact ->> 'valid_from' is not null and v_from is null) or (p_fact ->> 'valid_to' is not null and v_to is null) then
+    reason := 'invalid_window'; message := 'valid_from and valid_to must be ISO 8601 instants';
+    return;
+  end if;
+  if v_to is not null and v_to <= coalesce(v_from, p_instant) then
+    reason := 'invalid_window'; message := 'the window ends before it starts';
+    return;
+  end if;
+  if p_schema is not null then
+    select e into v_decl from jsonb_array_elements(p_schema -> 'predicates') e
+     where memory.normalize_text(e ->> 'name') = memory.normalize_text(p_fact ->> 'predicate');
+    if v_decl is null and not (p_schema ->> 'allow_other_predicates')::boolean then
+      reason := 'unknown_predicate';
+      message := format('predicate "%s" is not in the extraction schema', p_fact ->> 'predicate');
+      return;
+    end if;
+    if not (p_schema ->> 'allow_other_entity_types')::boolean then
+      foreach t in array array['subject_type', 'object_entity_type'] loop
+        if p_fact ->> t is not null and not exists (
+             select from jsonb_array_elements(p_schema -> 'entity_types') e
+              where e ->> 'name' = lower(btrim(p_fact ->> t))) then
+          reason := 'unknown_entity_type';
+          message := format('%s "%s" is not in the extraction schema', t, p_fact ->> t);
+          return;
+        end if;
+      end loop;
+    end if;
+  end if;
+  v_kind := nullif(p_fact ->> 'object_type', 'auto');
+  if v_decl ? 'object_type' then
+    if v_kind is not null and v_kind <> v_decl ->> 'object_type' then
+      reason := 'schema_violation';
+      message := format('object_type %s, but predicate "%s" takes %s', v_kind, v_decl ->> 'name',
+                        v_decl ->> 'object_type');
+      return;
+    end if;
+    v_kind := v_decl ->> 'object_type';
+  end if;
+  if v_kind = 'date' and memory_internal.try_timestamptz(btrim(p_fact ->> 'object')) is null then
+    reason := 'schema_violation';
+    message := format('object "%s" must be a date (ISO 8601)', p_fact ->> 'object');
+    return;
+  end if;
+  if v_kind = 'number' and coalesce(p_fact ->> 'object', '') !~ '^\s*[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$' then
+    reason := 'schema_violation';
+    message := format('object "%s" must be a number', p_fact ->> 'object');
+    return;
+  end if;
+  -- Dates and numbers are literals to the store.
+  if v_kind is not null then
+    p_fact := p_fact || jsonb_build_object('object_type', case when v_kind in ('date', 'number') then 'literal'
+                                                               else v_kind end);
+  end if;
+end
+$_$;
+
+
+--
+-- Name: FUNCTION extracted_fact_problem(INOUT p_fact jsonb, p_schema jsonb, p_min_confidence real, p_instant timestamp with time zone, OUT reason text, OUT message text); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.extracted_fact_problem(INOUT p_fact jsonb, p_schema jsonb, p_min_confidence real, p_instant timestamp with time zone, OUT reason text, OUT message text) IS 'apply_extraction''s checks of one extracted fact before assert_facts: the reason (schema_violation, low_confidence, invalid_window, unknown_predicate, unknown_entity_type) and message it is dropped for, or NULL with the fact''s object_type as stored (date and number objects are literals; a schema predicate''s object_type applies).';
+
+
+--
 -- Name: extraction_fact_ids(uuid, integer); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -8729,6 +10182,115 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.extraction_fact_ids(p_episode uuid, p_turns integer) IS 'Ids of the facts extraction_context shows the model for an episode (with p_turns recent turns): the only ones apply_extraction accepts as contradicted.';
+
+
+--
+-- Name: extraction_matches(uuid, uuid, text, uuid, text[], jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.extraction_matches(p_org uuid, p_project uuid, p_kind text, p_id uuid, p_labels text[], p_fields jsonb) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    select exists (
+      select from memory.episode_extractions x
+       where x.org_id = p_org
+         and x.episode_id = case p_kind
+               when 'episode' then p_id
+               when 'fact' then (select v.source_episode_id from memory_internal.fact_versions(p_project) v
+                                  where v.org_id = p_org and v.fact_id = p_id)
+             end
+         and x.project_id = p_project
+         and (p_labels is null or x.labels @> p_labels)
+         and (p_fields is null or coalesce(x.fields, '{}') @> p_fields))
+  $$;
+
+
+--
+-- Name: FUNCTION extraction_matches(p_org uuid, p_project uuid, p_kind text, p_id uuid, p_labels text[], p_fields jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.extraction_matches(p_org uuid, p_project uuid, p_kind text, p_id uuid, p_labels text[], p_fields jsonb) IS 'memory.search''s label and field filter for one hit: the episode (a fact: its source episode) was extracted with every label of p_labels and fields containing p_fields (jsonb @>). Entities are not filtered.';
+
+
+--
+-- Name: extraction_rejection_reasons(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.extraction_rejection_reasons() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select array['low_confidence', 'invalid_window', 'unknown_entity_type', 'unknown_predicate',
+                 'schema_violation', 'parse_failure', 'unknown_fact_id']::text[]
+  $$;
+
+
+--
+-- Name: FUNCTION extraction_rejection_reasons(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.extraction_rejection_reasons() IS 'The reasons an extracted item is dropped (memory.extraction_rejections.reason): low_confidence, invalid_window, unknown_entity_type, unknown_predicate, schema_violation, parse_failure, unknown_fact_id.';
+
+
+--
+-- Name: extraction_schemas; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.extraction_schemas (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    version integer NOT NULL,
+    document jsonb NOT NULL,
+    document_hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
+    created_by text,
+    CONSTRAINT extraction_schemas_document_check CHECK ((jsonb_typeof(document) = 'object'::text)),
+    CONSTRAINT extraction_schemas_version_check CHECK ((version >= 1))
+);
+
+ALTER TABLE ONLY memory.extraction_schemas FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE extraction_schemas; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.extraction_schemas IS 'Versions of a project''s extraction schema (entity types, predicates, classification labels, custom fields), append-only; the current one is the highest version. Written by memory.set_extraction_schema, read by memory.extraction_schema.';
+
+
+--
+-- Name: extraction_schema_json(memory.extraction_schemas); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.extraction_schema_json(s memory.extraction_schemas) RETURNS jsonb
+    LANGUAGE sql STABLE
+    AS $$
+    select jsonb_build_object('project_id', s.project_id, 'version', s.version, 'document', s.document,
+                              'document_hash', s.document_hash, 'created_at', s.created_at,
+                              'created_by', s.created_by)
+  $$;
+
+
+--
+-- Name: FUNCTION extraction_schema_json(s memory.extraction_schemas); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.extraction_schema_json(s memory.extraction_schemas) IS 'One stored extraction schema version as the API returns it.';
+
+
+--
+-- Name: extraction_sections(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.extraction_sections() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select array['answer', 'entities', 'facts', 'contradictions', 'notes', 'classification', 'fields']::text[] $$;
+
+
+--
+-- Name: FUNCTION extraction_sections(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.extraction_sections() IS 'The sections of an extraction answer a rejection names: answer (the whole answer: parse failures), entities, facts, contradictions, notes, classification, fields.';
 
 
 --
@@ -8959,6 +10521,37 @@ CREATE FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entit
 --
 
 COMMENT ON FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid) IS 'Every stored fact version naming the entity: as subject, as object, or as a plain-name object not taken over yet. What memory.wipe''s subject scope deletes and memory.export_subject shows.';
+
+
+--
+-- Name: field_problem(jsonb, jsonb); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.field_problem(p_schema jsonb, p_value jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$
+    select case
+      when p_schema ? 'type' and not (
+             case jsonb_typeof(p_value)
+               when 'number' then array['number']
+                                  || case when p_value::text ~ '^-?[0-9]+$' then array['integer'] else '{}' end
+               else array[jsonb_typeof(p_value)] end
+             && case jsonb_typeof(p_schema -> 'type')
+                  when 'array' then array(select jsonb_array_elements_text(p_schema -> 'type'))
+                  else array[p_schema ->> 'type'] end) then
+        format('must be of type %s, not %s', p_schema -> 'type', jsonb_typeof(p_value))
+      when p_schema ? 'enum' and not exists (select from jsonb_array_elements(p_schema -> 'enum') e
+                                              where e = p_value) then
+        format('must be one of %s', p_schema -> 'enum')
+    end
+  $_$;
+
+
+--
+-- Name: FUNCTION field_problem(p_schema jsonb, p_value jsonb); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.field_problem(p_schema jsonb, p_value jsonb) IS 'Why a custom field''s value does not conform to its property''s JSON Schema (type, enum), or NULL when it does.';
 
 
 --
@@ -9528,6 +11121,42 @@ COMMENT ON FUNCTION memory_internal.matching_mappings(p_issuer text, p_audiences
 
 
 --
+-- Name: model_period_start(text, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.model_period_start(p_period text, p_at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select date_trunc(p_period, p_at at time zone 'UTC') at time zone 'UTC' $$;
+
+
+--
+-- Name: FUNCTION model_period_start(p_period text, p_at timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.model_period_start(p_period text, p_at timestamp with time zone) IS 'The start of the UTC day or month (p_period: day, month) that holds p_at: budget periods and the days of memory.model_usage_periods.';
+
+
+--
+-- Name: model_tokens_since(uuid, uuid, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.model_tokens_since(p_org uuid, p_project uuid, p_start timestamp with time zone) RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    select coalesce(sum(u.tokens_in + u.tokens_out), 0)::bigint from memory.model_usage_periods u
+     where u.org_id = p_org and u.project_id = p_project and u.period_start >= p_start
+  $$;
+
+
+--
+-- Name: FUNCTION model_tokens_since(p_org uuid, p_project uuid, p_start timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.model_tokens_since(p_org uuid, p_project uuid, p_start timestamp with time zone) IS 'Tokens in plus out of a project''s model calls recorded on the UTC days from p_start on (what its budget counts).';
+
+
+--
 -- Name: name_tokens(text); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -10031,6 +11660,37 @@ CREATE FUNCTION memory_internal.question_tsquery(p_query text) RETURNS tsquery
 
 
 --
+-- Name: queue_community_summaries(uuid, uuid); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.queue_community_summaries(p_org uuid, p_project uuid) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+begin
+  if not exists (select from memory.communities c
+                  where c.org_id = p_org and c.project_id = p_project
+                    and (c.summary is null or c.summary_digest <> c.members_digest))
+     or exists (select from memory.jobs j
+                 where j.org_id = p_org and j.project_id = p_project
+                   and j.kind = 'summarize_communities' and j.status in ('queued', 'waiting')) then
+    return false;
+  end if;
+  insert into memory.jobs (org_id, project_id, kind, payload)
+  values (p_org, p_project, 'summarize_communities', '{}');
+  return true;
+end
+$$;
+
+
+--
+-- Name: FUNCTION queue_community_summaries(p_org uuid, p_project uuid); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.queue_community_summaries(p_org uuid, p_project uuid) IS 'Queue a summarize_communities job for the project when one of its communities has no summary for its current members and no such job is queued or waiting; returns whether it queued one.';
+
+
+--
 -- Name: range_believed(uuid, uuid, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -10159,6 +11819,156 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.rebuild_edge_history(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]) IS 'Inside memory.wipe: the edge rows of these keys rebuilt from their facts'' windows as believed at every instant one changed (one row per maximal window, recorded where it appears, expired where it stops being one). Returns the rows inserted.';
+
+
+--
+-- Name: record_model_call_at(uuid, text, bigint, uuid, text, text, integer, integer, double precision, text, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.record_model_call_at(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text, p_at timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_tokens_in integer := coalesce(p_tokens_in, 0);
+  v_tokens_out integer := coalesce(p_tokens_out, 0);
+  v_budget memory.model_budgets;
+  v_start timestamptz;
+begin
+  if p_job_kind is null or not p_job_kind = any (memory_internal.job_kinds()) then
+    raise exception 'job_kind must be one of %, got %', memory_internal.job_kinds(), p_job_kind
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if p_model is null or p_model = '' or length(p_model) > 200 then
+    raise exception 'model must be a non-empty name of at most 200 characters'
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if p_operation is null or p_operation not in ('chat', 'embeddings') then
+    raise exception 'operation must be chat or embeddings, got %', p_operation
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if p_outcome is null or p_outcome not in ('ok', 'error', 'timeout', 'rate_limited', 'parse_failure') then
+    raise exception 'outcome must be ok, error, timeout, rate_limited or parse_failure, got %', p_outcome
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if v_tokens_in < 0 or v_tokens_out < 0 then
+    raise exception 'tokens_in and tokens_out must not be negative, got % and %', v_tokens_in, v_tokens_out
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if p_latency_ms is null or not (p_latency_ms >= 0 and p_latency_ms < 'infinity') then
+    raise exception 'latency_ms must be a finite number >= 0, got %', p_latency_ms
+      using errcode = 'invalid_parameter_value';
+  end if;
+  if p_at is null then
+    raise exception 'the call''s instant must not be null' using errcode = 'invalid_parameter_value';
+  end if;
+  insert into memory.model_calls (org_id, project_id, job_kind, job_id, episode_id, model, operation,
+                                  tokens_in, tokens_out, latency_ms, outcome, called_at)
+  values (v_org, p_project, p_job_kind, p_job_id, p_episode, p_model, p_operation,
+          v_tokens_in, v_tokens_out, p_latency_ms, p_outcome, p_at);
+  insert into memory.model_usage_periods as u (org_id, project_id, period_start, job_kind, outcome, shard,
+                                               calls, tokens_in, tokens_out, latency_ms)
+  values (v_org, p_project, memory_internal.model_period_start('day', p_at), p_job_kind, p_outcome,
+          (pg_backend_pid() % 8)::smallint, 1, v_tokens_in, v_tokens_out, p_latency_ms)
+  on conflict (org_id, project_id, period_start, job_kind, outcome, shard) do update
+     set calls = u.calls + 1, tokens_in = u.tokens_in + excluded.tokens_in,
+         tokens_out = u.tokens_out + excluded.tokens_out, latency_ms = u.latency_ms + excluded.latency_ms;
+  -- /metrics' totals (memory.metric_totals; thin_api/metrics.py labels them).
+  perform memory_internal.bump_counters(
+    v_org, p_project,
+    array['model_calls:' || p_job_kind || ':' || p_outcome, 'model_tokens_in:' || p_job_kind,
+          'model_tokens_out:' || p_job_kind, 'model_latency_us:' || p_job_kind],
+    array[1, v_tokens_in, v_tokens_out, round(p_latency_ms * 1000)::bigint]);
+  -- A project with a budget: its calls take the budget row's lock in turn,
+  -- so the sum below sees every committed call and the one that reaches the
+  -- budget pauses the project (projects without one pay one index probe).
+  select * into v_budget from memory.model_budgets b
+   where b.org_id = v_org and b.project_id = p_project
+     for update;
+  if found then
+    v_start := memory_internal.model_period_start(v_budget.period, clock_timestamp());
+    if v_budget.paused_period_start is distinct from v_start
+       and memory_internal.model_tokens_since(v_org, p_project, v_start) >= v_budget.tokens then
+      update memory.model_budgets b set paused_period_start = v_start
+       where b.org_id = v_org and b.project_id = p_project;
+    end if;
+  end if;
+end
+$$;
+
+
+--
+-- Name: FUNCTION record_model_call_at(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text, p_at timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.record_model_call_at(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text, p_at timestamp with time zone) IS 'memory_worker.record_model_call with the call''s instant given (tests place calls in an earlier period).';
+
+
+--
+-- Name: record_rejections(uuid, uuid, uuid, jsonb, integer); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.record_rejections(p_org uuid, p_project uuid, p_episode uuid, p_items jsonb, p_schema_version integer) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_n integer;
+  v_reasons text[];
+  x jsonb;
+  i integer := 0;
+begin
+  if p_items is null or jsonb_typeof(p_items) <> 'array' then
+    raise exception 'rejections must be an array' using errcode = 'invalid_parameter_value', detail = 'items';
+  end if;
+  for x in select e from jsonb_array_elements(p_items) e loop
+    if jsonb_typeof(x) <> 'object' then
+      raise exception 'items[%] must be an object', i using errcode = 'invalid_parameter_value',
+        detail = format('items[%s]', i);
+    end if;
+    if jsonb_typeof(x -> 'section') is distinct from 'string'
+       or not (x ->> 'section') = any (memory_internal.extraction_sections()) then
+      raise exception 'items[%].section must be one of %', i,
+        array_to_string(memory_internal.extraction_sections(), ', ')
+        using errcode = 'invalid_parameter_value', detail = format('items[%s].section', i);
+    end if;
+    if jsonb_typeof(x -> 'reason') is distinct from 'string'
+       or not (x ->> 'reason') = any (memory_internal.extraction_rejection_reasons()) then
+      raise exception 'items[%].reason must be one of %', i,
+        array_to_string(memory_internal.extraction_rejection_reasons(), ', ')
+        using errcode = 'invalid_parameter_value', detail = format('items[%s].reason', i);
+    end if;
+    if coalesce(jsonb_typeof(x -> 'message'), 'null') not in ('string', 'null') then
+      raise exception 'items[%].message must be a string', i using errcode = 'invalid_parameter_value',
+        detail = format('items[%s].message', i);
+    end if;
+    i := i + 1;
+  end loop;
+  with ins as (
+    insert into memory.extraction_rejections
+      (org_id, project_id, episode_id, section, item, reason, message, schema_version)
+    select p_org, p_project, p_episode, e ->> 'section', nullif(e -> 'item', 'null'), e ->> 'reason',
+           left(e ->> 'message', 2000), p_schema_version
+      from jsonb_array_elements(p_items) e
+    on conflict do nothing
+    returning reason)
+  select coalesce(array_agg(ins.reason), '{}') into v_reasons from ins;
+  v_n := cardinality(v_reasons);
+  perform memory_internal.bump_counters(p_org, p_project, array_agg('extraction_rejected_' || g.reason),
+                                        array_agg(g.n))
+     from (select u.reason, count(*)::bigint as n from unnest(v_reasons) u(reason) group by u.reason) g
+   having count(*) > 0;
+  return coalesce(v_n, 0);
+end
+$$;
+
+
+--
+-- Name: FUNCTION record_rejections(p_org uuid, p_project uuid, p_episode uuid, p_items jsonb, p_schema_version integer); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.record_rejections(p_org uuid, p_project uuid, p_episode uuid, p_items jsonb, p_schema_version integer) IS 'Record rejected extraction items of an episode ({section, item, reason, message}, validated: 22023 naming items[i].field); an identical item already recorded is skipped. Bumps extraction_rejected_<reason> counters; returns the rows recorded.';
 
 
 --
@@ -11952,6 +13762,40 @@ COMMENT ON FUNCTION memory_internal.store_changes(p_holds text[]) IS 'Per store 
 
 
 --
+-- Name: subject_attachments(uuid, uuid, uuid, uuid[]); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.subject_attachments(p_org uuid, p_project uuid, p_entity uuid, p_facts uuid[]) RETURNS uuid[]
+    LANGUAGE sql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+  with names as (
+    select memory_internal.entity_names(p_org, p_entity) as names),
+  sources as (
+    select array(select distinct v.source_episode_id
+                   from memory_internal.fact_versions(p_project) v
+                  where v.org_id = p_org and v.fact_id = any (p_facts)
+                    and v.source_episode_id is not null) as ids)
+  select coalesce(array_agg(distinct c.attachment_id), '{}')
+    from memory.attachment_chunks c
+    join memory.episodes e on e.org_id = c.org_id and e.episode_id = c.episode_id
+   cross join names n
+   cross join sources s
+   where c.org_id = p_org and c.project_id = p_project
+     and (e.episode_id = any (s.ids)
+          or exists (select from unnest(n.names) x
+                      where strpos(' ' || memory.normalize_text(e.content) || ' ', ' ' || x || ' ') > 0))
+$$;
+
+
+--
+-- Name: FUNCTION subject_attachments(p_org uuid, p_project uuid, p_entity uuid, p_facts uuid[]); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.subject_attachments(p_org uuid, p_project uuid, p_entity uuid, p_facts uuid[]) IS 'For memory.wipe''s subject scope: the attachments one chunk of which is the source of one of p_facts or names the entity (a name or alias as whole words, as memory.export_subject compares).';
+
+
+--
 -- Name: sync_edges(uuid, uuid, uuid[], uuid[], text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
 --
 
@@ -12990,6 +14834,8 @@ declare
   v_n_tombstones integer := 0;
   v_before jsonb := memory_internal.store_changes(array['content']);
   v_conflicts uuid[];
+  v_attachments uuid[];
+  v_chunks_gone uuid[];
 begin
   if num_nonnulls(p_session, p_subject, p_stored_before) > 1 then
     raise exception 'wipe takes a session or a subject, not both' using errcode = 'invalid_parameter_value';
@@ -13015,6 +14861,7 @@ begin
     delete from memory.entity_aliases where org_id = v_org and project_id = p_project;
     delete from memory.entities where org_id = v_org and project_id = p_project;
     get diagnostics v_n_entities = row_count;
+    delete from memory.attachments where org_id = v_org and project_id = p_project;
     delete from memory.episodes where org_id = v_org and project_id = p_project;
     get diagnostics v_n_episodes = row_count;
     delete from memory.sessions where org_id = v_org and project_id = p_project;
@@ -13039,6 +14886,10 @@ begin
                              where e.org_id = v_org and e.project_id = p_project
                                and e.created_at < p_stored_before);
       end if;
+      -- The files those episodes are chunks of (stored with them, so
+      -- expired with them; a session's go with the session).
+      v_attachments := array(select distinct c.attachment_id from memory.attachment_chunks c
+                              where c.org_id = v_org and c.episode_id = any (v_episodes));
       -- What derives only from those episodes: the facts drawn from them.
       select coalesce(array_agg(v.fact_id), '{}') into v_facts
         from memory_internal.fact_versions(p_project) v
@@ -13053,6 +14904,21 @@ begin
       -- Every fact naming it, by a plain name too (written while the entity
       -- was being created).
       v_facts := memory_internal.facts_naming(v_org, p_project, v_entity);
+      -- The attachments whose chunks name it or are the sources of those
+      -- facts hold it in their bytes: each goes whole, with every chunk
+      -- (episode) of it and the facts drawn from them, as a session wipe
+      -- takes a session's.  The messages stay (a subject wipe forgets a
+      -- person, not a conversation).
+      v_attachments := memory_internal.subject_attachments(v_org, p_project, v_entity, v_facts);
+      if cardinality(v_attachments) > 0 then
+        v_episodes := array(select c.episode_id from memory.attachment_chunks c
+                             where c.org_id = v_org and c.attachment_id = any (v_attachments));
+        v_facts := array(
+          select distinct x.id
+            from unnest(v_facts || array(
+                   select v.fact_id from memory_internal.fact_versions(p_project) v
+                    where v.org_id = v_org and v.source_episode_id = any (v_episodes))) x(id));
+      end if;
     end if;
 
     -- The identities and edge keys the wiped facts shared with facts that
@@ -13090,6 +14956,14 @@ begin
       select c.conflict_id from memory.conflicts c
        where c.org_id = v_org and c.project_id = p_project
          and c.source_episode_id = any (coalesce(v_episodes, '{}')));
+
+    -- Community summaries that may tell of what goes (written from a wiped
+    -- fact, of a community holding an entity one names, or naming the
+    -- wiped subject): cleared, and asked for again
+    -- (functions/079_community_summaries.sql).
+    perform memory_internal.clear_wiped_summaries(
+      v_org, p_project, v_facts, v_key_subjects || v_key_entities || v_entity,
+      case when v_entity is not null then memory_internal.entity_names(v_org, v_entity) end);
 
     -- Events of facts that stay but name a wiped one (the closing it
     -- caused) go too: the wiped facts are as if never asserted.
@@ -13150,15 +15024,32 @@ begin
         returning episode_id)
       select count(*), v_facts || coalesce(array_agg(g.episode_id), '{}')
         into v_n_episodes, v_deleted from gone g;
-      -- A session goes with a session wipe; one whose episodes expired
-      -- stays (its conversation may go on), its id and metadata with it.
+      -- A session goes with a session wipe (its attachments with it); one
+      -- whose episodes expired stays (its conversation may go on), its id
+      -- and metadata with it; files stored with the expired episodes go.
       delete from memory.sessions where org_id = v_org and session_id = v_session;
       get diagnostics v_n_sessions = row_count;
+      if v_scope = 'expired' then
+        delete from memory.attachments where org_id = v_org and attachment_id = any (v_attachments);
+      end if;
     else
       delete from memory.tombstones where org_id = v_org and project_id = p_project
          and subject_id = v_entity;
       delete from memory.edges where org_id = v_org and project_id = p_project
          and (source_id = v_entity or target_id = v_entity);
+      -- Rejected extraction items naming it (by name or alias, as a whole
+      -- word: a fact about it the model gave and extraction dropped) go
+      -- with its facts.
+      delete from memory.extraction_rejections r
+       where r.org_id = v_org and r.project_id = p_project
+         and exists (
+               select from (select n.normalized_name as norm from memory.entities n
+                             where n.org_id = v_org and n.entity_id = v_entity
+                            union all
+                            select a.normalized_alias from memory.entity_aliases a
+                             where a.org_id = v_org and a.entity_id = v_entity) w
+                where strpos(' ' || memory.normalize_text(coalesce(r.item::text, '') || ' ' || coalesce(r.message, '')) || ' ',
+                             ' ' || w.norm || ' ') > 0);
       delete from memory.entity_aliases where org_id = v_org and entity_id = v_entity;
       -- The community it was in: its label may be the subject's name and its
       -- size counts it (deleting the entity would only drop its membership).
@@ -13169,7 +15060,15 @@ begin
          and c.org_id = v_org and c.community_id = m.community_id;
       delete from memory.entities where org_id = v_org and entity_id = v_entity;
       get diagnostics v_n_entities = row_count;
-      v_deleted := v_facts || v_entity;
+      if cardinality(v_attachments) > 0 then
+        delete from memory.attachments where org_id = v_org and attachment_id = any (v_attachments);
+        with gone as (
+          delete from memory.episodes where org_id = v_org and episode_id = any (v_episodes)
+          returning episode_id)
+        select count(*), coalesce(array_agg(g.episode_id), '{}') into v_n_episodes, v_chunks_gone
+          from gone g;
+      end if;
+      v_deleted := v_facts || v_entity || coalesce(v_chunks_gone, '{}');
     end if;
   end if;
 
@@ -13207,10 +15106,10 @@ COMMENT ON FUNCTION memory_internal.wipe_content(p_project uuid, p_session text,
 
 
 --
--- Name: apply_extraction(uuid, jsonb, real, integer); Type: FUNCTION; Schema: memory_worker; Owner: -
+-- Name: apply_extraction(uuid, jsonb, real, integer, jsonb); Type: FUNCTION; Schema: memory_worker; Owner: -
 --
 
-CREATE FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real DEFAULT 0.5, p_turns integer DEFAULT 6) RETURNS jsonb
+CREATE FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real DEFAULT 0.5, p_turns integer DEFAULT 6, p_meta jsonb DEFAULT '{}'::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     SET "TimeZone" TO 'UTC'
@@ -13235,6 +15134,18 @@ declare
   v_offered uuid[];
   v_policy text;
   v_opened integer := 0;
+  v_meta jsonb := coalesce(p_meta, '{}');
+  v_schema jsonb;
+  v_version integer;
+  v_rej jsonb := '[]';
+  v_labels text[] := '{}';
+  v_fields jsonb;
+  v_prop jsonb;
+  v_problem text;
+  v_ord integer;
+  v_reason text;
+  v_message text;
+  v_key text;
 begin
   select e.* into ep from memory.episodes e where e.episode_id = p_episode;
   if ep.episode_id is null then
@@ -13242,6 +15153,35 @@ begin
   end if;
   if p_payload is null or jsonb_typeof(p_payload) <> 'object' then
     raise exception 'extraction payload must be a JSON object' using errcode = 'invalid_parameter_value';
+  end if;
+  if jsonb_typeof(v_meta) <> 'object' then
+    raise exception 'extraction meta must be a JSON object' using errcode = 'invalid_parameter_value',
+      detail = 'meta';
+  end if;
+  if coalesce(jsonb_typeof(v_meta -> 'schema_version'), 'null') not in ('number', 'null')
+     or coalesce(jsonb_typeof(v_meta -> 'calls'), 'null') not in ('number', 'null')
+     or coalesce(jsonb_typeof(v_meta -> 'prompt_hash'), 'null') not in ('string', 'null')
+     or coalesce(jsonb_typeof(v_meta -> 'model'), 'null') not in ('string', 'null')
+     or coalesce(v_meta ->> 'structured', 'text') not in ('json_schema', 'json_object', 'text') then
+    raise exception 'extraction meta: schema_version and calls are numbers, prompt_hash and model strings, structured json_schema, json_object or text'
+      using errcode = 'invalid_parameter_value', detail = 'meta';
+  end if;
+  -- The schema the answer is held to: the version the worker asked with,
+  -- else the current one.
+  if v_meta ? 'schema_version' then
+    v_version := (v_meta ->> 'schema_version')::integer;
+    if v_version is not null then
+      select s.document || jsonb_build_object('version', s.version) into v_schema
+        from memory.extraction_schemas s
+       where s.org_id = ep.org_id and s.project_id = ep.project_id and s.version = v_version;
+      if v_schema is null then
+        raise exception 'extraction meta: schema_version % does not exist', v_version
+          using errcode = 'invalid_parameter_value', detail = 'meta.schema_version';
+      end if;
+    end if;
+  else
+    v_schema := memory_internal.current_extraction_schema(ep.org_id, ep.project_id);
+    v_version := (v_schema ->> 'version')::integer;
   end if;
   -- What the model was shown, before this answer adds entities or facts.
   v_offered := array(select memory_internal.extraction_fact_ids(p_episode, p_turns));
@@ -13255,7 +15195,8 @@ begin
   -- Entities: names (with type and summary) and their aliases.  An entry
   -- whose name is not a string, or whose type, summary or aliases are of
   -- another JSON type, is skipped and counted (a number would otherwise be
-  -- an entity named by its digits).
+  -- an entity named by its digits); so is one of a type the schema does
+  -- not declare while it allows no others.
   begin
     v_n := 0;
     v_skipped := 0;
@@ -13269,6 +15210,16 @@ begin
                                                           then x -> 'aliases' else '[]' end) a
                      where jsonb_typeof(a) <> 'string') then
         v_skipped := v_skipped + 1;
+        v_rej := v_rej || jsonb_build_object('section', 'entities', 'item', x, 'reason', 'schema_violation',
+                                             'message', 'name must be a string; type and summary strings; aliases an array of strings');
+        continue;
+      end if;
+      if v_schema is not null and not (v_schema ->> 'allow_other_entity_types')::boolean
+         and x ->> 'type' is not null
+         and not exists (select from jsonb_array_elements(v_schema -> 'entity_types') t
+                          where t ->> 'name' = lower(btrim(x ->> 'type'))) then
+        v_rej := v_rej || jsonb_build_object('section', 'entities', 'item', x, 'reason', 'unknown_entity_type',
+                                             'message', format('entity type "%s" is not in the extraction schema', x ->> 'type'));
         continue;
       end if;
       -- upsert_entity and add_alias apply the project's redaction policy;
@@ -13289,13 +15240,13 @@ begin
   end;
 
   -- Facts: through assert_facts, so supersession, tombstones and world-time
-  -- order apply; valid_from defaults to the episode's instant.  Facts below
-  -- the confidence floor and windows that end before they start are
-  -- dropped here.  The model's answer is not a client's request: keys
-  -- outside a fact's documented set are left out (and listed in
-  -- ignored_keys), and a fact with a field of the wrong JSON type (subject
-  -- 123, confidence "high") is dropped and reported in malformed, so that
-  -- neither fails the job; any other invalid fact still fails the section.
+  -- order apply; valid_from defaults to the episode's instant.  The model's
+  -- answer is not a client's request: keys outside a fact's documented set
+  -- are left out (and listed in ignored_keys); a fact with a field of the
+  -- wrong JSON type (subject 123, confidence "high"), below the confidence
+  -- floor, with a window unparseable or born dead, or against the schema
+  -- (extracted_fact_problem) is dropped and recorded with its reason, so
+  -- that none fails the job; any other invalid fact still fails the section.
   begin
     select coalesce(jsonb_agg(case when jsonb_typeof(t.e) = 'object'
                                    then (select coalesce(jsonb_object_agg(j.k, j.v), '{}')
@@ -13309,24 +15260,28 @@ begin
                       where k <> all (memory_internal.fact_keys())), '[]')
       into v_facts, v_ignored
       from jsonb_array_elements(coalesce(p_payload -> 'facts', '[]')) with ordinality t(e, ord);
-    select coalesce(jsonb_agg(f.e order by f.ord) filter (where k.keep), '[]'),
-           count(*) filter (where coalesce(f.low, false) and f.shape is null),
-           count(*) filter (where coalesce(f.dead, false) and not coalesce(f.low, false) and f.shape is null),
-           coalesce(jsonb_agg(jsonb_build_object('index', f.ord - 1, 'error',
-                                                 jsonb_build_object('field', f.shape[1], 'message', f.shape[2]))
-                              order by f.ord) filter (where f.shape is not null), '[]')
-      into v_kept, v_dropped_low, v_dropped_dead, v_malformed
-      from (select t.e, t.ord, memory_internal.fact_shape_problem(t.e) as shape,
-                   jsonb_typeof(t.e -> 'confidence') = 'number'
-                     and (t.e ->> 'confidence')::numeric < p_min_confidence as low,
-                   jsonb_typeof(t.e -> 'valid_to') = 'string'
-                     and memory_internal.try_timestamptz(t.e ->> 'valid_to')
-                         <= coalesce(memory_internal.try_timestamptz(t.e ->> 'valid_from'), ep.occurred_at)
-                     as dead
-              from jsonb_array_elements(v_facts) with ordinality t(e, ord)) f
-      cross join lateral (select f.shape is null and not coalesce(f.low, false)
-                                 and not coalesce(f.dead, false) as keep) k
-      group by ();
+    v_kept := '[]';
+    v_dropped_low := 0;
+    v_dropped_dead := 0;
+    v_malformed := '[]';
+    for x, v_ord in select t.e, t.ord from jsonb_array_elements(v_facts) with ordinality t(e, ord) loop
+      select f.p_fact, f.reason, f.message into x, v_reason, v_message
+        from memory_internal.extracted_fact_problem(x, v_schema, p_min_confidence, ep.occurred_at) f;
+      if v_reason is null then
+        v_kept := v_kept || jsonb_build_array(x);
+        continue;
+      end if;
+      v_rej := v_rej || jsonb_build_object('section', 'facts', 'item', p_payload -> 'facts' -> (v_ord - 1),
+                                           'reason', v_reason, 'message', v_message);
+      if v_reason = 'low_confidence' then
+        v_dropped_low := v_dropped_low + 1;
+      elsif v_reason = 'invalid_window' then
+        v_dropped_dead := v_dropped_dead + 1;
+      elsif v_reason = 'schema_violation' and memory_internal.fact_shape_problem(x) is not null then
+        v_malformed := v_malformed || jsonb_build_object('index', v_ord - 1, 'error', jsonb_build_object(
+                         'field', (memory_internal.fact_shape_problem(x))[1], 'message', v_message));
+      end if;
+    end loop;
     v_result := memory.assert_facts(ep.project_id, v_kept, 'extraction', p_episode, false, 'extraction');
     -- Any other invalid fact fails the whole section (rolled back,
     -- reported), so the job is retried rather than a fact silently lost.
@@ -13350,21 +15305,22 @@ begin
 
   -- Contradictions: the model names fact ids it was shown; each is closed
   -- at the episode's instant with a 'contradicted' event.  Any other id (a
-  -- fact of the project the context did not offer included) is unknown: a
-  -- model must not close facts it never saw.
+  -- fact of the project the context did not offer included) is unknown
+  -- (recorded as unknown_fact_id): a model must not close facts it never saw.
   begin
     select p.contradictions into v_policy from memory.projects p
      where p.org_id = ep.org_id and p.project_id = ep.project_id;
     for x in select * from jsonb_array_elements(coalesce(p_payload -> 'contradictions', '[]')) loop
-      if not memory_internal.is_uuid(x ->> 'fact_id') then
-        v_unknown := v_unknown + 1;
-        continue;
+      v_target := null;
+      if memory_internal.is_uuid(x ->> 'fact_id') then
+        select v.* into v_target from memory_internal.fact_versions(ep.project_id) v
+         where v.fact_id = (x ->> 'fact_id')::uuid and v.invalid_at is null
+           and v.fact_id = any (v_offered);
       end if;
-      select v.* into v_target from memory_internal.fact_versions(ep.project_id) v
-       where v.fact_id = (x ->> 'fact_id')::uuid and v.invalid_at is null
-         and v.fact_id = any (v_offered);
       if v_target.fact_id is null then
         v_unknown := v_unknown + 1;
+        v_rej := v_rej || jsonb_build_object('section', 'contradictions', 'item', x, 'reason', 'unknown_fact_id',
+                                             'message', 'not a current fact the context offered');
         continue;
       end if;
       -- The project's policy may leave the decision to a person: a conflict
@@ -13411,6 +15367,87 @@ begin
     v_report := v_report || jsonb_build_object('notes', jsonb_build_object('error', sqlerrm));
   end;
 
+  -- Classification: label names (strings; with a schema, the labels it
+  -- declares).
+  if jsonb_typeof(p_payload -> 'classification') = 'array' then
+    for x in select e from jsonb_array_elements(p_payload -> 'classification') e loop
+      if jsonb_typeof(x) <> 'string' or btrim(x #>> '{}') = '' then
+        v_rej := v_rej || jsonb_build_object('section', 'classification', 'item', x, 'reason', 'schema_violation',
+                                             'message', 'a label must be a non-empty string');
+      elsif v_schema is not null and not exists (
+              select from jsonb_array_elements(v_schema -> 'labels') l
+               where l ->> 'name' = lower(btrim(x #>> '{}'))) then
+        v_rej := v_rej || jsonb_build_object('section', 'classification', 'item', x, 'reason', 'schema_violation',
+                                             'message', format('label "%s" is not in the extraction schema', x #>> '{}'));
+      elsif not (case when v_schema is null then btrim(x #>> '{}') else lower(btrim(x #>> '{}')) end) = any (v_labels) then
+        v_labels := v_labels || case when v_schema is null then btrim(x #>> '{}') else lower(btrim(x #>> '{}')) end;
+      end if;
+    end loop;
+  elsif coalesce(jsonb_typeof(p_payload -> 'classification'), 'null') <> 'null' then
+    v_rej := v_rej || jsonb_build_object('section', 'classification', 'item', p_payload -> 'classification',
+                                         'reason', 'schema_violation', 'message', 'classification must be an array of label names');
+  end if;
+
+  -- Custom fields: an object; with a schema, each property checked against
+  -- the schema's fields (type, enum; additionalProperties false: no other
+  -- keys; required ones present).  A failing property is dropped, the rest
+  -- stored.
+  if jsonb_typeof(p_payload -> 'fields') = 'object' then
+    v_fields := '{}';
+    for v_key, x in select j.key, j.value from jsonb_each(p_payload -> 'fields') j loop
+      v_problem := null;
+      if v_schema is not null then
+        v_prop := v_schema #> array['fields', 'properties', v_key];
+        if v_schema -> 'fields' is null or v_schema -> 'fields' = 'null' then
+          v_problem := 'the extraction schema declares no fields';
+        elsif v_prop is null and v_schema #> '{fields,additionalProperties}' = 'false' then
+          v_problem := format('fields.%s is not a property of the schema''s fields', v_key);
+        elsif v_prop is not null then
+          v_problem := (select format('fields.%s %s', v_key, p)
+                          from memory_internal.field_problem(v_prop, x) p where p is not null);
+        end if;
+      end if;
+      if v_problem is null then
+        v_fields := v_fields || jsonb_build_object(v_key, x);
+      else
+        v_rej := v_rej || jsonb_build_object('section', 'fields', 'item', jsonb_build_object(v_key, x),
+                                             'reason', 'schema_violation', 'message', v_problem);
+      end if;
+    end loop;
+  elsif coalesce(jsonb_typeof(p_payload -> 'fields'), 'null') <> 'null' then
+    v_rej := v_rej || jsonb_build_object('section', 'fields', 'item', p_payload -> 'fields',
+                                         'reason', 'schema_violation', 'message', 'fields must be an object');
+  end if;
+  if v_schema is not null and jsonb_typeof(v_schema #> '{fields,required}') = 'array' then
+    for v_key in select jsonb_array_elements_text(v_schema #> '{fields,required}') loop
+      if not coalesce(v_fields, '{}') ? v_key then
+        v_rej := v_rej || jsonb_build_object('section', 'fields', 'item', null, 'reason', 'schema_violation',
+                                             'message', format('fields.%s is required', v_key));
+      end if;
+    end loop;
+  end if;
+
+  -- Every item dropped, with its reason (an identical one already recorded
+  -- by a retried job is not recorded again).
+  perform memory_internal.record_rejections(ep.org_id, ep.project_id, p_episode, v_rej, v_version);
+  v_report := v_report || jsonb_build_object(
+    'classification', jsonb_build_object('labels', cardinality(v_labels)),
+    'fields', jsonb_build_object('stored', coalesce((select count(*) from jsonb_object_keys(v_fields)), 0)),
+    'rejected', (select coalesce(jsonb_object_agg(g.reason, g.n), '{}')
+                   from (select r ->> 'reason' as reason, count(*) as n from jsonb_array_elements(v_rej) r
+                          group by 1 order by 1) g));
+
+  -- The episode's enrichment: what produced it, its labels and fields.
+  insert into memory.episode_extractions as x
+    (org_id, project_id, episode_id, schema_version, prompt_hash, model, structured, calls, labels, fields, counts)
+  values (ep.org_id, ep.project_id, p_episode, v_version, v_meta ->> 'prompt_hash', v_meta ->> 'model',
+          v_meta ->> 'structured', coalesce((v_meta ->> 'calls')::integer, 1), v_labels, v_fields,
+          v_report - 'failed_sections')
+  on conflict (org_id, episode_id) do update
+    set schema_version = excluded.schema_version, prompt_hash = excluded.prompt_hash, model = excluded.model,
+        structured = excluded.structured, calls = excluded.calls, labels = excluded.labels,
+        fields = excluded.fields, counts = excluded.counts, extracted_at = excluded.extracted_at;
+
   -- Subscribers hear of a fully applied episode (counts only, no content);
   -- a partial one is retried instead.
   perform memory_internal.enqueue_webhook_event(
@@ -13423,10 +15460,10 @@ $$;
 
 
 --
--- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer); Type: COMMENT; Schema: memory_worker; Owner: -
+-- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer, p_meta jsonb); Type: COMMENT; Schema: memory_worker; Owner: -
 --
 
-COMMENT ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) IS 'Apply an extraction model''s answer {entities, facts, contradictions, notes} for an episode; each section in its own savepoint. Facts below p_min_confidence and windows born dead are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant (or, when the project''s contradictions policy is conflict, put in a conflict for a person to settle), and only facts memory_worker.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Reports per section and lists failed_sections.';
+COMMENT ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer, p_meta jsonb) IS 'Apply an extraction model''s answer {entities, facts, contradictions, notes, classification, fields} for an episode; each section in its own savepoint. Facts below p_min_confidence, with windows unparseable or born dead, of wrong JSON types or against the project''s extraction schema (unknown predicate or entity type when it allows no others, an object not of the predicate''s object_type) are dropped; facts go through assert_facts at the episode''s instant; contradicted facts are closed at the episode''s instant (or, when the project''s contradictions policy is conflict, put in a conflict for a person to settle), and only facts memory_worker.extraction_context(p_episode, p_turns) offered are accepted (others count as unknown_ids). Labels and fields are checked against the schema and stored in memory.episode_extractions with p_meta (schema_version: absent means the current schema; prompt_hash, model, structured, calls). Every dropped item is recorded in memory.extraction_rejections with its reason. Reports per section, rejected counts per reason, and lists failed_sections.';
 
 
 --
@@ -13450,6 +15487,7 @@ declare
   v_cand record;
   v_try record;
   v_job memory.jobs;
+  v_paused uuid[] := '{}';
 begin
   if p_worker is null or p_worker = '' then
     raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
@@ -13527,6 +15565,13 @@ begin
     end if;
   end if;
   if cardinality(v_kinds) > 0 and v_claimed < p_limit then
+    -- Projects whose model budget is reached: their enrich jobs stay where
+    -- they are until the period rolls or the budget is raised
+    -- (functions/083_model_usage.sql).  None paused (the plan is custom):
+    -- the condition folds away and the claims below plan as without it.
+    if 'enrich' = any (v_kinds) then
+      v_paused := memory_internal.budget_paused_projects();
+    end if;
     -- Expired leases first, then ready jobs: two statements, so each walks its
     -- own partial index in order (one OR-ed condition made the planner sort
     -- every ready row of a long queue).
@@ -13538,6 +15583,8 @@ begin
              select c.org_id, c.job_id from memory.jobs c
               where c.status = 'running' and c.locked_until < clock_timestamp()
                 and c.attempts < c.max_attempts and c.kind = any (v_kinds)
+                and (cardinality(v_paused) = 0 or c.kind <> 'enrich' or c.project_id is null
+                     or not c.project_id = any (v_paused))
               order by c.locked_until
               limit p_limit - v_claimed
                 for update skip locked)
@@ -13553,6 +15600,8 @@ begin
                select c.org_id, c.job_id from memory.jobs c
                 where c.status = 'queued' and c.run_at <= clock_timestamp()
                   and c.kind = any (v_kinds)
+                  and (cardinality(v_paused) = 0 or c.kind <> 'enrich' or c.project_id is null
+                       or not c.project_id = any (v_paused))
                 order by c.run_at, c.job_id
                 limit p_limit - v_claimed
                   for update skip locked)
@@ -13569,7 +15618,76 @@ $$;
 -- Name: FUNCTION claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval); Type: COMMENT; Schema: memory_worker; Owner: -
 --
 
-COMMENT ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued.';
+COMMENT ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued. A project whose model budget is reached (memory.model_budget: paused) gets none of its enrich jobs leased until the period rolls or the budget is raised; they stay queued.';
+
+
+--
+-- Name: community_summary_inputs(uuid, integer, integer, integer); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.community_summary_inputs(p_project uuid, p_communities integer DEFAULT 20, p_members integer DEFAULT 30, p_facts integer DEFAULT 20) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+begin
+  if p_communities is null or p_communities not between 1 and 200 then
+    raise exception 'communities must be between 1 and 200' using errcode = 'invalid_parameter_value',
+      detail = 'communities';
+  end if;
+  if p_members is null or p_members not between 1 and 1000 then
+    raise exception 'members must be between 1 and 1000' using errcode = 'invalid_parameter_value',
+      detail = 'members';
+  end if;
+  if p_facts is null or p_facts not between 0 and 1000 then
+    raise exception 'facts must be between 0 and 1000' using errcode = 'invalid_parameter_value',
+      detail = 'facts';
+  end if;
+  return coalesce((
+    select jsonb_agg(jsonb_build_object(
+             'community_id', c.community_id, 'label', c.label, 'size', c.size,
+             'members_digest', c.members_digest,
+             'members', coalesce((
+               select jsonb_agg(jsonb_build_object('name', n.name, 'type', n.entity_type)
+                                order by n.name)
+                 from (select e.name, e.entity_type
+                         from memory.community_members m
+                         join memory.entities e on e.org_id = m.org_id and e.entity_id = m.entity_id
+                        where m.org_id = v_org and m.community_id = c.community_id
+                        order by e.name
+                        limit p_members) n), '[]'),
+             'facts', coalesce((
+               select jsonb_agg(jsonb_build_object('fact_id', f.fact_id, 'content', f.content,
+                                                   'subject', f.subject, 'predicate', f.predicate,
+                                                   'object', f.object)
+                                order by f.subject, f.predicate, f.fact_id)
+                 from (select f.fact_id, f.content, s.name as subject, f.predicate,
+                              coalesce(o.name, f.object_literal) as object
+                         from memory.community_members m
+                         join memory.facts_at(p_project) f
+                           on f.org_id = m.org_id and f.subject_id = m.entity_id
+                         join memory.entities s on s.org_id = f.org_id and s.entity_id = f.subject_id
+                         left join memory.entities o
+                           on o.org_id = f.org_id and o.entity_id = f.object_entity_id
+                        where m.org_id = v_org and m.community_id = c.community_id
+                        order by f.recorded_at desc, f.fact_id
+                        limit p_facts) f), '[]'))
+           order by c.size desc, c.label, c.community_id)
+      from (select c.* from memory.communities c
+             where c.org_id = v_org and c.project_id = p_project
+               and (c.summary is null or c.summary_digest <> c.members_digest)
+             order by c.size desc, c.label, c.community_id
+             limit p_communities) c), '[]');
+end
+$$;
+
+
+--
+-- Name: FUNCTION community_summary_inputs(p_project uuid, p_communities integer, p_members integer, p_facts integer); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.community_summary_inputs(p_project uuid, p_communities integer, p_members integer, p_facts integer) IS 'The communities of a project due a summary (none yet, or written for other members), largest first, at most p_communities: id, label, size, members_digest, the first p_members members (name, type) and at most p_facts current facts about them (fact_id, content, subject, predicate, object). What the summarize_communities job shows the model.';
 
 
 --
@@ -13699,6 +15817,7 @@ declare
   v_turns jsonb;
   v_facts jsonb;
   v_predicates jsonb;
+  v_schema jsonb;
 begin
   select e.* into ep from memory.episodes e where e.episode_id = p_episode;
   if ep.episode_id is null then
@@ -13723,17 +15842,26 @@ begin
     from memory.readable_facts_at(ep.project_id, ep.occurred_at) f
    where f.fact_id = any (v_ids);
 
-  select coalesce(jsonb_agg(jsonb_build_object('predicate', d.predicate, 'cardinality', d.cardinality)
-                            order by d.predicate), '[]')
+  -- The declared predicates, and the schema's with their descriptions and
+  -- object types (its cardinalities are declared: the same list).
+  v_schema := memory_internal.current_extraction_schema(ep.org_id, ep.project_id);
+  select coalesce(jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+                    'predicate', coalesce(s.e ->> 'name', d.predicate),
+                    'cardinality', coalesce(d.cardinality, s.e ->> 'cardinality'),
+                    'description', s.e ->> 'description', 'object_type', s.e ->> 'object_type'))
+                  order by coalesce(s.e ->> 'name', d.predicate)), '[]')
     into v_predicates
-    from memory.predicates_of(ep.project_id) d;
+    from memory.predicates_of(ep.project_id) d
+    full join (select e from jsonb_array_elements(coalesce(v_schema -> 'predicates', '[]')) e) s
+      on memory.normalize_text(s.e ->> 'name') = d.predicate;
 
   return jsonb_build_object(
     'episode', jsonb_build_object('episode_id', ep.episode_id, 'role', ep.role,
                                   'content', ep.content, 'occurred_at', ep.occurred_at),
     'recent_turns', v_turns,
     'known_facts', v_facts,
-    'predicates', v_predicates);
+    'predicates', v_predicates,
+    'schema', v_schema);
 end
 $$;
 
@@ -13742,7 +15870,7 @@ $$;
 -- Name: FUNCTION extraction_context(p_episode uuid, p_turns integer); Type: COMMENT; Schema: memory_worker; Owner: -
 --
 
-COMMENT ON FUNCTION memory_worker.extraction_context(p_episode uuid, p_turns integer) IS 'What the extraction model sees for an episode: the episode, its last turns, the project''s facts about the entities they name (as of the episode''s instant, with ids it may contradict) and the declared predicates.';
+COMMENT ON FUNCTION memory_worker.extraction_context(p_episode uuid, p_turns integer) IS 'What the extraction model sees for an episode: the episode, its last turns, the project''s facts about the entities they name (as of the episode''s instant, with ids it may contradict), the declared predicates and the extraction schema''s (with description and object_type), and schema: the project''s current extraction schema with its version (NULL when none is set).';
 
 
 --
@@ -13953,6 +16081,56 @@ COMMENT ON FUNCTION memory_worker.queue_community_refreshes(p_max_rounds integer
 
 
 --
+-- Name: record_extraction_rejections(uuid, jsonb, jsonb); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.record_extraction_rejections(p_episode uuid, p_items jsonb, p_meta jsonb DEFAULT '{}'::jsonb) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  ep memory.episodes;
+begin
+  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  if ep.episode_id is null then
+    raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
+  end if;
+  return memory_internal.record_rejections(
+    ep.org_id, ep.project_id, p_episode, p_items,
+    case when jsonb_typeof(p_meta -> 'schema_version') = 'number' then (p_meta ->> 'schema_version')::integer end);
+end
+$$;
+
+
+--
+-- Name: FUNCTION record_extraction_rejections(p_episode uuid, p_items jsonb, p_meta jsonb); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.record_extraction_rejections(p_episode uuid, p_items jsonb, p_meta jsonb) IS 'The worker''s rejections of an episode''s extraction (what it could not parse or validate before apply_extraction: sections answer, entities, facts, contradictions, notes, classification, fields), each {section, item, reason, message}; p_meta.schema_version is recorded with them. Returns the rows recorded (an identical one already recorded is skipped).';
+
+
+--
+-- Name: record_model_call(uuid, text, bigint, uuid, text, text, integer, integer, double precision, text); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.record_model_call(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+    select memory_internal.record_model_call_at(p_project, p_job_kind, p_job_id, p_episode, p_model,
+                                                p_operation, p_tokens_in, p_tokens_out, p_latency_ms,
+                                                p_outcome, clock_timestamp())
+  $$;
+
+
+--
+-- Name: FUNCTION record_model_call(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.record_model_call(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text) IS 'Record one model call of a project''s job (in the org scope the job runs under): job kind and id, episode (or NULL), model, operation (chat, embeddings), the tokens the endpoint reported (NULL: 0), latency in ms and outcome (ok, error, timeout, rate_limited, parse_failure). Adds to the day''s totals and, when the project''s budget is reached by it, pauses the project''s extraction for the rest of the period. Bad input raises 22023 naming the field.';
+
+
+--
 -- Name: resume_waiting_jobs(text[]); Type: FUNCTION; Schema: memory_worker; Owner: -
 --
 
@@ -13973,6 +16151,111 @@ CREATE FUNCTION memory_worker.resume_waiting_jobs(p_kinds text[]) RETURNS intege
 --
 
 COMMENT ON FUNCTION memory_worker.resume_waiting_jobs(p_kinds text[]) IS 'Queue waiting jobs of these kinds again (a worker that can now run them calls it at start).';
+
+
+--
+-- Name: store_community_summaries(uuid, jsonb, text); Type: FUNCTION; Schema: memory_worker; Owner: -
+--
+
+CREATE FUNCTION memory_worker.store_community_summaries(p_project uuid, p_items jsonb, p_model text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    AS $$
+declare
+  v_org uuid := memory_internal.project_org(p_project);
+  v_item jsonb;
+  v_id uuid;
+  v_digest bigint;
+  v_facts uuid[];
+  v_text text;
+  v_community memory.communities;
+  v_redacted record;
+  v_stored integer := 0;
+  v_skipped jsonb := '[]';
+  v_reason text;
+begin
+  if p_items is null or jsonb_typeof(p_items) <> 'array' then
+    raise exception 'summaries must be a JSON array' using errcode = 'invalid_parameter_value',
+      detail = 'summaries';
+  end if;
+  if p_model is not null and length(p_model) > 200 then
+    raise exception 'model must be at most 200 characters' using errcode = 'invalid_parameter_value',
+      detail = 'model';
+  end if;
+  perform memory_internal.lock_communities(p_project);
+  for v_item in select x from jsonb_array_elements(p_items) x loop
+    v_reason := null;
+    v_id := null;
+    begin
+      v_id := (v_item ->> 'community_id')::uuid;
+      v_digest := (v_item ->> 'members_digest')::bigint;
+      v_facts := array(select jsonb_array_elements_text(coalesce(v_item -> 'fact_ids', '[]'))::uuid);
+      v_text := btrim(v_item ->> 'summary');
+    exception when others then
+      v_reason := 'malformed';
+    end;
+    if v_reason is null and (v_id is null or v_digest is null) then
+      v_reason := 'malformed';
+    end if;
+    if v_reason is null and coalesce(v_text, '') = '' then
+      v_reason := 'empty';
+    end if;
+    if v_reason is null then
+      select c.* into v_community from memory.communities c
+       where c.org_id = v_org and c.project_id = p_project and c.community_id = v_id
+         for update;
+      if v_community.community_id is null then
+        v_reason := 'community_gone';
+      elsif v_community.members_digest is distinct from v_digest then
+        v_reason := 'members_changed';
+      elsif (select count(distinct v.fact_id) from memory_internal.fact_versions(p_project) v
+              where v.org_id = v_org and v.fact_id = any (v_facts))
+            < cardinality(array(select distinct u from unnest(v_facts) u)) then
+        v_reason := 'facts_changed';
+      end if;
+    end if;
+    if v_reason is null then
+      begin
+        select r.text, r.dropped into v_redacted
+          from memory_internal.redact(v_org, p_project, v_text, 'community summary') r;
+        if v_redacted.dropped then
+          v_reason := 'redacted';
+        end if;
+      exception when check_violation then
+        v_reason := 'redacted';
+      end;
+    end if;
+    if v_reason is null then
+      v_text := v_redacted.text;
+      if length(v_text) > 1000 then
+        v_text := left(v_text, 999) || '…';
+      end if;
+      update memory.communities c
+         set summary = v_text, summarized_at = now(), summary_digest = v_digest,
+             summary_facts = coalesce(array(select distinct u from unnest(v_facts) u), '{}'),
+             summary_model = p_model
+       where c.org_id = v_org and c.community_id = v_id;
+      v_stored := v_stored + 1;
+    else
+      v_skipped := v_skipped || jsonb_build_object('community_id', v_item -> 'community_id',
+                                                   'reason', v_reason);
+    end if;
+  end loop;
+  -- More due than one batch: the next job (this one runs, so it does not
+  -- count), only after progress, so an answer that leaves some out ends.
+  if v_stored > 0 then
+    perform memory_internal.queue_community_summaries(v_org, p_project);
+  end if;
+  return jsonb_build_object('stored', v_stored, 'skipped', v_skipped);
+end
+$$;
+
+
+--
+-- Name: FUNCTION store_community_summaries(p_project uuid, p_items jsonb, p_model text); Type: COMMENT; Schema: memory_worker; Owner: -
+--
+
+COMMENT ON FUNCTION memory_worker.store_community_summaries(p_project uuid, p_items jsonb, p_model text) IS 'Store the model''s community summaries (items {community_id, members_digest, summary, fact_ids}) under the communities'' locks: each only if the community still has the members it was written for and its facts are still stored, redacted by the project''s policy and cut to 1,000 characters; then, if any was stored and some community is still due, the next summarize_communities job. Returns {stored, skipped: [{community_id, reason: malformed | empty | community_gone | members_changed | facts_changed | redacted}]}.';
 
 
 --
@@ -14086,6 +16369,75 @@ COMMENT ON FUNCTION memory_worker.webhook_target(p_endpoint uuid) IS 'For the wo
 
 
 --
+-- Name: attachment_chunks; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.attachment_chunks (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    attachment_id uuid NOT NULL,
+    chunk_no integer NOT NULL,
+    episode_id uuid NOT NULL,
+    page integer NOT NULL,
+    char_offset integer NOT NULL,
+    char_length integer NOT NULL,
+    CONSTRAINT attachment_chunks_chunk_no_check CHECK ((chunk_no >= 1)),
+    CONSTRAINT attachment_chunks_length_check CHECK ((char_length >= 1)),
+    CONSTRAINT attachment_chunks_offset_check CHECK ((char_offset >= 0)),
+    CONSTRAINT attachment_chunks_page_check CHECK ((page >= 1))
+);
+
+ALTER TABLE ONLY memory.attachment_chunks FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE attachment_chunks; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.attachment_chunks IS 'The episodes an attachment''s text was chunked into: chunk number, page (1-based) and the chunk''s character offset and length in that page''s extracted text.';
+
+
+--
+-- Name: attachments; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.attachments (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    session_id uuid NOT NULL,
+    attachment_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    filename text NOT NULL,
+    media_type text NOT NULL,
+    size_bytes integer NOT NULL,
+    sha256 text NOT NULL,
+    content bytea NOT NULL,
+    pages integer NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT attachments_filename_check CHECK (((length(filename) >= 1) AND (length(filename) <= 255))),
+    CONSTRAINT attachments_media_type_check CHECK ((media_type = ANY (ARRAY['text/plain'::text, 'text/markdown'::text, 'text/html'::text, 'application/pdf'::text]))),
+    CONSTRAINT attachments_pages_check CHECK ((pages >= 1)),
+    CONSTRAINT attachments_sha256_check CHECK ((sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT attachments_size_check CHECK (((size_bytes = octet_length(content)) AND ((size_bytes >= 1) AND (size_bytes <= 67108864))))
+);
+
+ALTER TABLE ONLY memory.attachments FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE attachments; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.attachments IS 'A file sent with a message (memory.ingest_attachments): its bytes, name, media type, size, SHA-256 and page count. Its text is in the episodes memory.attachment_chunks lists. Erased with its session, its project, or a subject one of its chunks mentions or is the source of a fact about.';
+
+
+--
+-- Name: COLUMN attachments.pages; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.attachments.pages IS 'Pages of a PDF; 1 for text, Markdown and HTML.';
+
+
+--
 -- Name: audit_log; Type: TABLE; Schema: memory; Owner: -
 --
 
@@ -14135,7 +16487,15 @@ CREATE TABLE memory.communities (
     label text NOT NULL,
     size integer NOT NULL,
     computed_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT communities_size_check CHECK ((size >= 1))
+    members_digest bigint,
+    summary text,
+    summarized_at timestamp with time zone,
+    summary_digest bigint,
+    summary_facts uuid[] DEFAULT '{}'::uuid[] NOT NULL,
+    summary_model text,
+    CONSTRAINT communities_size_check CHECK ((size >= 1)),
+    CONSTRAINT communities_summarized_check CHECK ((((summary IS NULL) = (summarized_at IS NULL)) AND ((summary IS NULL) = (summary_digest IS NULL)))),
+    CONSTRAINT communities_summary_check CHECK (((summary <> ''::text) AND (length(summary) <= 1000)))
 );
 
 ALTER TABLE ONLY memory.communities FORCE ROW LEVEL SECURITY;
@@ -14146,6 +16506,48 @@ ALTER TABLE ONLY memory.communities FORCE ROW LEVEL SECURITY;
 --
 
 COMMENT ON TABLE memory.communities IS 'Groups of entities connected by current edges (label propagation), recomputed by the communities job; label = the name of its best-connected member.';
+
+
+--
+-- Name: COLUMN communities.members_digest; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.communities.members_digest IS 'XOR of uuid_hash_extended(entity_id, 0) over the members: equal for two computations that found the same members.';
+
+
+--
+-- Name: COLUMN communities.summary; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.communities.summary IS 'The model''s short summary of the community (the summarize_communities job), redacted by the project''s policy; NULL until written, or cleared by a wipe of what it was written from.';
+
+
+--
+-- Name: COLUMN communities.summarized_at; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.communities.summarized_at IS 'When the summary was written.';
+
+
+--
+-- Name: COLUMN communities.summary_digest; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.communities.summary_digest IS 'The members_digest the summary was written for: when it differs from members_digest the summary is due again.';
+
+
+--
+-- Name: COLUMN communities.summary_facts; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.communities.summary_facts IS 'The facts the summary was written from: a wipe deleting one of them clears the summary.';
+
+
+--
+-- Name: COLUMN communities.summary_model; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON COLUMN memory.communities.summary_model IS 'The model that wrote the summary.';
 
 
 --
@@ -14307,6 +16709,38 @@ COMMENT ON TABLE memory.entity_aliases IS 'Another name that resolves to an exis
 
 
 --
+-- Name: episode_extractions; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.episode_extractions (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    episode_id uuid NOT NULL,
+    schema_version integer,
+    prompt_hash text,
+    model text,
+    structured text,
+    calls integer DEFAULT 1 NOT NULL,
+    labels text[] DEFAULT '{}'::text[] NOT NULL,
+    fields jsonb,
+    counts jsonb DEFAULT '{}'::jsonb NOT NULL,
+    extracted_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
+    CONSTRAINT episode_extractions_calls_check CHECK ((calls >= 0)),
+    CONSTRAINT episode_extractions_fields_check CHECK (((fields IS NULL) OR (jsonb_typeof(fields) = 'object'::text))),
+    CONSTRAINT episode_extractions_structured_check CHECK ((structured = ANY (ARRAY['json_schema'::text, 'json_object'::text, 'text'::text])))
+);
+
+ALTER TABLE ONLY memory.episode_extractions FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE episode_extractions; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.episode_extractions IS 'An episode''s enrichment, one row per episode (the last answer applied): the schema version and prompt hash that produced it, the model, the structured-output mode and number of calls, its classification labels and custom fields, and per-section counts. Facts with source_episode_id = episode_id come from it.';
+
+
+--
 -- Name: episodes; Type: TABLE; Schema: memory; Owner: -
 --
 
@@ -14369,6 +16803,49 @@ COMMENT ON COLUMN memory.episodes.content_tsv IS 'English full-text vector of co
 --
 
 COMMENT ON COLUMN memory.episodes.redactions IS 'Values the project''s redaction policy replaced in this message, counted per detector ({"email": 2}); NULL when nothing was redacted. Never the values.';
+
+
+--
+-- Name: extraction_rejections; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.extraction_rejections (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    rejection_id bigint NOT NULL,
+    episode_id uuid NOT NULL,
+    section text NOT NULL,
+    item jsonb,
+    reason text NOT NULL,
+    message text,
+    schema_version integer,
+    recorded_at timestamp with time zone DEFAULT memory_internal.txn_instant() NOT NULL,
+    CONSTRAINT extraction_rejections_reason_check CHECK ((reason = ANY (memory_internal.extraction_rejection_reasons()))),
+    CONSTRAINT extraction_rejections_section_check CHECK ((section = ANY (ARRAY['answer'::text, 'entities'::text, 'facts'::text, 'contradictions'::text, 'notes'::text, 'classification'::text, 'fields'::text])))
+);
+
+ALTER TABLE ONLY memory.extraction_rejections FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE extraction_rejections; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.extraction_rejections IS 'Every item extraction dropped, with its section, the item as the model gave it, the reason (memory_internal.extraction_rejection_reasons()) and a message: nothing is dropped silently. Read through memory.extraction_rejections_page and memory.episode_extraction.';
+
+
+--
+-- Name: extraction_rejections_rejection_id_seq; Type: SEQUENCE; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.extraction_rejections ALTER COLUMN rejection_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME memory.extraction_rejections_rejection_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 
 --
@@ -14547,6 +17024,109 @@ ALTER TABLE memory.jobs ALTER COLUMN job_id ADD GENERATED ALWAYS AS IDENTITY (
     NO MAXVALUE
     CACHE 1
 );
+
+
+--
+-- Name: model_budgets; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.model_budgets (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    tokens bigint NOT NULL,
+    period text NOT NULL,
+    paused_period_start timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT model_budgets_period_check CHECK ((period = ANY (ARRAY['day'::text, 'month'::text]))),
+    CONSTRAINT model_budgets_tokens_check CHECK ((tokens >= 0))
+);
+
+ALTER TABLE ONLY memory.model_budgets FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE model_budgets; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.model_budgets IS 'A project''s model token budget per UTC day or month (tokens in plus out of every call its jobs make). paused_period_start: the period in which it was reached; while that period lasts, claim_jobs hands out none of the project''s enrich jobs. Set by memory.set_model_budget.';
+
+
+--
+-- Name: model_calls; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.model_calls (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    call_id bigint NOT NULL,
+    job_kind text NOT NULL,
+    job_id bigint,
+    episode_id uuid,
+    model text NOT NULL,
+    operation text NOT NULL,
+    tokens_in integer NOT NULL,
+    tokens_out integer NOT NULL,
+    latency_ms double precision NOT NULL,
+    outcome text NOT NULL,
+    called_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT model_calls_job_kind_check CHECK ((job_kind = ANY (memory_internal.job_kinds()))),
+    CONSTRAINT model_calls_latency_ms_check CHECK (((latency_ms >= (0)::double precision) AND (latency_ms < 'Infinity'::double precision))),
+    CONSTRAINT model_calls_model_check CHECK (((model <> ''::text) AND (length(model) <= 200))),
+    CONSTRAINT model_calls_operation_check CHECK ((operation = ANY (ARRAY['chat'::text, 'embeddings'::text]))),
+    CONSTRAINT model_calls_outcome_check CHECK ((outcome = ANY (ARRAY['ok'::text, 'error'::text, 'timeout'::text, 'rate_limited'::text, 'parse_failure'::text]))),
+    CONSTRAINT model_calls_tokens_in_check CHECK ((tokens_in >= 0)),
+    CONSTRAINT model_calls_tokens_out_check CHECK ((tokens_out >= 0))
+);
+
+ALTER TABLE ONLY memory.model_calls FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE model_calls; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.model_calls IS 'One model call a project''s job made: job kind and id, episode, model, operation (chat, embeddings), the tokens the endpoint reported, latency and outcome. No content. Written by memory_worker.record_model_call; read through memory.model_usage.';
+
+
+--
+-- Name: model_calls_call_id_seq; Type: SEQUENCE; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.model_calls ALTER COLUMN call_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME memory.model_calls_call_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: model_usage_periods; Type: TABLE; Schema: memory; Owner: -
+--
+
+CREATE TABLE memory.model_usage_periods (
+    org_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    period_start timestamp with time zone NOT NULL,
+    job_kind text NOT NULL,
+    outcome text NOT NULL,
+    shard smallint NOT NULL,
+    calls bigint DEFAULT 0 NOT NULL,
+    tokens_in bigint DEFAULT 0 NOT NULL,
+    tokens_out bigint DEFAULT 0 NOT NULL,
+    latency_ms double precision DEFAULT 0 NOT NULL
+);
+
+ALTER TABLE ONLY memory.model_usage_periods FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: TABLE model_usage_periods; Type: COMMENT; Schema: memory; Owner: -
+--
+
+COMMENT ON TABLE memory.model_usage_periods IS 'Model calls, tokens in and out and total latency per project, UTC day, job kind and outcome, in shards that concurrent workers add to (sum over shard). What budgets and /metrics read.';
 
 
 --
@@ -15284,6 +17864,30 @@ COMMENT ON TABLE memory_internal.webhook_secrets IS 'The current signing secret 
 
 
 --
+-- Name: attachment_chunks attachment_chunks_org_id_episode_id_key; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.attachment_chunks
+    ADD CONSTRAINT attachment_chunks_org_id_episode_id_key UNIQUE (org_id, episode_id);
+
+
+--
+-- Name: attachment_chunks attachment_chunks_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.attachment_chunks
+    ADD CONSTRAINT attachment_chunks_pkey PRIMARY KEY (org_id, attachment_id, chunk_no);
+
+
+--
+-- Name: attachments attachments_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.attachments
+    ADD CONSTRAINT attachments_pkey PRIMARY KEY (org_id, attachment_id);
+
+
+--
 -- Name: audit_log audit_log_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -15404,6 +18008,14 @@ ALTER TABLE ONLY memory.entity_aliases
 
 
 --
+-- Name: episode_extractions episode_extractions_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.episode_extractions
+    ADD CONSTRAINT episode_extractions_pkey PRIMARY KEY (org_id, episode_id);
+
+
+--
 -- Name: episodes episodes_org_id_session_id_seq_key; Type: CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -15417,6 +18029,22 @@ ALTER TABLE ONLY memory.episodes
 
 ALTER TABLE ONLY memory.episodes
     ADD CONSTRAINT episodes_pkey PRIMARY KEY (org_id, episode_id);
+
+
+--
+-- Name: extraction_rejections extraction_rejections_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.extraction_rejections
+    ADD CONSTRAINT extraction_rejections_pkey PRIMARY KEY (org_id, rejection_id);
+
+
+--
+-- Name: extraction_schemas extraction_schemas_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.extraction_schemas
+    ADD CONSTRAINT extraction_schemas_pkey PRIMARY KEY (org_id, project_id, version);
 
 
 --
@@ -15473,6 +18101,30 @@ ALTER TABLE ONLY memory.job_schedules
 
 ALTER TABLE ONLY memory.jobs
     ADD CONSTRAINT jobs_pkey PRIMARY KEY (org_id, job_id);
+
+
+--
+-- Name: model_budgets model_budgets_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.model_budgets
+    ADD CONSTRAINT model_budgets_pkey PRIMARY KEY (org_id, project_id);
+
+
+--
+-- Name: model_calls model_calls_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.model_calls
+    ADD CONSTRAINT model_calls_pkey PRIMARY KEY (org_id, call_id);
+
+
+--
+-- Name: model_usage_periods model_usage_periods_pkey; Type: CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.model_usage_periods
+    ADD CONSTRAINT model_usage_periods_pkey PRIMARY KEY (org_id, project_id, period_start, job_kind, outcome, shard);
 
 
 --
@@ -15708,10 +18360,31 @@ ALTER TABLE ONLY memory_internal.webhook_secrets
 
 
 --
+-- Name: attachments_project_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX attachments_project_idx ON memory.attachments USING btree (org_id, project_id, created_at);
+
+
+--
+-- Name: attachments_session_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX attachments_session_idx ON memory.attachments USING btree (org_id, session_id);
+
+
+--
 -- Name: communities_project_idx; Type: INDEX; Schema: memory; Owner: -
 --
 
 CREATE INDEX communities_project_idx ON memory.communities USING btree (org_id, project_id);
+
+
+--
+-- Name: communities_summary_due_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX communities_summary_due_idx ON memory.communities USING btree (org_id, project_id) WHERE ((summary IS NULL) OR (summary_digest <> members_digest));
 
 
 --
@@ -15810,6 +18483,27 @@ CREATE INDEX episodes_session_cover_idx ON memory.episodes USING btree (org_id, 
 --
 
 CREATE INDEX episodes_text_cover_idx ON memory.episodes USING btree (org_id, episode_id) INCLUDE (project_id, session_id, seq, occurred_at, created_at, token_count);
+
+
+--
+-- Name: extraction_rejections_episode_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX extraction_rejections_episode_idx ON memory.extraction_rejections USING btree (org_id, episode_id);
+
+
+--
+-- Name: extraction_rejections_item_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE UNIQUE INDEX extraction_rejections_item_idx ON memory.extraction_rejections USING btree (org_id, episode_id, section, reason, md5(((COALESCE((item)::text, ''::text) || '|'::text) || COALESCE(message, ''::text))));
+
+
+--
+-- Name: extraction_rejections_project_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX extraction_rejections_project_idx ON memory.extraction_rejections USING btree (org_id, project_id, rejection_id);
 
 
 --
@@ -15943,6 +18637,20 @@ CREATE INDEX jobs_ready_idx ON memory.jobs USING btree (run_at, job_id) WHERE (s
 --
 
 CREATE INDEX jobs_webhook_project_idx ON memory.jobs USING btree (org_id, project_id) WHERE (kind = 'deliver_webhook'::text);
+
+
+--
+-- Name: model_calls_episode_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX model_calls_episode_idx ON memory.model_calls USING btree (org_id, episode_id) WHERE (episode_id IS NOT NULL);
+
+
+--
+-- Name: model_calls_project_idx; Type: INDEX; Schema: memory; Owner: -
+--
+
+CREATE INDEX model_calls_project_idx ON memory.model_calls USING btree (org_id, project_id, called_at);
 
 
 --
@@ -16247,6 +18955,46 @@ CREATE TRIGGER "90_notify" AFTER INSERT ON memory.jobs REFERENCING NEW TABLE AS 
 
 
 --
+-- Name: attachment_chunks attachment_chunks_org_id_attachment_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.attachment_chunks
+    ADD CONSTRAINT attachment_chunks_org_id_attachment_id_fkey FOREIGN KEY (org_id, attachment_id) REFERENCES memory.attachments(org_id, attachment_id) ON DELETE CASCADE;
+
+
+--
+-- Name: attachment_chunks attachment_chunks_org_id_episode_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.attachment_chunks
+    ADD CONSTRAINT attachment_chunks_org_id_episode_id_fkey FOREIGN KEY (org_id, episode_id) REFERENCES memory.episodes(org_id, episode_id) ON DELETE CASCADE;
+
+
+--
+-- Name: attachment_chunks attachment_chunks_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.attachment_chunks
+    ADD CONSTRAINT attachment_chunks_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: attachments attachments_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.attachments
+    ADD CONSTRAINT attachments_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: attachments attachments_org_id_session_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.attachments
+    ADD CONSTRAINT attachments_org_id_session_id_fkey FOREIGN KEY (org_id, session_id) REFERENCES memory.sessions(org_id, session_id) ON DELETE CASCADE;
+
+
+--
 -- Name: communities communities_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -16391,6 +19139,22 @@ ALTER TABLE ONLY memory.entity_aliases
 
 
 --
+-- Name: episode_extractions episode_extractions_org_id_episode_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.episode_extractions
+    ADD CONSTRAINT episode_extractions_org_id_episode_id_fkey FOREIGN KEY (org_id, episode_id) REFERENCES memory.episodes(org_id, episode_id) ON DELETE CASCADE;
+
+
+--
+-- Name: episode_extractions episode_extractions_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.episode_extractions
+    ADD CONSTRAINT episode_extractions_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
 -- Name: episodes episodes_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
 --
 
@@ -16404,6 +19168,30 @@ ALTER TABLE ONLY memory.episodes
 
 ALTER TABLE ONLY memory.episodes
     ADD CONSTRAINT episodes_org_id_session_id_fkey FOREIGN KEY (org_id, session_id) REFERENCES memory.sessions(org_id, session_id) ON DELETE CASCADE;
+
+
+--
+-- Name: extraction_rejections extraction_rejections_org_id_episode_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.extraction_rejections
+    ADD CONSTRAINT extraction_rejections_org_id_episode_id_fkey FOREIGN KEY (org_id, episode_id) REFERENCES memory.episodes(org_id, episode_id) ON DELETE CASCADE;
+
+
+--
+-- Name: extraction_rejections extraction_rejections_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.extraction_rejections
+    ADD CONSTRAINT extraction_rejections_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: extraction_schemas extraction_schemas_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.extraction_schemas
+    ADD CONSTRAINT extraction_schemas_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
 
 
 --
@@ -16468,6 +19256,30 @@ ALTER TABLE ONLY memory.job_schedules
 
 ALTER TABLE ONLY memory.jobs
     ADD CONSTRAINT jobs_org_id_fkey FOREIGN KEY (org_id) REFERENCES memory.orgs(org_id) ON DELETE CASCADE;
+
+
+--
+-- Name: model_budgets model_budgets_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.model_budgets
+    ADD CONSTRAINT model_budgets_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: model_calls model_calls_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.model_calls
+    ADD CONSTRAINT model_calls_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
+
+
+--
+-- Name: model_usage_periods model_usage_periods_org_id_project_id_fkey; Type: FK CONSTRAINT; Schema: memory; Owner: -
+--
+
+ALTER TABLE ONLY memory.model_usage_periods
+    ADD CONSTRAINT model_usage_periods_org_id_project_id_fkey FOREIGN KEY (org_id, project_id) REFERENCES memory.projects(org_id, project_id) ON DELETE CASCADE;
 
 
 --
@@ -16671,6 +19483,18 @@ ALTER TABLE ONLY memory_internal.webhook_secrets
 
 
 --
+-- Name: attachment_chunks; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.attachment_chunks ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: attachments; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.attachments ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: audit_log; Type: ROW SECURITY; Schema: memory; Owner: -
 --
 
@@ -16731,10 +19555,28 @@ ALTER TABLE memory.entities ENABLE ROW LEVEL SECURITY;
 ALTER TABLE memory.entity_aliases ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: episode_extractions; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.episode_extractions ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: episodes; Type: ROW SECURITY; Schema: memory; Owner: -
 --
 
 ALTER TABLE memory.episodes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: extraction_rejections; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.extraction_rejections ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: extraction_schemas; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.extraction_schemas ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: fact_embeddings; Type: ROW SECURITY; Schema: memory; Owner: -
@@ -16771,6 +19613,24 @@ ALTER TABLE memory.job_schedules ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE memory.jobs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: model_budgets; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.model_budgets ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: model_calls; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.model_calls ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: model_usage_periods; Type: ROW SECURITY; Schema: memory; Owner: -
+--
+
+ALTER TABLE memory.model_usage_periods ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: notes; Type: ROW SECURITY; Schema: memory; Owner: -
@@ -16826,6 +19686,20 @@ ALTER TABLE memory.sessions ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE memory.subject_cardinalities ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: attachment_chunks tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.attachment_chunks USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: attachments tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.attachments USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
 
 --
 -- Name: audit_log tenant_isolation; Type: POLICY; Schema: memory; Owner: -
@@ -16898,10 +19772,31 @@ CREATE POLICY tenant_isolation ON memory.entity_aliases USING ((org_id = memory_
 
 
 --
+-- Name: episode_extractions tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.episode_extractions USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
 -- Name: episodes tenant_isolation; Type: POLICY; Schema: memory; Owner: -
 --
 
 CREATE POLICY tenant_isolation ON memory.episodes USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: extraction_rejections tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.extraction_rejections USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: extraction_schemas tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.extraction_schemas USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
 
 
 --
@@ -16944,6 +19839,27 @@ CREATE POLICY tenant_isolation ON memory.job_schedules USING ((org_id = memory_i
 --
 
 CREATE POLICY tenant_isolation ON memory.jobs USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: model_budgets tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.model_budgets USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: model_calls tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.model_calls USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
+
+
+--
+-- Name: model_usage_periods tenant_isolation; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memory.model_usage_periods USING ((org_id = memory_internal.current_org())) WITH CHECK ((org_id = memory_internal.current_org()));
 
 
 --
@@ -17040,6 +19956,13 @@ ALTER TABLE memory.webhook_delivery_log ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE memory.webhook_endpoints ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: model_budgets worker_budgets; Type: POLICY; Schema: memory; Owner: -
+--
+
+CREATE POLICY worker_budgets ON memory.model_budgets FOR SELECT TO chronomem_owner USING (true);
+
 
 --
 -- Name: jobs worker_queue; Type: POLICY; Schema: memory; Owner: -
@@ -17312,6 +20235,15 @@ GRANT ALL ON FUNCTION memory.assert_facts(p_project uuid, p_facts jsonb, p_sourc
 
 
 --
+-- Name: FUNCTION attachment_content(p_project uuid, p_attachment uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.attachment_content(p_project uuid, p_attachment uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.attachment_content(p_project uuid, p_attachment uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.attachment_content(p_project uuid, p_attachment uuid) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION close_fact(p_project uuid, p_fact uuid, p_at timestamp with time zone, p_reason text, p_kind text, p_actor text); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -17337,12 +20269,12 @@ GRANT ALL ON FUNCTION memory.conflict_policy(p_project uuid) TO chronomem_analys
 
 
 --
--- Name: FUNCTION context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: ACL; Schema: memory; Owner: -
+-- Name: FUNCTION context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb); Type: ACL; Schema: memory; Owner: -
 --
 
-REVOKE ALL ON FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) TO chronomem_app;
-GRANT ALL ON FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) TO chronomem_analyst;
+REVOKE ALL ON FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.context(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb) TO chronomem_analyst;
 
 
 --
@@ -17462,12 +20394,39 @@ GRANT ALL ON FUNCTION memory.embedding_model() TO chronomem_analyst;
 
 
 --
+-- Name: FUNCTION episode_extraction(p_project uuid, p_episode uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.episode_extraction(p_project uuid, p_episode uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.episode_extraction(p_project uuid, p_episode uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.episode_extraction(p_project uuid, p_episode uuid) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION export_subject(p_project uuid, p_subject text); Type: ACL; Schema: memory; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory.export_subject(p_project uuid, p_subject text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.export_subject(p_project uuid, p_subject text) TO chronomem_app;
 GRANT ALL ON FUNCTION memory.export_subject(p_project uuid, p_subject text) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION extraction_schema(p_project uuid, p_version integer); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.extraction_schema(p_project uuid, p_version integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.extraction_schema(p_project uuid, p_version integer) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.extraction_schema(p_project uuid, p_version integer) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION extraction_schema_versions(p_project uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.extraction_schema_versions(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.extraction_schema_versions(p_project uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.extraction_schema_versions(p_project uuid) TO chronomem_analyst;
 
 
 --
@@ -17524,6 +20483,15 @@ GRANT ALL ON FUNCTION memory.facts_at(p_project uuid, p_at timestamp with time z
 
 
 --
+-- Name: FUNCTION get_attachment(p_project uuid, p_attachment uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.get_attachment(p_project uuid, p_attachment uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.get_attachment(p_project uuid, p_attachment uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.get_attachment(p_project uuid, p_attachment uuid) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION get_conflict(p_project uuid, p_conflict uuid); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -17559,6 +20527,14 @@ GRANT ALL ON FUNCTION memory.ingest(p_project uuid, p_session text, p_messages j
 
 
 --
+-- Name: FUNCTION ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION list_communities(p_project uuid, p_after text, p_limit integer, p_members integer); Type: ACL; Schema: memory; Owner: -
 --
 
@@ -17583,6 +20559,15 @@ GRANT ALL ON FUNCTION memory.list_conflicts(p_project uuid, p_status text, p_pre
 REVOKE ALL ON FUNCTION memory.list_entities(p_project uuid, p_after text, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.list_entities(p_project uuid, p_after text, p_limit integer) TO chronomem_app;
 GRANT ALL ON FUNCTION memory.list_entities(p_project uuid, p_after text, p_limit integer) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION list_extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint, p_episode uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.list_extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint, p_episode uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.list_extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint, p_episode uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.list_extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint, p_episode uuid) TO chronomem_analyst;
 
 
 --
@@ -17626,6 +20611,24 @@ GRANT ALL ON FUNCTION memory.merge_entities(p_project uuid, p_keep text, p_absor
 
 REVOKE ALL ON FUNCTION memory.metric_totals() FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.metric_totals() TO chronomem_app;
+
+
+--
+-- Name: FUNCTION model_budget(p_project uuid); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.model_budget(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.model_budget(p_project uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.model_budget(p_project uuid) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone) TO chronomem_analyst;
 
 
 --
@@ -17778,21 +20781,21 @@ GRANT ALL ON FUNCTION memory.rotate_webhook_secret(p_project uuid, p_endpoint uu
 
 
 --
--- Name: FUNCTION search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: ACL; Schema: memory; Owner: -
+-- Name: FUNCTION search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb); Type: ACL; Schema: memory; Owner: -
 --
 
-REVOKE ALL ON FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) TO chronomem_app;
-GRANT ALL ON FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) TO chronomem_analyst;
+REVOKE ALL ON FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.search(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) TO chronomem_analyst;
 
 
 --
--- Name: FUNCTION search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: ACL; Schema: memory; Owner: -
+-- Name: FUNCTION search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb); Type: ACL; Schema: memory; Owner: -
 --
 
-REVOKE ALL ON FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) TO chronomem_app;
-GRANT ALL ON FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) TO chronomem_analyst;
+REVOKE ALL ON FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) TO chronomem_app;
+GRANT ALL ON FUNCTION memory.search_rows(p_project uuid, p_query text, p_query_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) TO chronomem_analyst;
 
 
 --
@@ -17810,6 +20813,22 @@ GRANT ALL ON FUNCTION memory.session_messages(p_project uuid, p_session text, p_
 
 REVOKE ALL ON FUNCTION memory.set_conflict_policy(p_project uuid, p_contradictions text, p_protect_confirmed boolean, p_learn_cardinality boolean, p_learn_threshold real, p_learn_min_evidence integer, p_actor text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory.set_conflict_policy(p_project uuid, p_contradictions text, p_protect_confirmed boolean, p_learn_cardinality boolean, p_learn_threshold real, p_learn_min_evidence integer, p_actor text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION set_extraction_schema(p_project uuid, p_document jsonb, p_actor text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.set_extraction_schema(p_project uuid, p_document jsonb, p_actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.set_extraction_schema(p_project uuid, p_document jsonb, p_actor text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION set_model_budget(p_project uuid, p_tokens bigint, p_period text); Type: ACL; Schema: memory; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory.set_model_budget(p_project uuid, p_tokens bigint, p_period text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory.set_model_budget(p_project uuid, p_tokens bigint, p_period text) TO chronomem_app;
 
 
 --
@@ -18025,11 +21044,11 @@ GRANT ALL ON FUNCTION memory_http.conflict_policy(p_project uuid) TO chronomem_a
 
 
 --
--- Name: FUNCTION context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer); Type: ACL; Schema: memory_http; Owner: -
+-- Name: FUNCTION context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb); Type: ACL; Schema: memory_http; Owner: -
 --
 
-REVOKE ALL ON FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer) TO chronomem_app;
+REVOKE ALL ON FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.context(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_max_tokens integer, p_k integer, p_labels text[], p_fields jsonb) TO chronomem_app;
 
 
 --
@@ -18089,11 +21108,43 @@ GRANT ALL ON FUNCTION memory_http.delete_webhook(p_project uuid, p_endpoint uuid
 
 
 --
+-- Name: FUNCTION episode_extraction(p_project uuid, p_episode uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.episode_extraction(p_project uuid, p_episode uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.episode_extraction(p_project uuid, p_episode uuid) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION export_subject(p_project uuid, p_subject text); Type: ACL; Schema: memory_http; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory_http.export_subject(p_project uuid, p_subject text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.export_subject(p_project uuid, p_subject text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.extraction_rejections(p_project uuid, p_reason text, p_limit integer, p_after bigint) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION extraction_schema(p_project uuid, p_version integer); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.extraction_schema(p_project uuid, p_version integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.extraction_schema(p_project uuid, p_version integer) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION extraction_schema_versions(p_project uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.extraction_schema_versions(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.extraction_schema_versions(p_project uuid) TO chronomem_app;
 
 
 --
@@ -18118,6 +21169,14 @@ GRANT ALL ON FUNCTION memory_http.get_conflict(p_project uuid, p_conflict uuid) 
 
 REVOKE ALL ON FUNCTION memory_http.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.ingest(p_project uuid, p_session text, p_messages jsonb, p_idempotency_key text, p_session_metadata jsonb) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.ingest_attachments(p_project uuid, p_session text, p_messages jsonb, p_files jsonb, p_contents bytea[], p_idempotency_key text, p_session_metadata jsonb) TO chronomem_app;
 
 
 --
@@ -18150,6 +21209,22 @@ GRANT ALL ON FUNCTION memory_http.list_projects() TO chronomem_app;
 
 REVOKE ALL ON FUNCTION memory_http.merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.merge_entities(p_project uuid, p_keep text, p_absorb text, p_dry_run boolean) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION model_budget(p_project uuid); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.model_budget(p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.model_budget(p_project uuid) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.model_usage(p_project uuid, p_since timestamp with time zone, p_until timestamp with time zone) TO chronomem_app;
 
 
 --
@@ -18241,11 +21316,11 @@ GRANT ALL ON FUNCTION memory_http.rotate_webhook_secret(p_project uuid, p_endpoi
 
 
 --
--- Name: FUNCTION search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text); Type: ACL; Schema: memory_http; Owner: -
+-- Name: FUNCTION search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb); Type: ACL; Schema: memory_http; Owner: -
 --
 
-REVOKE ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text) TO chronomem_app;
+REVOKE ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_embedding public.vector, p_computed_embedding public.vector, p_at timestamp with time zone, p_known_at timestamp with time zone, p_k integer, p_legs text[], p_fusion text, p_labels text[], p_fields jsonb) TO chronomem_app;
 
 
 --
@@ -18254,6 +21329,22 @@ GRANT ALL ON FUNCTION memory_http.search(p_project uuid, p_query text, p_client_
 
 REVOKE ALL ON FUNCTION memory_http.set_conflict_policy(p_project uuid, p_policy jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_http.set_conflict_policy(p_project uuid, p_policy jsonb) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION set_extraction_schema(p_project uuid, p_document jsonb); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.set_extraction_schema(p_project uuid, p_document jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.set_extraction_schema(p_project uuid, p_document jsonb) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION set_model_budget(p_project uuid, p_tokens bigint, p_period text); Type: ACL; Schema: memory_http; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_http.set_model_budget(p_project uuid, p_tokens bigint, p_period text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_http.set_model_budget(p_project uuid, p_tokens bigint, p_period text) TO chronomem_app;
 
 
 --
@@ -18417,6 +21508,20 @@ GRANT ALL ON FUNCTION memory_internal.api_query_embedding(p_client public.vector
 
 
 --
+-- Name: FUNCTION attachment_chunk_chars(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.attachment_chunk_chars() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION attachment_max_chunks(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.attachment_max_chunks() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION audit(p_org uuid, p_project uuid, p_action text, p_resource text, p_counts jsonb); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -18444,6 +21549,13 @@ GRANT ALL ON FUNCTION memory_internal.auto_object_names(p_org uuid, p_project uu
 --
 
 REVOKE ALL ON FUNCTION memory_internal.begin_write(p_floor timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION budget_paused_projects(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.budget_paused_projects() FROM PUBLIC;
 
 
 --
@@ -18491,6 +21603,13 @@ REVOKE ALL ON FUNCTION memory_internal.check_entity_name_length(p_field text, p_
 
 
 --
+-- Name: FUNCTION check_extraction_schema(p_document jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.check_extraction_schema(p_document jsonb) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION check_instants(p_at timestamp with time zone, p_known_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -18513,6 +21632,20 @@ GRANT ALL ON FUNCTION memory_internal.check_limit(p_limit integer, p_max integer
 --
 
 REVOKE ALL ON FUNCTION memory_internal.check_max_rounds(p_max_rounds integer) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION check_schema_names(p_list jsonb, p_key text, p_extra text[]); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.check_schema_names(p_list jsonb, p_key text, p_extra text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION chunk_text(p_text text, p_max integer); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.chunk_text(p_text text, p_max integer) FROM PUBLIC;
 
 
 --
@@ -18542,6 +21675,13 @@ REVOKE ALL ON FUNCTION memory_internal.claim_delivery(p_worker text, p_lease int
 --
 
 REVOKE ALL ON FUNCTION memory_internal.clear_community_work(p_org uuid, p_project uuid) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION clear_wiped_summaries(p_org uuid, p_project uuid, p_facts uuid[], p_entities uuid[], p_names text[]); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.clear_wiped_summaries(p_org uuid, p_project uuid, p_facts uuid[], p_entities uuid[], p_names text[]) FROM PUBLIC;
 
 
 --
@@ -18608,6 +21748,15 @@ GRANT ALL ON FUNCTION memory_internal.context_communities(p_project uuid, p_at t
 
 
 --
+-- Name: FUNCTION context_summary(p_project uuid, p_community uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_include boolean); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.context_summary(p_project uuid, p_community uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_include boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.context_summary(p_project uuid, p_community uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_include boolean) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.context_summary(p_project uuid, p_community uuid, p_at timestamp with time zone, p_known_at timestamp with time zone, p_include boolean) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION contradiction_conflict(p_org uuid, p_project uuid, p_fact uuid, p_episode uuid, p_actor text); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -18626,6 +21775,15 @@ REVOKE ALL ON FUNCTION memory_internal.count_redactions(p_org uuid, p_project uu
 --
 
 REVOKE ALL ON FUNCTION memory_internal.current_edges_digest(p_project uuid, OUT edges integer, OUT edges_digest bigint) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION current_extraction_schema(p_org uuid, p_project uuid); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.current_extraction_schema(p_org uuid, p_project uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.current_extraction_schema(p_org uuid, p_project uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.current_extraction_schema(p_org uuid, p_project uuid) TO chronomem_analyst;
 
 
 --
@@ -18748,6 +21906,15 @@ GRANT ALL ON FUNCTION memory_internal.entity_names(p_org uuid, p_entity uuid) TO
 
 
 --
+-- Name: FUNCTION episode_attachment(p_org uuid, p_episode uuid); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.episode_attachment(p_org uuid, p_episode uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.episode_attachment(p_org uuid, p_episode uuid) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.episode_attachment(p_org uuid, p_episode uuid) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION episode_collection(p_org uuid, p_project uuid); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -18828,11 +21995,60 @@ REVOKE ALL ON FUNCTION memory_internal.expire_edges(p_org uuid, p_rows tid[]) FR
 
 
 --
+-- Name: FUNCTION extracted_fact_problem(INOUT p_fact jsonb, p_schema jsonb, p_min_confidence real, p_instant timestamp with time zone, OUT reason text, OUT message text); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.extracted_fact_problem(INOUT p_fact jsonb, p_schema jsonb, p_min_confidence real, p_instant timestamp with time zone, OUT reason text, OUT message text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION extraction_fact_ids(p_episode uuid, p_turns integer); Type: ACL; Schema: memory_internal; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory_internal.extraction_fact_ids(p_episode uuid, p_turns integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.extraction_fact_ids(p_episode uuid, p_turns integer) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION extraction_matches(p_org uuid, p_project uuid, p_kind text, p_id uuid, p_labels text[], p_fields jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.extraction_matches(p_org uuid, p_project uuid, p_kind text, p_id uuid, p_labels text[], p_fields jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.extraction_matches(p_org uuid, p_project uuid, p_kind text, p_id uuid, p_labels text[], p_fields jsonb) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.extraction_matches(p_org uuid, p_project uuid, p_kind text, p_id uuid, p_labels text[], p_fields jsonb) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION extraction_rejection_reasons(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.extraction_rejection_reasons() FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.extraction_rejection_reasons() TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.extraction_rejection_reasons() TO chronomem_analyst;
+
+
+--
+-- Name: TABLE extraction_schemas; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.extraction_schemas TO chronomem_app;
+GRANT SELECT ON TABLE memory.extraction_schemas TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION extraction_schema_json(s memory.extraction_schemas); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.extraction_schema_json(s memory.extraction_schemas) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.extraction_schema_json(s memory.extraction_schemas) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.extraction_schema_json(s memory.extraction_schemas) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION extraction_sections(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.extraction_sections() FROM PUBLIC;
 
 
 --
@@ -18922,6 +22138,13 @@ GRANT ALL ON FUNCTION memory_internal.fact_versions(p_project uuid) TO chronomem
 REVOKE ALL ON FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid) TO chronomem_app;
 GRANT ALL ON FUNCTION memory_internal.facts_naming(p_org uuid, p_project uuid, p_entity uuid) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION field_problem(p_schema jsonb, p_value jsonb); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.field_problem(p_schema jsonb, p_value jsonb) FROM PUBLIC;
 
 
 --
@@ -19094,6 +22317,24 @@ REVOKE ALL ON FUNCTION memory_internal.matching_mappings(p_issuer text, p_audien
 
 
 --
+-- Name: FUNCTION model_period_start(p_period text, p_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.model_period_start(p_period text, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.model_period_start(p_period text, p_at timestamp with time zone) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.model_period_start(p_period text, p_at timestamp with time zone) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION model_tokens_since(p_org uuid, p_project uuid, p_start timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.model_tokens_since(p_org uuid, p_project uuid, p_start timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.model_tokens_since(p_org uuid, p_project uuid, p_start timestamp with time zone) TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.model_tokens_since(p_org uuid, p_project uuid, p_start timestamp with time zone) TO chronomem_analyst;
+
+
+--
 -- Name: FUNCTION name_tokens(p_name text); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -19227,6 +22468,13 @@ GRANT ALL ON FUNCTION memory_internal.question_tsquery(p_query text) TO chronome
 
 
 --
+-- Name: FUNCTION queue_community_summaries(p_org uuid, p_project uuid); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.queue_community_summaries(p_org uuid, p_project uuid) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION range_believed(p_org uuid, p_fact uuid, p_known_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -19258,6 +22506,20 @@ GRANT ALL ON FUNCTION memory_internal.read_instants(p_at timestamp with time zon
 --
 
 REVOKE ALL ON FUNCTION memory_internal.rebuild_edge_history(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION record_model_call_at(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text, p_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.record_model_call_at(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text, p_at timestamp with time zone) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION record_rejections(p_org uuid, p_project uuid, p_episode uuid, p_items jsonb, p_schema_version integer); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.record_rejections(p_org uuid, p_project uuid, p_episode uuid, p_items jsonb, p_schema_version integer) FROM PUBLIC;
 
 
 --
@@ -19555,6 +22817,13 @@ REVOKE ALL ON FUNCTION memory_internal.store_changes(p_holds text[]) FROM PUBLIC
 
 
 --
+-- Name: FUNCTION subject_attachments(p_org uuid, p_project uuid, p_entity uuid, p_facts uuid[]); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.subject_attachments(p_org uuid, p_project uuid, p_entity uuid, p_facts uuid[]) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION sync_edges(p_org uuid, p_project uuid, p_sources uuid[], p_targets uuid[], p_relations text[]); Type: ACL; Schema: memory_internal; Owner: -
 --
 
@@ -19808,11 +23077,11 @@ REVOKE ALL ON FUNCTION memory_internal.wipe_content(p_project uuid, p_session te
 
 
 --
--- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer); Type: ACL; Schema: memory_worker; Owner: -
+-- Name: FUNCTION apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer, p_meta jsonb); Type: ACL; Schema: memory_worker; Owner: -
 --
 
-REVOKE ALL ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer) TO chronomem_app;
+REVOKE ALL ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer, p_meta jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload jsonb, p_min_confidence real, p_turns integer, p_meta jsonb) TO chronomem_app;
 
 
 --
@@ -19821,6 +23090,14 @@ GRANT ALL ON FUNCTION memory_worker.apply_extraction(p_episode uuid, p_payload j
 
 REVOKE ALL ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION community_summary_inputs(p_project uuid, p_communities integer, p_members integer, p_facts integer); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.community_summary_inputs(p_project uuid, p_communities integer, p_members integer, p_facts integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.community_summary_inputs(p_project uuid, p_communities integer, p_members integer, p_facts integer) TO chronomem_app;
 
 
 --
@@ -19912,11 +23189,35 @@ GRANT ALL ON FUNCTION memory_worker.queue_community_refreshes(p_max_rounds integ
 
 
 --
+-- Name: FUNCTION record_extraction_rejections(p_episode uuid, p_items jsonb, p_meta jsonb); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.record_extraction_rejections(p_episode uuid, p_items jsonb, p_meta jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.record_extraction_rejections(p_episode uuid, p_items jsonb, p_meta jsonb) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION record_model_call(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.record_model_call(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.record_model_call(p_project uuid, p_job_kind text, p_job_id bigint, p_episode uuid, p_model text, p_operation text, p_tokens_in integer, p_tokens_out integer, p_latency_ms double precision, p_outcome text) TO chronomem_app;
+
+
+--
 -- Name: FUNCTION resume_waiting_jobs(p_kinds text[]); Type: ACL; Schema: memory_worker; Owner: -
 --
 
 REVOKE ALL ON FUNCTION memory_worker.resume_waiting_jobs(p_kinds text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_worker.resume_waiting_jobs(p_kinds text[]) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION store_community_summaries(p_project uuid, p_items jsonb, p_model text); Type: ACL; Schema: memory_worker; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_worker.store_community_summaries(p_project uuid, p_items jsonb, p_model text) FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_worker.store_community_summaries(p_project uuid, p_items jsonb, p_model text) TO chronomem_app;
 
 
 --
@@ -19933,6 +23234,22 @@ GRANT ALL ON FUNCTION memory_worker.store_embeddings(p_kind text, p_ids uuid[], 
 
 REVOKE ALL ON FUNCTION memory_worker.webhook_target(p_endpoint uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_worker.webhook_target(p_endpoint uuid) TO chronomem_app;
+
+
+--
+-- Name: TABLE attachment_chunks; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.attachment_chunks TO chronomem_app;
+GRANT SELECT ON TABLE memory.attachment_chunks TO chronomem_analyst;
+
+
+--
+-- Name: TABLE attachments; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.attachments TO chronomem_app;
+GRANT SELECT ON TABLE memory.attachments TO chronomem_analyst;
 
 
 --
@@ -19992,11 +23309,27 @@ GRANT SELECT ON TABLE memory.entity_aliases TO chronomem_analyst;
 
 
 --
+-- Name: TABLE episode_extractions; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.episode_extractions TO chronomem_app;
+GRANT SELECT ON TABLE memory.episode_extractions TO chronomem_analyst;
+
+
+--
 -- Name: TABLE episodes; Type: ACL; Schema: memory; Owner: -
 --
 
 GRANT SELECT ON TABLE memory.episodes TO chronomem_app;
 GRANT SELECT ON TABLE memory.episodes TO chronomem_analyst;
+
+
+--
+-- Name: TABLE extraction_rejections; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.extraction_rejections TO chronomem_app;
+GRANT SELECT ON TABLE memory.extraction_rejections TO chronomem_analyst;
 
 
 --
@@ -20029,6 +23362,30 @@ GRANT SELECT ON TABLE memory.fact_reviews TO chronomem_analyst;
 
 GRANT SELECT ON TABLE memory.job_schedules TO chronomem_app;
 GRANT SELECT ON TABLE memory.job_schedules TO chronomem_analyst;
+
+
+--
+-- Name: TABLE model_budgets; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.model_budgets TO chronomem_app;
+GRANT SELECT ON TABLE memory.model_budgets TO chronomem_analyst;
+
+
+--
+-- Name: TABLE model_calls; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.model_calls TO chronomem_app;
+GRANT SELECT ON TABLE memory.model_calls TO chronomem_analyst;
+
+
+--
+-- Name: TABLE model_usage_periods; Type: ACL; Schema: memory; Owner: -
+--
+
+GRANT SELECT ON TABLE memory.model_usage_periods TO chronomem_app;
+GRANT SELECT ON TABLE memory.model_usage_periods TO chronomem_analyst;
 
 
 --

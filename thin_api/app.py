@@ -17,9 +17,20 @@ from chronomem.settings import ApiSettings, Settings, SettingsError
 from thin_api import console, errors, mcp_server
 from thin_api.db import Database
 from thin_api.embedding import QueryEmbedder
-from thin_api.limits import BodyLimitMiddleware
+from thin_api.limits import AttachmentLimits, BodyLimitMiddleware
 from thin_api.metrics import ApiMetrics, MetricsMiddleware
-from thin_api.routes import conflicts, facts, memory, ops, projects, retrieval, webhooks
+from thin_api.routes import (
+    attachments,
+    conflicts,
+    extraction,
+    facts,
+    memory,
+    ops,
+    projects,
+    retrieval,
+    usage,
+    webhooks,
+)
 
 DSN_VARIABLE = "CHRONOMEM_API_DSN"
 
@@ -37,6 +48,7 @@ def create_app(dsn: str | None = None, settings: Settings | None = None) -> Fast
     # The body limit is needed before the lifespan runs (the middleware stack is built
     # on the first request); the rest of the settings are read at startup.
     limit = (settings or Settings.from_env()).api.max_body_bytes
+    attachment_limits = AttachmentLimits.from_env(os.environ)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -71,12 +83,28 @@ def create_app(dsn: str | None = None, settings: Settings | None = None) -> Fast
     )
     app.state.metrics = metrics
     errors.install(app)
-    for module in (projects, memory, facts, conflicts, retrieval, webhooks, ops):
+    app.state.attachment_limits = attachment_limits
+    for module in (
+        projects,
+        memory,
+        attachments,
+        facts,
+        conflicts,
+        extraction,
+        retrieval,
+        webhooks,
+        usage,
+        ops,
+    ):
         app.include_router(module.router)
     mcp_server.mount(app)  # MCP over streamable HTTP at /mcp
     console.install(app)  # the operator console at /console (not in the OpenAPI document)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=limit)  # outermost: before parsing
+    app.add_middleware(  # outermost: before parsing
+        BodyLimitMiddleware,
+        max_bytes=limit,
+        max_upload_bytes=attachment_limits.max_request_bytes,
+    )
     logging.getLogger("chronomem.api").setLevel(logging.INFO)
     return app
 

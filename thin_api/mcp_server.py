@@ -168,6 +168,25 @@ def build_server(backend: Backend) -> MCPServer:
         return backlog
 
     @server.tool()
+    def memory_extraction_schema(
+        project_id: ProjectId,
+        ctx: Context,
+        version: Annotated[
+            int | None, Field(ge=1, le=2**31 - 1, description="Default: the current one.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """The project's extraction schema: the entity types, predicates (description,
+        cardinality, object type), classification labels and custom fields extraction
+        asks the model for, with its version. An error says when none is set."""
+        schema: dict[str, Any] = call(
+            ctx,
+            project_id,
+            "select memory_http.extraction_schema(%s::uuid, %s::integer)",
+            (project_id, version),
+        )
+        return schema
+
+    @server.tool()
     def add_facts(
         project_id: ProjectId,
         facts: Annotated[list[FactIn], Field(description="At most 1000 per batch.")],

@@ -1,6 +1,6 @@
 """Prometheus metrics: HTTP requests and latency by route, search latency, and what
-the database counts (facts superseded/retracted/refused..., the job queue), read from
-SQL at scrape time, as totals across orgs (no tenant detail)."""
+the database counts (facts superseded/retracted/refused..., the job queue, model calls and
+tokens), read from SQL at scrape time, as totals across orgs (no tenant detail)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,8 @@ class DatabaseCollector(Collector):
         up.add_metric([], 1)
         yield up
         for row in totals:
+            if ":" in row["metric"]:  # labelled counters, e.g. model_tokens_in:enrich
+                continue
             metric = CounterMetricFamily(
                 f"chronomem_{row['metric']}", f"memory.counters {row['metric']}, all orgs."
             )
@@ -91,6 +93,40 @@ class DatabaseCollector(Collector):
             oldest = row["oldest_queued_age"]
             age.add_metric([kind], oldest.total_seconds() if oldest is not None else 0.0)
         yield from (jobs, depth, dead, age)
+        yield from model_usage_metrics(totals)
+
+
+def model_usage_metrics(totals: list[dict[str, Any]]) -> Iterator[Metric]:
+    """The model calls jobs made, from memory.metric_totals' labelled counters
+    (model_calls:<job kind>:<outcome>, model_tokens_in|out:<job kind>,
+    model_latency_us:<job kind>; memory_worker.record_model_call adds to them): tokens by
+    direction and job kind, calls by job kind and outcome, latency by job kind; all orgs
+    together."""
+    tokens = CounterMetricFamily(
+        "chronomem_model_tokens",
+        "Tokens the model endpoints reported, by direction (in, out) and job kind.",
+        labels=["direction", "job_kind"],
+    )
+    calls = CounterMetricFamily(
+        "chronomem_model_calls",
+        "Model calls by job kind and outcome.",
+        labels=["job_kind", "outcome"],
+    )
+    latency = CounterMetricFamily(
+        "chronomem_model_latency_seconds",
+        "Total time of model calls in seconds, by job kind.",
+        labels=["job_kind"],
+    )
+    for row in totals:
+        name, *labels = str(row["metric"]).split(":")
+        value = float(row["value"])
+        if name == "model_calls" and len(labels) == 2:
+            calls.add_metric(labels, value)
+        elif name in ("model_tokens_in", "model_tokens_out") and len(labels) == 1:
+            tokens.add_metric([name.removeprefix("model_tokens_"), labels[0]], value)
+        elif name == "model_latency_us" and len(labels) == 1:
+            latency.add_metric(labels, value / 1e6)
+    yield from (tokens, calls, latency)
 
 
 class MetricsMiddleware:

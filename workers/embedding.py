@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import openai
@@ -48,6 +49,18 @@ class Embedder(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class EmbeddingCall:
+    """One request to an embeddings endpoint, as memory_worker.record_model_call takes it:
+    the tokens the endpoint reported (0 when it reported none), the time it took, and
+    its outcome (ok, error, timeout, rate_limited)."""
+
+    model: str
+    tokens_in: int
+    latency_ms: float
+    outcome: str
+
+
 class OpenAIEmbedder:
     """Any OpenAI-compatible /embeddings endpoint (OpenAI, Azure, Ollama, vLLM ...)."""
 
@@ -70,6 +83,16 @@ class OpenAIEmbedder:
         return 0.0
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_measured(texts, [])
+
+    def embed_measured(self, texts: Sequence[str], calls: list[EmbeddingCall]) -> list[list[float]]:
+        """embed, appending the request's usage to calls (also when it failed)."""
+        started = time.perf_counter()
+
+        def done(outcome: str, tokens: int = 0) -> None:
+            elapsed = (time.perf_counter() - started) * 1000.0
+            calls.append(EmbeddingCall(self.model, tokens, elapsed, outcome))
+
         try:
             response = self.client.embeddings.create(
                 model=self.model,
@@ -78,9 +101,21 @@ class OpenAIEmbedder:
                 encoding_format="float",
             )
         except _CONFIG_ERRORS as err:
+            done("error")
             raise ParkJob(
                 f"embedding endpoint rejected the request ({err}); check CHRONOMEM_EMBEDDING_*"
             ) from err
+        except openai.APITimeoutError:
+            done("timeout")
+            raise
+        except openai.RateLimitError:
+            done("rate_limited")
+            raise
+        except Exception:
+            done("error")
+            raise
+        usage = getattr(response, "usage", None)
+        done("ok", int(getattr(usage, "prompt_tokens", 0) or 0))
         return [list(d.embedding) for d in sorted(response.data, key=lambda d: d.index)]
 
 
@@ -177,10 +212,35 @@ def dimension_problem(embedder: Embedder, db_dim: int) -> str | None:
     )
 
 
+def record_embedding_calls(
+    plpy: Plpy, project_id: str, job_id: int | None, calls: Sequence[EmbeddingCall]
+) -> None:
+    """Record remote embedding requests with memory_worker.record_model_call (job kind
+    embed, operation embeddings; no tokens out), in the job's org scope."""
+    if not calls:
+        return
+    record = plpy.prepare(
+        "select memory_worker.record_model_call($1, 'embed', $2, null, $3, 'embeddings',"
+        " $4, 0, $5, $6)",
+        ["uuid", "bigint", "text", "integer", "double precision", "text"],
+    )
+    for call in calls:
+        record.execute(
+            [project_id, job_id, call.model, call.tokens_in, call.latency_ms, call.outcome]
+        )
+
+
 def embed_rows(
-    plpy: Plpy, project_id: str, kind: str, ids: Sequence[str], embedder: Embedder
+    plpy: Plpy,
+    project_id: str,
+    kind: str,
+    ids: Sequence[str],
+    embedder: Embedder,
+    job_id: int | None = None,
 ) -> dict[str, Any]:
-    """Embed the given episodes, facts or entities (kind) of a project and store them."""
+    """Embed the given episodes, facts or entities (kind) of a project and store them. A
+    remote embedder's requests are recorded as the project's model calls (job_id: the
+    embed job's); a local model's are not (they cost no tokens)."""
     db_dim = int(plpy.execute("select memory.embedding_dim() as dim")[0]["dim"])
     if problem := dimension_problem(embedder, db_dim):
         raise ParkJob(problem)
@@ -194,7 +254,15 @@ def embed_rows(
     stored = 0
     for start in range(0, len(rows), BATCH):
         batch = rows[start : start + BATCH]
-        vectors = embedder.embed([r["input"] for r in batch])
+        texts = [r["input"] for r in batch]
+        if isinstance(embedder, OpenAIEmbedder):
+            calls: list[EmbeddingCall] = []
+            try:
+                vectors = embedder.embed_measured(texts, calls)
+            finally:
+                record_embedding_calls(plpy, project_id, job_id, calls)
+        else:
+            vectors = embedder.embed(texts)
         if len(vectors) != len(batch) or any(len(v) != db_dim for v in vectors):
             raise ParkJob(f"{embedder.name} returned vectors of the wrong shape")
         stored += int(store.execute([kind, [r["id"] for r in batch], vectors])[0]["n"])

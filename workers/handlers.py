@@ -12,6 +12,7 @@ from workers.errors import PermanentError
 from workers.extraction import Extractor, enrich_episode
 from workers.jobs import Handler, Job
 from workers.plpy import PsycopgPlpy
+from workers.summaries import Summarizer, summarize_communities
 from workers.webhooks import WebhookSettings, make_deliver_handler
 
 
@@ -31,18 +32,28 @@ def build_handlers(
     embedder: Embedder,
     min_confidence: float,
     webhooks: WebhookSettings | None = None,
+    summarizer: Summarizer | None = None,
 ) -> dict[str, Handler]:
-    """webhooks: delivery settings; None reads CHRONOMEM_WEBHOOK_* from the environment."""
+    """webhooks: delivery settings; None reads CHRONOMEM_WEBHOOK_* from the environment.
+    summarizer: the model that writes community summaries; None parks those jobs."""
 
     def enrich(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
         episode = str(_field(job, "episode_id"))
-        return enrich_episode(PsycopgPlpy(conn), episode, extractor, min_confidence=min_confidence)
+        return enrich_episode(
+            PsycopgPlpy(conn),
+            episode,
+            extractor,
+            min_confidence=min_confidence,
+            attempt=job.attempt,
+        )
 
     def embed(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
         if job.project_id is None:
             raise PermanentError("embed job without a project")
         kind, ids = _field(job, "kind"), _field(job, "ids")
-        return embed_rows(PsycopgPlpy(conn), str(job.project_id), kind, ids, embedder)
+        return embed_rows(
+            PsycopgPlpy(conn), str(job.project_id), kind, ids, embedder, job_id=job.job_id
+        )
 
     def reconcile_edges(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
         report: dict[str, Any] = _scalar(conn, "select memory.reconcile_edges(1000)")
@@ -74,11 +85,16 @@ def build_handlers(
         )
         return result
 
+    def summarize(conn: psycopg.Connection[Any], job: Job) -> dict[str, Any]:
+        # The communities whose members changed since their summary was written.
+        return summarize_communities(conn, job, summarizer)
+
     return {
         "enrich": enrich,
         "embed": embed,
         "reconcile_edges": reconcile_edges,
         "purge": purge,
         "communities": communities,
+        "summarize_communities": summarize,
         "deliver_webhook": make_deliver_handler(webhooks),
     }

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 import psycopg
+
+from workers.attempt import AttemptLog
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,9 @@ class Job:
     payload: dict[str, Any]
     attempts: int
     max_attempts: int
+    attempt: AttemptLog = field(default_factory=AttemptLog, compare=False, repr=False)
+    """What this attempt did that outlives it (model calls, rejections): the runner
+    writes it with the attempt's end."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Job:

@@ -17,6 +17,7 @@ from workers.embedding import Embedder, dimension_problem, make_embedder
 from workers.extraction import NO_LLM_REASON, Extractor
 from workers.handlers import build_handlers
 from workers.runner import Worker, connect, default_name
+from workers.summaries import Summarizer
 
 log = logging.getLogger("chronomem.worker")
 
@@ -48,7 +49,7 @@ def preflight(dsn: str, extractor: Extractor | None, embedder: Embedder) -> None
                 f"with {embedder.name}; configure {recorded} (CHRONOMEM_EMBEDDING_MODEL) or "
                 f"run `chronomem reembed --dim {embedder.dim} --model {embedder.name}`"
             )
-        kinds = ["embed", "enrich"] if extractor is not None else ["embed"]
+        kinds = ["embed", "enrich", "summarize_communities"] if extractor is not None else ["embed"]
         resumed = _scalar(conn, "select memory_worker.resume_waiting_jobs(%s)", (kinds,))
     log.info(
         "worker configured",
@@ -86,7 +87,13 @@ def build_worker(dsn: str, settings: Settings, name: str | None = None) -> Worke
     ws = settings.worker
     worker = Worker(
         dsn,
-        build_handlers(extractor, embedder, ws.min_confidence, webhooks=settings.webhook),
+        build_handlers(
+            extractor,
+            embedder,
+            ws.min_confidence,
+            webhooks=settings.webhook,
+            summarizer=Summarizer.from_settings(settings.llm),
+        ),
         name=name,
         concurrency=ws.concurrency,
         lease=ws.lease,

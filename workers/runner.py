@@ -225,27 +225,42 @@ class Worker:
                 except PartialFailure as err:
                     # What applied stands, committed with the failed attempt (retried
                     # unless the error says it cannot help, e.g. a webhook's 4xx).
+                    self._write_attempt(conn, job)
                     status = self._fail(conn, worker, job, str(err), retryable=err.retryable)
                     if status is None:
                         raise _LeaseLost from err
                     log.warning(
                         "job partly failed", extra={**fields, "status": status, "error": str(err)}
                     )
+                    job.attempt.clear()
                     return
+                self._write_attempt(conn, job)
                 if not self._complete(conn, worker, job, result):
                     raise _LeaseLost
+            job.attempt.clear()
             done = {**fields, "seconds": _since(started)}
             if len(json.dumps(result, default=str)) <= 500:  # the job row keeps it all anyway
                 done["result"] = result
             log.info("job done", extra=done)
         except _LeaseLost:
             log.warning("lease lost; this attempt was rolled back", extra=fields)
+            # Its model calls were made all the same: their usage counts (its
+            # rejections do not: the lane that holds the job now records its own).
+            job.attempt.rejections.clear()
+            if job.attempt and not (conn.broken or conn.closed):
+                with conn.transaction():
+                    conn.execute("select memory.use_org(%s)", (job.org_id,))
+                    self._write_attempt(conn, job)
+            job.attempt.clear()
         except ParkJob as err:
             with conn.transaction():
+                conn.execute("select memory.use_org(%s)", (job.org_id,))
+                self._write_attempt(conn, job)
                 row = conn.execute(
                     "select memory_worker.park_job(%s, %s, %s, %s)",
                     (job.org_id, job.job_id, worker, err.reason),
                 ).fetchone()
+            job.attempt.clear()
             if row and row[0]:
                 log.warning("job waiting", extra={**fields, "reason": err.reason})
             else:
@@ -255,13 +270,61 @@ class Worker:
                 raise  # connection gone: the lane reconnects, the lease returns the job
             retryable = _retryable(err)
             with conn.transaction():
+                if job.attempt:
+                    conn.execute("select memory.use_org(%s)", (job.org_id,))
+                    self._write_attempt(conn, job)
                 status = self._fail(conn, worker, job, f"{type(err).__name__}: {err}", retryable)
+            job.attempt.clear()
             log.warning(
                 "job failed",
                 extra={**fields, "status": status, "retryable": retryable, "error": str(err)},
                 # A traceback only for the unexpected: not for SQL or job errors.
                 exc_info=not isinstance(err, (psycopg.Error, JobError)),
             )
+
+    def _write_attempt(self, conn: psycopg.Connection[Any], job: Job) -> None:
+        """The attempt's model calls and rejections, in the transaction that ends it
+        (each in a savepoint: accounting that fails is logged, and the job's outcome
+        still commits)."""
+        for u in job.attempt.usage:
+            c = u.call
+            try:
+                with conn.transaction():
+                    conn.execute(
+                        "select memory_worker.record_model_call("
+                        "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        (
+                            u.project or job.project_id,
+                            job.kind,
+                            job.job_id,
+                            u.episode,
+                            c.model,
+                            c.operation,
+                            c.tokens_in,
+                            c.tokens_out,
+                            c.latency_ms,
+                            c.outcome,
+                        ),
+                    )
+            except psycopg.Error as err:
+                if conn.broken or conn.closed:
+                    raise
+                log.warning(
+                    "model call not recorded", extra={**job.log_fields(), "error": str(err)}
+                )
+        for r in job.attempt.rejections:
+            try:
+                with conn.transaction():
+                    conn.execute(
+                        "select memory_worker.record_extraction_rejections(%s, %s, %s)",
+                        (r.episode, Jsonb(r.items), Jsonb(r.meta)),
+                    )
+            except psycopg.Error as err:
+                if conn.broken or conn.closed:
+                    raise
+                log.warning(
+                    "rejections not recorded", extra={**job.log_fields(), "error": str(err)}
+                )
 
     def _complete(
         self, conn: psycopg.Connection[Any], worker: str, job: Job, result: dict[str, Any]

@@ -722,8 +722,9 @@ def test_openapi_documents_every_route(base: str) -> None:
     # POST /v1/.../entities/merge, POST /v1/.../entities/split, DELETE /v1/projects/{id},
     # POST /v1/.../communities/refresh, GET /v1/.../sessions, GET /v1/.../backlog,
     # GET /v1/.../changes, GET /v1/.../subject-export, PUT, GET and DELETE
-    # /v1/.../redaction-rules, and 9 of conflicts, review and predicate changes
-    assert len(operations) == 51
+    # /v1/.../redaction-rules, 9 of conflicts, review and predicate changes, 5 of the
+    # extraction schema and rejections, 3 of attachments, 3 of model usage and budgets
+    assert len(operations) == 62
     error_ref = "#/components/schemas/ErrorResponse"
     for path, method, op in operations:
         ok = op["responses"].get("200") or op["responses"].get("201")

@@ -12,12 +12,13 @@ into the next.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -46,6 +47,9 @@ class World:
     endpoint: uuid.UUID  # a webhook endpoint of A's project (disabled: it never delivers)
     conflict: uuid.UUID  # an open conflict of A's project
     change: int  # a predicate change of A's project (the declaration of plan)
+    episode: uuid.UUID  # one of A's episodes
+    # One of A's attachments (a world made without one gets an id that exists nowhere).
+    attachment: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +118,21 @@ def world(base: str, app_dsn: str, http: httpx.Client) -> World:
         key = ca.create_api_key(a.project, "spare", ["project:read"]).key_id
         endpoint = disabled_endpoint(ca, a.project)
         conflict, change = inbox(ca, a.project)
-    return World(base, a, b, facts[0], "alpha chat", key, http, endpoint, conflict, change)
+        episode = ca.ingest(
+            a.project, "alpha chat", [{"role": "user", "content": "alpha more words"}]
+        ).episode_ids[0]
+        ca.set_extraction_schema(a.project, {"labels": [{"name": "alpha"}]})
+        attachment = (
+            ca.ingest_files(
+                a.project, "alpha files", [("a.txt", b"alpha file words", None)], content="alpha f"
+            )
+            .attachments[0]
+            .attachment_id
+        )
+    return World(
+        base, a, b, facts[0], "alpha chat", key, http, endpoint, conflict, change, episode,
+        attachment,
+    )  # fmt: skip
 
 
 def call(w: World, token: str, method: str, path: str, **kw: Any) -> httpx.Response:
@@ -126,6 +144,8 @@ def call(w: World, token: str, method: str, path: str, **kw: Any) -> httpx.Respo
         e=w.endpoint,
         c=w.conflict,
         ch=w.change,
+        ep=w.episode,
+        a=w.attachment,
         bp=w.b.project,
         pred="likes",
         det="email",
@@ -138,7 +158,8 @@ def call(w: World, token: str, method: str, path: str, **kw: Any) -> httpx.Respo
 def a_ids(w: World) -> dict[str, str]:
     """A's ids in the path templates, as they appear in URLs and answers."""
     return {"p": str(w.a.project), "f": str(w.fact), "s": w.session, "k": str(w.key),
-            "e": str(w.endpoint), "c": str(w.conflict)}  # fmt: skip
+            "e": str(w.endpoint), "c": str(w.conflict), "ep": str(w.episode),
+            "a": str(w.attachment)}  # fmt: skip
 
 
 def with_random_ids(w: World) -> World:
@@ -146,7 +167,7 @@ def with_random_ids(w: World) -> World:
     a = Tenant(w.a.app_dsn, w.a.org, uuid.uuid4(), w.a.key_id, w.a.token)
     return World(
         w.base, a, w.b, uuid.uuid4(), f"no such {uuid.uuid4().hex}", uuid.uuid4(), w.http,
-        uuid.uuid4(), uuid.uuid4(), 2**62 + random.randrange(2**30),
+        uuid.uuid4(), uuid.uuid4(), 2**62 + random.randrange(2**30), uuid.uuid4(),
     )  # fmt: skip
 
 
@@ -175,7 +196,11 @@ READS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/projects/{p}/api-keys", {}),
     ("GET", "/v1/projects/{p}/sessions", {}),
     ("GET", "/v1/projects/{p}/backlog", {}),
+    ("GET", "/v1/projects/{p}/usage", {}),
+    ("GET", "/v1/projects/{p}/model-budget", {}),
     ("GET", "/v1/projects/{p}/sessions/{s}/messages", {}),
+    ("GET", "/v1/projects/{p}/attachments/{a}", {}),
+    ("GET", "/v1/projects/{p}/attachments/{a}/content", {}),
     ("GET", "/v1/projects/{p}/facts", {}),
     ("GET", "/v1/projects/{p}/facts", {"params": {"as_of": "2024-06-01", "subject": "alpha user"}}),
     ("GET", "/v1/projects/{p}/facts/{f}/history", {}),
@@ -189,6 +214,10 @@ READS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/projects/{p}/conflict-policy", {}),
     ("GET", "/v1/projects/{p}/cardinality/suggestions", {}),
     ("GET", "/v1/projects/{p}/cardinality/changes", {}),
+    ("GET", "/v1/projects/{p}/extraction-schema", {}),
+    ("GET", "/v1/projects/{p}/extraction-schema/versions", {}),
+    ("GET", "/v1/projects/{p}/episodes/{ep}/extraction", {}),
+    ("GET", "/v1/projects/{p}/extraction-rejections", {"params": {"reason": "parse_failure"}}),
     ("POST", "/v1/projects/{p}/search", {"json": {"query": "alpha secret plan"}}),
     ("POST", "/v1/projects/{p}/context", {"json": {"query": "alpha secret plan"}}),
     ("GET", "/v1/projects/{p}/graph/neighbors", {"params": {"entity": "alpha user"}}),
@@ -208,12 +237,22 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
         "/v1/projects/{p}/memory",
         {"json": {"session": "intruder", "messages": [{"role": "user", "content": "hi"}]}},
     ),
+    (
+        "POST",
+        "/v1/projects/{p}/memory/attachments",
+        {
+            "data": {"message": json.dumps({"session": "intruder", "content": "hi"})},
+            "files": [("file", ("x.txt", b"intruder file", "text/plain"))],
+        },
+    ),
     ("PUT", "/v1/projects/{p}/predicates/{pred}", {"json": {"cardinality": "one"}}),
     ("PUT", "/v1/projects/{p}/redaction-rules/{det}", {"json": {"action": "mask"}}),
     ("DELETE", "/v1/projects/{p}/redaction-rules/{det}", {}),
     ("POST", "/v1/projects/{p}/conflicts/{c}/resolve", {"json": {"resolution": "keep_both"}}),
     ("POST", "/v1/projects/{p}/facts/{f}/review", {"json": {"standing": "confirmed"}}),
     ("PUT", "/v1/projects/{p}/conflict-policy", {"json": {"learn_threshold": 0.8}}),
+    ("PUT", "/v1/projects/{p}/extraction-schema", {"json": {"labels": [{"name": "x"}]}}),
+    ("PUT", "/v1/projects/{p}/model-budget", {"json": {"tokens": 1000}}),
     ("POST", "/v1/projects/{p}/cardinality/changes/{ch}/undo", {}),
     ("POST", "/v1/projects/{p}/entities", {"json": {"name": "x", "aliases": ["x corp"]}}),
     (
@@ -240,12 +279,15 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/projects/{bp}/facts/{f}/history", {}),
     ("DELETE", "/v1/projects/{bp}/api-keys/{k}", {}),
     ("GET", "/v1/projects/{bp}/sessions/{s}/messages", {}),
+    ("GET", "/v1/projects/{bp}/attachments/{a}", {}),
+    ("GET", "/v1/projects/{bp}/attachments/{a}/content", {}),
     ("DELETE", "/v1/projects/{bp}/memory", {"params": {"session": "{s}"}}),
     ("GET", "/v1/projects/{bp}/webhooks/{e}/deliveries", {}),
     ("PATCH", "/v1/projects/{bp}/webhooks/{e}", {"json": {"enabled": True}}),
     ("POST", "/v1/projects/{bp}/webhooks/{e}/rotate", {}),
     ("DELETE", "/v1/projects/{bp}/webhooks/{e}", {}),
     ("GET", "/v1/projects/{bp}/conflicts/{c}", {}),
+    ("GET", "/v1/projects/{bp}/episodes/{ep}/extraction", {}),
     ("POST", "/v1/projects/{bp}/conflicts/{c}/resolve", {"json": {"resolution": "keep_both"}}),
     ("POST", "/v1/projects/{bp}/facts/{f}/review", {"json": {"standing": "confirmed"}}),
     ("POST", "/v1/projects/{bp}/cardinality/changes/{ch}/undo", {}),
@@ -259,6 +301,7 @@ def a_state(w: World) -> dict[str, Any]:
             "select fact_id, invalid_at from memory.facts_at(%s) order by fact_id", (w.a.project,)
         ),
         "episodes": w.a.rows("select episode_id from memory.episodes order by 1"),
+        "attachments": w.a.rows("select attachment_id from memory.attachments order by 1"),
         "keys": w.a.rows(
             "select key_id, revoked_at from memory_http.list_api_keys(%s) order by 1",
             (w.a.project,),
@@ -272,6 +315,9 @@ def a_state(w: World) -> dict[str, Any]:
         "policy": w.a.rows("select memory.conflict_policy(%s)", (w.a.project,)),
         "reviews": w.a.rows("select review_id from memory.fact_reviews order by 1"),
         "predicate_changes": w.a.rows("select change_id from memory.predicate_changes order by 1"),
+        "extraction_schemas": w.a.rows(
+            "select project_id, version from memory.extraction_schemas order by 1, 2"
+        ),
         "webhooks": w.a.rows(
             "select e.*, t.* from memory.webhook_endpoints e "
             "left join lateral memory_worker.webhook_target(e.endpoint_id) t on true "
@@ -316,6 +362,8 @@ def test_other_org_writes_are_not_found_and_change_nothing(world: World) -> None
         key = ca.create_api_key(project, "spare", ["project:read"]).key_id
         endpoint = disabled_endpoint(ca, project)
         conflict, change = inbox(ca, project)
+        said = [{"role": "user", "content": "hi"}]
+        episode = ca.ingest(project, "alpha chat", said).episode_ids[0]
     own = World(
         world.base,
         Tenant(world.a.app_dsn, world.a.org, project, world.a.key_id, world.a.token),
@@ -327,6 +375,7 @@ def test_other_org_writes_are_not_found_and_change_nothing(world: World) -> None
         endpoint,
         conflict,
         change,
+        episode,
     )
     for method, path, kw in WRITES:
         if "{bp}" in path:

@@ -41,6 +41,7 @@ CROSS_ORG_POLICIES = {
     ("memory_internal.api_keys", "key_lookup"): "a token names its key, not its org",
     ("memory_internal.auth_sessions", "session_lookup"): "a token names its session",
     ("memory_internal.oidc_mappings", "mapping_lookup"): "an OIDC token names its issuer",
+    ("memory.model_budgets", "worker_budgets"): "claim_jobs reads every org's paused projects",
 }
 
 # Functions that read a cross-org policy's table without naming the org: operator-only.
@@ -53,6 +54,7 @@ CROSS_ORG_READERS = {
     "memory_internal.tg_jobs__notify()": "whether any ready job waits, to skip a NOTIFY",
     "memory_internal.authenticate_session(text)": "sign-in: the token's session",
     "memory_internal.matching_mappings(text,text[],jsonb)": "sign-in: the token's issuer",
+    "memory_internal.budget_paused_projects()": "the job protocol (claim_jobs)",
 }
 
 # Functions that change the org scope (write chronomem.org_id).

@@ -28,7 +28,10 @@ def test_status_of_a_migrated_database(owner_dsn: str) -> None:
     report = json.loads(result.stdout)
     assert (report["revision"], report["migrated"]) == (head_revision(), True)
     assert report["embedding"]["dim"] == 384 and report["postgresql"]
-    kinds = {"communities", "deliver_webhook", "embed", "enrich", "purge", "reconcile_edges"}
+    kinds = {
+        "communities", "deliver_webhook", "embed", "enrich", "purge", "reconcile_edges",
+        "summarize_communities",
+    }  # fmt: skip
     assert set(report["jobs"]) == kinds
     assert set(report["jobs"]["enrich"]) == {
         "queued", "running", "waiting", "dead", "done", "oldest_queued_s"

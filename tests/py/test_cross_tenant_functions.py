@@ -45,7 +45,7 @@ ALL_PERMISSIONS = [
 # Placeholders that name something of org A's; the random run replaces each.
 A_IDS = (
     "org", "project", "fact", "episode", "entity", "endpoint", "key", "job", "delivery_job",
-    "conflict", "change",
+    "conflict", "change", "attachment",
 )  # fmt: skip
 # The schemas whose functions the app role calls: the SQL API, the HTTP layer's and the
 # worker's.
@@ -76,10 +76,26 @@ LEASE = """do $$ begin
 end $$"""
 LEASE_ENRICH = LEASE.format(job="%(job)s", kind="enrich")
 LEASE_DELIVERY = LEASE.format(job="%(delivery_job)s", kind="deliver_webhook")
+# A's project gets an extraction schema; A's episode a rejection the worker recorded.
+SET_SCHEMA = 'select {f}(%(project)s, \'{{"labels": [{{"name": "billing"}}]}}\'::jsonb)'
+REJECT = (
+    "select memory_worker.record_extraction_rejections(%(episode)s,"
+    ' \'[{"section": "answer", "item": null, "reason": "parse_failure"}]\')'
+)
 WORKER_ONLY = (
     "worker entry point across orgs by design (the job row carries its org; "
     "test_11_jobs asserts it): tenants cannot reach it, no API route or MCP tool calls "
     "it and the analyst may not execute it"
+)
+
+# One model call of A's project, and a budget for it.
+MODEL_CALL = (
+    "select memory_worker.record_model_call(%(project)s, 'enrich', null, null, 'xt', 'chat', "
+    "5, 1, 2, 'ok')"
+)
+MODEL_BUDGET = "select memory.set_model_budget(%(project)s, 1000, 'month')"
+RECORD_MODEL_CALL = (
+    "record_model_call(uuid,text,bigint,uuid,text,text,integer,integer,double precision,text)"
 )
 
 P = "memory."
@@ -359,6 +375,27 @@ CASES: dict[str, Case] = {
         control="select jsonb_array_length(memory.list_communities(%(project)s) "
         "-> 'communities') > 0",
     ),
+    # Community summaries (functions/079_community_summaries.sql): A's communities are
+    # computed, none summarized yet.
+    W + "community_summary_inputs(uuid,integer,integer,integer)": Case(
+        probes=("select memory_worker.community_summary_inputs(%(project)s)",),
+        control="select jsonb_array_length("
+        "memory_worker.community_summary_inputs(%(project)s)) > 0",
+    ),
+    W + "store_community_summaries(uuid,jsonb,text)": Case(
+        probes=(
+            "select memory_worker.store_community_summaries(%(project)s, '[]')",
+            "select memory_worker.store_community_summaries(%(project)s, jsonb_build_array("
+            "jsonb_build_object('community_id', gen_random_uuid(), 'members_digest', 0, "
+            "'summary', 'x')))",
+        ),
+        control="select (memory_worker.store_community_summaries(%(project)s, "
+        "jsonb_build_array(jsonb_build_object('community_id', c.community_id, "
+        "'members_digest', c.members_digest, 'summary', 'A group.'))) ->> 'stored')::int = 1 "
+        "from memory.communities c where c.project_id = %(project)s "
+        "order by c.size desc limit 1",
+        mutates=True,
+    ),
     P + "reconcile_edges(integer,uuid)": Case(
         # It heals drift only, so the control can just succeed: A's edges agree.
         probes=("select memory.reconcile_edges(1000, %(project)s)",),
@@ -382,6 +419,47 @@ CASES: dict[str, Case] = {
         control="select memory_http.ingest(%(project)s, 'xt chat', "
         """'[{"role": "user", "content": "more from Alice"}]') is not null""",
         mutates=True,
+    ),
+    P + "ingest_attachments(uuid,text,jsonb,jsonb,bytea[],text,jsonb)": Case(
+        probes=(
+            "select memory.ingest_attachments(%(project)s, 'xt files', "
+            """'[{"role": "user", "content": "intruder"}]', """
+            """'[{"filename": "x.txt", "media_type": "text/plain", "pages": ["intruder"]}]', """
+            "array['intruder'::bytea])",
+        ),
+        control="select jsonb_array_length(memory.ingest_attachments(%(project)s, 'xt files', "
+        """'[{"role": "user", "content": "another file"}]', """
+        """'[{"filename": "b.txt", "media_type": "text/plain", "pages": ["more"]}]', """
+        "array['more'::bytea]) -> 'attachments') = 1",
+        mutates=True,
+    ),
+    H + "ingest_attachments(uuid,text,jsonb,jsonb,bytea[],text,jsonb)": Case(
+        probes=(
+            "select memory_http.ingest_attachments(%(project)s, 'xt files', "
+            """'[{"role": "user", "content": "intruder"}]', """
+            """'[{"filename": "x.txt", "media_type": "text/plain", "pages": ["intruder"]}]', """
+            "array['intruder'::bytea])",
+        ),
+        control="select jsonb_array_length(memory_http.ingest_attachments(%(project)s, "
+        """'xt files', '[{"role": "user", "content": "another file"}]', """
+        """'[{"filename": "b.txt", "media_type": "text/plain", "pages": ["more"]}]', """
+        "array['more'::bytea]) -> 'attachments') = 1",
+        mutates=True,
+    ),
+    P + "get_attachment(uuid,uuid)": Case(
+        probes=(
+            "select memory.get_attachment(%(project)s, %(attachment)s)",
+            "select memory.get_attachment(%(b_project)s, %(attachment)s)",
+        ),
+        control="select memory.get_attachment(%(project)s, %(attachment)s) ->> 'filename' "
+        "= 'a.txt'",
+    ),
+    P + "attachment_content(uuid,uuid)": Case(
+        probes=(
+            "select * from memory.attachment_content(%(project)s, %(attachment)s)",
+            "select * from memory.attachment_content(%(b_project)s, %(attachment)s)",
+        ),
+        control="select count(*) = 1 from memory.attachment_content(%(project)s, %(attachment)s)",
     ),
     P + "session_messages(uuid,text,integer,integer)": Case(
         probes=("select memory.session_messages(%(project)s, 'xt chat')",),
@@ -479,7 +557,7 @@ CASES: dict[str, Case] = {
         control="select jsonb_array_length(memory_worker.extraction_context(%(episode)s) "
         "-> 'known_facts') > 0",
     ),
-    W + "apply_extraction(uuid,jsonb,real,integer)": Case(
+    W + "apply_extraction(uuid,jsonb,real,integer,jsonb)": Case(
         probes=(
             "select memory_worker.apply_extraction(%(episode)s, jsonb_build_object("
             "'contradictions', jsonb_build_array(jsonb_build_object('fact_id', %(fact)s)), "
@@ -491,14 +569,17 @@ CASES: dict[str, Case] = {
         mutates=True,
     ),
     # ---- search (functions/077) --------------------------------------------------
-    P + "search(uuid,text,vector,timestamptz,timestamptz,integer,text[],text)": (
+    P + "search(uuid,text,vector,timestamptz,timestamptz,integer,text[],text,text[],jsonb)": (
         Case(
-            probes=("select memory.search(%(project)s, 'Alice Globex')",),
+            probes=(
+                "select memory.search(%(project)s, 'Alice Globex')",
+                "select memory.search(%(project)s, 'Alice Globex', p_labels => array['x'])",
+            ),
             control="select jsonb_array_length(memory.search(%(project)s, 'Alice Globex') "
             "-> 'results') > 0",
         )
     ),
-    P + "search_rows(uuid,text,vector,timestamptz,timestamptz,integer,text[],text)": (
+    P + "search_rows(uuid,text,vector,timestamptz,timestamptz,integer,text[],text,text[],jsonb)": (
         Case(
             probes=("select * from memory.search_rows(%(project)s, 'Alice Globex')",),
             control="select count(*) > 0 from memory.search_rows(%(project)s, 'Alice Globex')",
@@ -515,24 +596,89 @@ CASES: dict[str, Case] = {
             "= 'What did say of Globex?'",
         )
     ),
-    P + "context(uuid,text,vector,timestamptz,timestamptz,integer,integer)": (
+    P + "context(uuid,text,vector,timestamptz,timestamptz,integer,integer,text[],jsonb)": (
         Case(
             probes=("select memory.context(%(project)s, 'Alice Globex')",),
             control="select memory.context(%(project)s, 'Alice Globex')::text ~ 'Globex'",
         )
     ),
-    H + "search(uuid,text,vector,vector,timestamptz,timestamptz,integer,text[],text)": (
+    H + "search(uuid,text,vector,vector,timestamptz,timestamptz,integer,text[],text,"
+    "text[],jsonb)": (
         Case(
             probes=("select memory_http.search(%(project)s, 'Alice Globex')",),
             control="select jsonb_array_length(memory_http.search(%(project)s, 'Alice Globex') "
             "-> 'results') > 0",
         )
     ),
-    H + "context(uuid,text,vector,vector,timestamptz,timestamptz,integer,integer)": (
+    H + "context(uuid,text,vector,vector,timestamptz,timestamptz,integer,integer,text[],jsonb)": (
         Case(
             probes=("select memory_http.context(%(project)s, 'Alice Globex')",),
             control="select memory_http.context(%(project)s, 'Alice Globex')::text ~ 'Globex'",
         )
+    ),
+    # ---- extraction schemas (functions/074, 086_http_extraction) --------------------
+    P + "set_extraction_schema(uuid,jsonb,text)": Case(
+        probes=(SET_SCHEMA.format(f="memory.set_extraction_schema"),),
+        control=SET_SCHEMA.format(f="memory.set_extraction_schema") + " ->> 'version' = '1'",
+        mutates=True,
+    ),
+    H + "set_extraction_schema(uuid,jsonb)": Case(
+        probes=(SET_SCHEMA.format(f="memory_http.set_extraction_schema"),),
+        control=SET_SCHEMA.format(f="memory_http.set_extraction_schema") + " ->> 'version' = '1'",
+        mutates=True,
+    ),
+    P + "extraction_schema(uuid,integer)": Case(
+        setup=SET_SCHEMA.format(f="memory.set_extraction_schema"),
+        probes=("select memory.extraction_schema(%(project)s)",),
+        control="select memory.extraction_schema(%(project)s, 1) ->> 'version' = '1'",
+    ),
+    H + "extraction_schema(uuid,integer)": Case(
+        setup=SET_SCHEMA.format(f="memory.set_extraction_schema"),
+        probes=("select memory_http.extraction_schema(%(project)s)",),
+        control="select memory_http.extraction_schema(%(project)s) ->> 'version' = '1'",
+    ),
+    P + "extraction_schema_versions(uuid)": Case(
+        setup=SET_SCHEMA.format(f="memory.set_extraction_schema"),
+        probes=("select * from memory.extraction_schema_versions(%(project)s)",),
+        control="select count(*) = 1 from memory.extraction_schema_versions(%(project)s)",
+    ),
+    H + "extraction_schema_versions(uuid)": Case(
+        setup=SET_SCHEMA.format(f="memory.set_extraction_schema"),
+        probes=("select memory_http.extraction_schema_versions(%(project)s)",),
+        control="select jsonb_array_length(memory_http.extraction_schema_versions(%(project)s)"
+        " -> 'versions') = 1",
+    ),
+    P + "episode_extraction(uuid,uuid)": Case(
+        setup=REJECT,
+        probes=("select memory.episode_extraction(%(project)s, %(episode)s)",),
+        control="select jsonb_array_length(memory.episode_extraction(%(project)s, %(episode)s)"
+        " -> 'rejections') = 1",
+    ),
+    H + "episode_extraction(uuid,uuid)": Case(
+        setup=REJECT,
+        probes=("select memory_http.episode_extraction(%(project)s, %(episode)s)",),
+        control="select jsonb_array_length(memory_http.episode_extraction(%(project)s,"
+        " %(episode)s) -> 'rejections') = 1",
+    ),
+    P + "list_extraction_rejections(uuid,text,integer,bigint,uuid)": Case(
+        setup=REJECT,
+        probes=(
+            "select * from memory.list_extraction_rejections(%(project)s)",
+            "select * from memory.list_extraction_rejections(%(project)s,"
+            " p_episode => %(episode)s)",
+        ),
+        control="select count(*) = 1 from memory.list_extraction_rejections(%(project)s)",
+    ),
+    H + "extraction_rejections(uuid,text,integer,bigint)": Case(
+        setup=REJECT,
+        probes=("select memory_http.extraction_rejections(%(project)s)",),
+        control="select jsonb_array_length(memory_http.extraction_rejections(%(project)s)"
+        " -> 'rejections') = 1",
+    ),
+    W + "record_extraction_rejections(uuid,jsonb,jsonb)": Case(
+        probes=(REJECT,),
+        control=REJECT + " = 1",
+        mutates=True,
     ),
     # ---- jobs --------------------------------------------------------------------
     W + "claim_jobs(text,text[],integer,interval)": Case(neutral=WORKER_ONLY),
@@ -562,6 +708,49 @@ CASES: dict[str, Case] = {
     P + "project_backlog(uuid)": Case(
         probes=("select memory.project_backlog(%(project)s)",),
         control="select memory.project_backlog(%(project)s) ? 'caught_up'",
+    ),
+    # ---- model usage and budgets --------------------------------------------------
+    W + RECORD_MODEL_CALL: (
+        Case(
+            probes=(
+                "select memory_worker.record_model_call(%(project)s, 'enrich', %(job)s, "
+                "%(episode)s, 'xt', 'chat', 5, 1, 2, 'ok')",
+            ),
+            control="select count(*) = 1 from memory_worker.record_model_call(%(project)s, "
+            "'enrich', %(job)s, %(episode)s, 'xt', 'chat', 5, 1, 2, 'ok')",
+            mutates=True,
+        )
+    ),
+    P + "model_usage(uuid,timestamptz,timestamptz)": Case(
+        setup=MODEL_CALL,
+        probes=("select * from memory.model_usage(%(project)s)",),
+        control="select count(*) = 1 from memory.model_usage(%(project)s)",
+    ),
+    H + "model_usage(uuid,timestamptz,timestamptz)": Case(
+        setup=MODEL_CALL,
+        probes=("select memory_http.model_usage(%(project)s)",),
+        control="select jsonb_array_length(memory_http.model_usage(%(project)s) -> 'usage') = 1",
+    ),
+    P + "model_budget(uuid)": Case(
+        setup=MODEL_BUDGET,
+        probes=("select memory.model_budget(%(project)s)",),
+        control="select (memory.model_budget(%(project)s) ->> 'tokens')::int = 1000",
+    ),
+    H + "model_budget(uuid)": Case(
+        setup=MODEL_BUDGET,
+        probes=("select memory_http.model_budget(%(project)s)",),
+        control="select (memory_http.model_budget(%(project)s) ->> 'tokens')::int = 1000",
+    ),
+    P + "set_model_budget(uuid,bigint,text)": Case(
+        probes=("select memory.set_model_budget(%(project)s, 5, 'day')",),
+        control="select (memory.set_model_budget(%(project)s, 5, 'day') ->> 'tokens')::int = 5",
+        mutates=True,
+    ),
+    H + "set_model_budget(uuid,bigint,text)": Case(
+        probes=("select memory_http.set_model_budget(%(project)s, 5, 'day')",),
+        control="select (memory_http.set_model_budget(%(project)s, 5, 'day') ->> 'tokens')::int "
+        "= 5",
+        mutates=True,
     ),
     W + "park_job(uuid,bigint,text,text)": Case(
         setup=LEASE_ENRICH,
@@ -1033,6 +1222,21 @@ def build_world(conn: psycopg.Connection[Any]) -> World:
         (project, Jsonb([{"role": "user", "content": "Alice still works at Globex"}])),
     )
     episode = uuid.UUID(ingested["episode_ids"][0])
+    attachment = uuid.UUID(
+        _one(
+            conn,
+            "select memory.ingest_attachments(%s, 'xt files', %s, %s, %s)"
+            " #>> '{attachments,0,attachment_id}'",
+            (
+                project,
+                Jsonb([{"role": "user", "content": "a file"}]),
+                Jsonb(
+                    [{"filename": "a.txt", "media_type": "text/plain", "pages": ["Alice's notes"]}]
+                ),
+                [b"Alice's notes"],
+            ),
+        )
+    )
     conn.execute("select memory.compute_communities(%s)", (project,))
     entity = _one(
         conn,
@@ -1061,7 +1265,7 @@ def build_world(conn: psycopg.Connection[Any]) -> World:
     ids = {
         "org": org, "project": project, "fact": fact, "episode": episode, "entity": entity,
         "endpoint": endpoint, "key": key, "job": job, "delivery_job": delivery_job,
-        "conflict": conflict, "change": change,
+        "conflict": conflict, "change": change, "attachment": attachment,
         "a_token": a_token, "b_org": b_org, "b_project": b_project, "b_token": b_token,
     }  # fmt: skip
     assert delivery_job is not None, "the supersession should have queued a delivery"

@@ -86,7 +86,8 @@ def fill(t: Tenant, name: str) -> None:
         f"{first} says the rent is high.",
         key=f"batch-{first}-1",
     )
-    # The worker's answer for the first episode: an entity with an alias, a fact, a note.
+    # The worker's answer for the first episode: an entity with an alias, a fact, a note,
+    # and a fact it rejects.
     report = t.one(
         "select memory_worker.apply_extraction(%s, %s) as r",
         episodes[0],
@@ -94,7 +95,9 @@ def fill(t: Tenant, name: str) -> None:
             {
                 "entities": [{"name": name, "type": "person", "aliases": [f"{first} Q"]}],
                 "facts": [
-                    {"subject": name, "predicate": "lives_in", "object": "Oslo", "confidence": 0.9}
+                    {"subject": name, "predicate": "lives_in", "object": "Oslo", "confidence": 0.9},
+                    # Below the floor: a rejection that names the subject.
+                    {"subject": name, "predicate": "likes", "object": "rain", "confidence": 0.1},
                 ],
                 "contradictions": [],
                 "notes": [{"kind": "summary", "subject": name, "content": f"{name} moved."}],
@@ -143,6 +146,7 @@ HOLDING = {
     "memory.entities",
     "memory.entity_aliases",
     "memory.notes",
+    "memory.extraction_rejections",
     "memory.jobs",
     "memory_internal.episode_terms",
     PENDING,
@@ -260,7 +264,13 @@ def test_subject_then_session_wipe(
     assert after and after <= conversation, after - conversation
     assert before - conversation - after  # positive control: the rest held it before
     assert other_after == other
-    for store in ("memory.entities", "memory.entity_aliases", "memory.notes", "memory.facts"):
+    for store in (
+        "memory.entities",
+        "memory.entity_aliases",
+        "memory.notes",
+        "memory.facts",
+        "memory.extraction_rejections",
+    ):
         assert receipt["stores"][store]["deleted"] > 0, store
 
     receipt = t.wipe(session=f"chat-{NAME.split()[0]}")

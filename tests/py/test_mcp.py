@@ -25,6 +25,7 @@ from mcp.types import CallToolResult
 TOOLS = {
     "add_memory",
     "memory_backlog",
+    "memory_extraction_schema",
     "add_facts",
     "search_memory",
     "get_context",
@@ -479,5 +480,28 @@ def test_mcp_and_http_refuse_the_same_call_with_the_same_key(base: str, tenant: 
                     else:
                         ok(result)
                         assert answer.status_code == 200, (route, answer.text)
+
+    asyncio.run(run())
+
+
+def test_extraction_schema_tool(base: str, app_dsn: str) -> None:
+    """memory_extraction_schema reads the version PUT stored; before one, a not_found."""
+    tenant = make_tenant(app_dsn, "mcp extraction schema")
+    p = str(tenant.project)
+
+    async def run() -> None:
+        async with http_client(base, tenant.token) as mcp:
+            text = error_text(await mcp.call_tool("memory_extraction_schema", {"project_id": p}))
+            assert "not_found" in text, text
+            doc = {"predicates": [{"name": "works_at", "cardinality": "one"}]}
+            put = httpx.put(
+                f"{base}/v1/projects/{p}/extraction-schema",
+                json=doc,
+                headers={"Authorization": f"Bearer {tenant.token}"},
+            )
+            assert put.status_code == 200, put.text
+            got = ok(await mcp.call_tool("memory_extraction_schema", {"project_id": p}))
+            assert got["version"] == 1
+            assert got["document"]["predicates"] == [{"name": "works_at", "cardinality": "one"}]
 
     asyncio.run(run())

@@ -305,7 +305,7 @@ call pg_temp.ingest('i3', 'stats', '[{"role": "user", "content": "a"}, {"role": 
 select is((select string_agg(s.kind || ' ' || (s.queued - t.queued) || ' ' || (s.running - t.running)
                              || ' ' || (s.dead - t.dead), ', ' order by s.kind)
              from memory.queue_stats() s join stats t on t.kind = s.kind),
-          'communities 0 0 0, deliver_webhook 0 0 0, embed 1 0 0, enrich 2 0 0, purge 0 0 0, reconcile_edges 0 0 0',
+          'communities 0 0 0, deliver_webhook 0 0 0, embed 1 0 0, enrich 2 0 0, purge 0 0 0, reconcile_edges 0 0 0, summarize_communities 0 0 0',
           'queue_stats: one row per kind; an ingest of two messages adds 2 queued enrich and 1 queued embed');
 select cmp_ok((select dead from memory.queue_stats() where kind = 'enrich'), '>=', 2::bigint,
               'queue_stats counts the dead enrich jobs');
@@ -334,7 +334,7 @@ do $$ begin perform set_config('chronomem.org_id', '', true); end $$;
 select cmp_ok(memory.retry_dead_jobs(p_kind => 'enrich'), '>=', 1, 'unscoped (an operator): every org''s');
 select is((pg_temp.job(pg_temp.j('b_enrich'))).status, 'queued', '... org B''s too');
 select throws_ok($$ select memory.retry_dead_jobs('emails') $$, '22023',
-                 'unknown job kind ''emails''; kinds are enrich, embed, deliver_webhook, reconcile_edges, communities, purge',
+                 'unknown job kind ''emails''; kinds are enrich, embed, deliver_webhook, reconcile_edges, communities, purge, summarize_communities',
                  'an unknown kind is refused, naming the kinds');
 do $$ begin perform memory.use_org(pg_temp.id('org'), true); end $$;
 

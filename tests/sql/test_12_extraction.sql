@@ -261,7 +261,8 @@ select is(pg_temp.r('empty') - 'episode_id',
           '{"entities": {"upserted": 0, "skipped_malformed": 0}, "facts": {"inserted": 0, "superseded": 0, "skipped": 0, "refused": 0, "invalid": 0,
             "superseded_pairs": [], "dropped_low_confidence": 0, "dropped_born_dead": 0, "dropped_malformed": 0,
             "malformed": [], "ignored_keys": [], "errors": []},
-            "contradictions": {"closed": 0, "unknown_ids": 0}, "notes": {"inserted": 0}, "failed_sections": []}'::jsonb,
+            "contradictions": {"closed": 0, "unknown_ids": 0}, "notes": {"inserted": 0},
+            "classification": {"labels": 0}, "fields": {"stored": 0}, "rejected": {}, "failed_sections": []}'::jsonb,
           'positive control: an empty object (sections absent) applies nothing and fails nothing');
 
 -- F. Only facts the context offered may be contradicted.  Bob's fact holds

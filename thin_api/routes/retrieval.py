@@ -6,6 +6,7 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Query
+from psycopg.types.json import Jsonb
 
 from thin_api.db import Access, Alongside
 from thin_api.deps import DB, Embedder, Metrics, Token
@@ -67,13 +68,16 @@ def search(
             body.k,
             body.legs,
             body.fusion,
+            body.labels,
+            None if body.fields is None else Jsonb(body.fields),
         )
 
     with metrics.search_latency.labels("search").time():
         return db.call(
             Access(token, project_id),
             "select memory_http.search(%s::uuid, %s::text, %s::vector, %s::vector, "
-            "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text)",
+            "%s::timestamptz, %s::timestamptz, %s::integer, %s::text[], %s::text, %s::text[], "
+            "%s::jsonb)",
             params,
             alongside=_vector_query_text(embedder, project_id, body),
         )
@@ -102,13 +106,15 @@ def context(
             body.known_at,
             body.max_tokens,
             body.k,
+            body.labels,
+            None if body.fields is None else Jsonb(body.fields),
         )
 
     with metrics.search_latency.labels("context").time():
         return db.call(
             Access(token, project_id),
             "select memory_http.context(%s::uuid, %s::text, %s::vector, %s::vector, "
-            "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer)",
+            "%s::timestamptz, %s::timestamptz, %s::integer, %s::integer, %s::text[], %s::jsonb)",
             params,
             alongside=_vector_query_text(embedder, project_id, body),
         )

@@ -14,6 +14,7 @@ datetimes or ISO 8601 strings (zone-less = UTC).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +31,8 @@ from chronomem_client.models import (
     ApiKeyList,
     ApiKeyRevoked,
     AssertResult,
+    Attachment,
+    AttachmentIngestResult,
     Backlog,
     CardinalitySuggestionList,
     CommunityList,
@@ -43,12 +46,18 @@ from chronomem_client.models import (
     EntityMerged,
     EntityPage,
     EntitySplitOff,
+    EpisodeExtraction,
+    ExtractionRejectionPage,
+    ExtractionSchema,
+    ExtractionSchemaVersionList,
     FactChanges,
     FactHistory,
     FactPage,
     FactReviewed,
     IngestResult,
     MessagePage,
+    ModelBudget,
+    ModelUsage,
     Neighbors,
     Org,
     Predicate,
@@ -105,6 +114,9 @@ class Call(Generic[T]):
     params: Mapping[str, Any] = field(default_factory=dict)
     json: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    # A multipart upload: form fields and files (name, (filename, bytes, media type)).
+    data: Mapping[str, str] | None = None
+    files: Sequence[tuple[str, tuple[str, bytes, str | None]]] | None = None
 
 
 def _when(value: When) -> str | None:
@@ -130,6 +142,12 @@ def _answer(response: httpx.Response, model: type[T]) -> T:
             code, message, fault = "http_error", response.text[:200], None
         raise ChronomemError(response.status_code, code, message, fault)
     return model.model_validate(response.json())
+
+
+def _content(response: httpx.Response) -> bytes:
+    if response.is_error:
+        _answer(response, BaseModel)  # raises ChronomemError
+    return response.content
 
 
 class Calls:
@@ -189,6 +207,42 @@ class Calls:
             headers={"Idempotency-Key": idempotency_key} if idempotency_key else {},
         )
 
+    def ingest_files(
+        self,
+        project: Id,
+        session: str,
+        files: Sequence[tuple[str, bytes, str | None]],
+        *,
+        content: str,
+        role: str = "user",
+        occurred_at: When = None,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        session_metadata: Mapping[str, Any] | None = None,
+    ) -> Call[AttachmentIngestResult]:
+        """A message with files, each (filename, bytes, media type or None: by the name's
+        extension): text, Markdown, HTML or PDF. Each file is stored and its text chunked
+        into episodes of the session, pointing back to the file, page and offset."""
+        message = _body(
+            session=session,
+            messages=[
+                _body(role=role, content=content, occurred_at=occurred_at, metadata=metadata)
+            ],
+            session_metadata=session_metadata,
+        )
+        return Call(
+            "POST",
+            f"/v1/projects/{project}/memory/attachments",
+            AttachmentIngestResult,
+            data={"message": json.dumps(message)},
+            files=[("file", (name, data, kind)) for name, data, kind in files],
+            headers={"Idempotency-Key": idempotency_key} if idempotency_key else {},
+        )
+
+    def get_attachment(self, project: Id, attachment: Id) -> Call[Attachment]:
+        """A stored file's metadata and its chunks (episode, page, offset)."""
+        return Call("GET", f"/v1/projects/{project}/attachments/{attachment}", Attachment)
+
     def wipe(
         self, project: Id, *, session: str | None = None, subject: str | None = None
     ) -> Call[WipeResult]:
@@ -221,6 +275,31 @@ class Calls:
 
     def backlog(self, project: Id) -> Call[Backlog]:
         return Call("GET", f"/v1/projects/{project}/backlog", Backlog)
+
+    def model_usage(
+        self, project: Id, *, since: When = None, until: When = None
+    ) -> Call[ModelUsage]:
+        """The project's model calls in [since, until) per job kind and model."""
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/usage",
+            ModelUsage,
+            params=_query(since=_when(since), until=_when(until)),
+        )
+
+    def model_budget(self, project: Id) -> Call[ModelBudget]:
+        return Call("GET", f"/v1/projects/{project}/model-budget", ModelBudget)
+
+    def set_model_budget(
+        self, project: Id, tokens: int | None, period: str = "month"
+    ) -> Call[ModelBudget]:
+        """Set the project's model token budget per day or month; None removes it."""
+        return Call(
+            "PUT",
+            f"/v1/projects/{project}/model-budget",
+            ModelBudget,
+            json={"tokens": tokens, "period": period},
+        )
 
     def sessions(
         self, project: Id, *, cursor: str | None = None, limit: int | None = None
@@ -444,6 +523,54 @@ class Calls:
             PredicateChangeUndone,
         )
 
+    def set_extraction_schema(
+        self, project: Id, document: Mapping[str, Any]
+    ) -> Call[ExtractionSchema]:
+        """Store a new version of the project's extraction schema (entity_types,
+        predicates, labels, fields, allow_other_predicates, allow_other_entity_types)."""
+        return Call(
+            "PUT",
+            f"/v1/projects/{project}/extraction-schema",
+            ExtractionSchema,
+            json=dict(document),
+        )
+
+    def extraction_schema(self, project: Id, version: int | None = None) -> Call[ExtractionSchema]:
+        """A version of the project's extraction schema (default: the current one)."""
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/extraction-schema",
+            ExtractionSchema,
+            params=_query(version=version),
+        )
+
+    def extraction_schema_versions(self, project: Id) -> Call[ExtractionSchemaVersionList]:
+        return Call(
+            "GET", f"/v1/projects/{project}/extraction-schema/versions", ExtractionSchemaVersionList
+        )
+
+    def episode_extraction(self, project: Id, episode: Id) -> Call[EpisodeExtraction]:
+        """An episode's enrichment (labels, fields, provenance) and its rejections."""
+        return Call(
+            "GET", f"/v1/projects/{project}/episodes/{episode}/extraction", EpisodeExtraction
+        )
+
+    def extraction_rejections(
+        self,
+        project: Id,
+        *,
+        reason: str | None = None,
+        limit: int | None = None,
+        cursor: int | None = None,
+    ) -> Call[ExtractionRejectionPage]:
+        """A page of the project's rejected extraction items, oldest first."""
+        return Call(
+            "GET",
+            f"/v1/projects/{project}/extraction-rejections",
+            ExtractionRejectionPage,
+            params=_query(reason=reason, limit=limit, cursor=cursor),
+        )
+
     def set_redaction_rule(
         self, project: Id, detector: str, action: str, pattern: str | None = None
     ) -> Call[RedactionRule]:
@@ -477,7 +604,11 @@ class Calls:
         k: int | None = None,
         legs: Sequence[str] | None = None,
         fusion: str | None = None,
+        labels: Sequence[str] | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> Call[SearchResult]:
+        """Search; `labels` (all of them) and `fields` (containment) keep the episodes
+        whose extraction carries them, and the facts drawn from those episodes."""
         return Call(
             "POST",
             f"/v1/projects/{project}/search",
@@ -490,6 +621,8 @@ class Calls:
                 k=k,
                 legs=None if legs is None else list(legs),
                 fusion=fusion,
+                labels=None if labels is None else list(labels),
+                fields=None if fields is None else dict(fields),
             ),
         )
 
@@ -503,6 +636,8 @@ class Calls:
         known_at: When = None,
         max_tokens: int | None = None,
         k: int | None = None,
+        labels: Sequence[str] | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> Call[ContextResult]:
         return Call(
             "POST",
@@ -515,6 +650,8 @@ class Calls:
                 known_at=known_at,
                 max_tokens=max_tokens,
                 k=k,
+                labels=None if labels is None else list(labels),
+                fields=None if fields is None else dict(fields),
             ),
         )
 
@@ -704,9 +841,20 @@ class Client:
 
     def send(self, call: Call[T]) -> T:
         response = self.http.request(
-            call.method, call.path, params=call.params, json=call.json, headers=call.headers
+            call.method,
+            call.path,
+            params=call.params,
+            json=call.json,
+            headers=call.headers,
+            data=call.data,
+            files=call.files,
         )
         return _answer(response, call.model)
+
+    def attachment_content(self, project: Id, attachment: Id) -> bytes:
+        """A stored file's bytes."""
+        response = self.http.get(f"/v1/projects/{project}/attachments/{attachment}/content")
+        return _content(response)
 
     def metrics(self) -> str:
         """/metrics, Prometheus text."""
@@ -734,10 +882,15 @@ class Client:
     list_api_keys = _sync(Calls.list_api_keys)
     revoke_api_key = _sync(Calls.revoke_api_key)
     ingest = _sync(Calls.ingest)
+    ingest_files = _sync(Calls.ingest_files)
+    get_attachment = _sync(Calls.get_attachment)
     wipe = _sync(Calls.wipe)
     export_subject = _sync(Calls.export_subject)
     set_retention = _sync(Calls.set_retention)
     backlog = _sync(Calls.backlog)
+    model_usage = _sync(Calls.model_usage)
+    model_budget = _sync(Calls.model_budget)
+    set_model_budget = _sync(Calls.set_model_budget)
     sessions = _sync(Calls.sessions)
     session_messages = _sync(Calls.session_messages)
     assert_facts = _sync(Calls.assert_facts)
@@ -755,6 +908,11 @@ class Client:
     suggest_cardinality = _sync(Calls.suggest_cardinality)
     conflict_policy = _sync(Calls.conflict_policy)
     set_conflict_policy = _sync(Calls.set_conflict_policy)
+    set_extraction_schema = _sync(Calls.set_extraction_schema)
+    extraction_schema = _sync(Calls.extraction_schema)
+    extraction_schema_versions = _sync(Calls.extraction_schema_versions)
+    episode_extraction = _sync(Calls.episode_extraction)
+    extraction_rejections = _sync(Calls.extraction_rejections)
     predicate_changes = _sync(Calls.predicate_changes)
     undo_predicate_change = _sync(Calls.undo_predicate_change)
     set_redaction_rule = _sync(Calls.set_redaction_rule)
@@ -789,9 +947,20 @@ class AsyncClient:
 
     async def send(self, call: Call[T]) -> T:
         response = await self.http.request(
-            call.method, call.path, params=call.params, json=call.json, headers=call.headers
+            call.method,
+            call.path,
+            params=call.params,
+            json=call.json,
+            headers=call.headers,
+            data=call.data,
+            files=call.files,
         )
         return _answer(response, call.model)
+
+    async def attachment_content(self, project: Id, attachment: Id) -> bytes:
+        """A stored file's bytes."""
+        response = await self.http.get(f"/v1/projects/{project}/attachments/{attachment}/content")
+        return _content(response)
 
     async def metrics(self) -> str:
         response = await self.http.get("/metrics")
@@ -818,10 +987,15 @@ class AsyncClient:
     list_api_keys = _async(Calls.list_api_keys)
     revoke_api_key = _async(Calls.revoke_api_key)
     ingest = _async(Calls.ingest)
+    ingest_files = _async(Calls.ingest_files)
+    get_attachment = _async(Calls.get_attachment)
     wipe = _async(Calls.wipe)
     export_subject = _async(Calls.export_subject)
     set_retention = _async(Calls.set_retention)
     backlog = _async(Calls.backlog)
+    model_usage = _async(Calls.model_usage)
+    model_budget = _async(Calls.model_budget)
+    set_model_budget = _async(Calls.set_model_budget)
     sessions = _async(Calls.sessions)
     session_messages = _async(Calls.session_messages)
     assert_facts = _async(Calls.assert_facts)
@@ -839,6 +1013,11 @@ class AsyncClient:
     suggest_cardinality = _async(Calls.suggest_cardinality)
     conflict_policy = _async(Calls.conflict_policy)
     set_conflict_policy = _async(Calls.set_conflict_policy)
+    set_extraction_schema = _async(Calls.set_extraction_schema)
+    extraction_schema = _async(Calls.extraction_schema)
+    extraction_schema_versions = _async(Calls.extraction_schema_versions)
+    episode_extraction = _async(Calls.episode_extraction)
+    extraction_rejections = _async(Calls.extraction_rejections)
     predicate_changes = _async(Calls.predicate_changes)
     undo_predicate_change = _async(Calls.undo_predicate_change)
     set_redaction_rule = _async(Calls.set_redaction_rule)

@@ -301,6 +301,56 @@ class IngestResult(Model):
     )
 
 
+AttachmentMediaType = Literal["text/plain", "text/markdown", "text/html", "application/pdf"]
+
+
+class AttachmentStored(Model):
+    """A file stored with a message: its id, and the episodes its text was chunked into."""
+
+    attachment_id: UUID
+    filename: str
+    media_type: AttachmentMediaType
+    size_bytes: int
+    sha256: str = Field(description="SHA-256 of the bytes, hex.")
+    pages: int = Field(description="Pages of a PDF; 1 for text, Markdown and HTML.")
+    episode_ids: list[UUID] = Field(description="The chunks' episodes, in order.")
+
+
+class AttachmentIngestResult(IngestResult):
+    attachments: list[AttachmentStored] = Field(description="The files, in the order sent.")
+
+
+class AttachmentChunk(Model):
+    chunk: int = Field(description="1-based, in the file's order.")
+    episode_id: UUID
+    page: int = Field(description="1-based page of the file.")
+    offset: int = Field(description="0-based character offset in the page's extracted text.")
+    length: int = Field(description="Characters of the page's text the chunk covers.")
+
+
+class Attachment(Model):
+    attachment_id: UUID
+    session_id: UUID
+    session: str = Field(description="Your id for the conversation it was sent in.")
+    filename: str
+    media_type: AttachmentMediaType
+    size_bytes: int
+    sha256: str
+    pages: int
+    created_at: datetime
+    chunks: list[AttachmentChunk]
+
+
+class AttachmentRef(Model):
+    """Where a search hit's episode came from when it is a chunk of a file."""
+
+    attachment_id: UUID
+    filename: str
+    page: int
+    offset: int
+    chunk: int
+
+
 class StoreChanges(Model):
     """Rows a wipe changed in one store, counted by the database for its transaction."""
 
@@ -388,6 +438,12 @@ class KindBacklog(Model):
     waiting: int = Field(description="Cannot run until configured (e.g. no LLM endpoint).")
     dead: int = Field(description="Failed for good; `chronomem retry-jobs` queues them again.")
     oldest_queued_at: datetime | None
+    paused: Literal["budget"] | None = Field(
+        None,
+        description="Why the kind's queued jobs are not handed out: budget (enrich only) while "
+        "the project's model token budget is reached; they run when the period rolls or the "
+        "budget is raised.",
+    )
 
 
 class Backlog(Model):
@@ -819,6 +875,17 @@ class SearchRequest(Model):
         "participant and period the question names; `rrf` is plain reciprocal rank fusion, "
         "the sum of 1/(60 + rank) over the legs.",
     )
+    labels: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        None,
+        max_length=100,
+        description="Only episodes whose extraction carries all of these classification "
+        "labels, and facts drawn from such episodes (entities are not filtered).",
+    )
+    fields: dict[str, JsonValue] | None = Field(
+        None,
+        description="Only episodes whose extracted custom fields contain this object (JSON "
+        "containment), and facts drawn from such episodes.",
+    )
 
 
 class ContextRequest(Model):
@@ -830,6 +897,17 @@ class ContextRequest(Model):
         1500, strict=True, ge=50, le=2**31 - 1, description="Budget for the text block."
     )
     k: int = Field(20, strict=True, ge=1, le=200, description="Search results considered.")
+    labels: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        None,
+        max_length=100,
+        description="Only episodes whose extraction carries all of these classification "
+        "labels, and facts drawn from such episodes (entities are not filtered).",
+    )
+    fields: dict[str, JsonValue] | None = Field(
+        None,
+        description="Only episodes whose extracted custom fields contain this object (JSON "
+        "containment), and facts drawn from such episodes.",
+    )
 
 
 class SearchHit(Model):
@@ -854,6 +932,9 @@ class SearchHit(Model):
     seq: int | None = None
     entity_type: str | None = None
     summary: str | None = None
+    attachment: AttachmentRef | None = Field(
+        None, description="An episode that is a chunk of a file: the file, page and offset."
+    )
 
 
 class FailedLeg(Model):
@@ -881,6 +962,12 @@ class ContextCommunity(Model):
         "of the members the context mentions."
     )
     more: int = Field(description="Members not named in `members`.")
+    summary: str | None = Field(
+        default=None,
+        description="The model's summary of the community, for the first three communities, "
+        "when written no later than `at` and `known_at`; else null.",
+    )
+    summarized_at: datetime | None = Field(default=None, description="When `summary` was written.")
 
 
 class ContextResult(Model):
@@ -1010,6 +1097,12 @@ class Community(Model):
     computed_at: datetime
     members: list[CommunityMember] = Field(description="The first `members` by name.")
     more: int = Field(description="How many members are not listed.")
+    summary: str | None = Field(
+        default=None,
+        description="The model's short summary of the community (null until written, or "
+        "after a wipe of what it was written from).",
+    )
+    summarized_at: datetime | None = Field(default=None, description="When `summary` was written.")
 
 
 class CommunityRefresh(Model):
@@ -1255,3 +1348,147 @@ class Readiness(Model):
     database: Literal["ok", "unreachable"]
     revision: str | None
     head: str | None
+
+
+# -- model usage and budgets ----------------------------------------------------------
+class ModelUsageRow(Model):
+    job_kind: str
+    model: str
+    operation: Literal["chat", "embeddings"]
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    latency_ms_total: float
+    latency_ms_avg: float
+    latency_ms_p95: float
+    errors: int = Field(description="Calls whose outcome was not ok.")
+
+
+class ModelUsage(Model):
+    since: datetime | None
+    until: datetime | None
+    usage: list[ModelUsageRow] = Field(description="Per job kind, model and operation.")
+
+
+BudgetPeriod = Literal["day", "month"]
+
+
+class ModelBudget(Model):
+    tokens: int | None = Field(description="Tokens in plus out per period; null: no budget.")
+    period: BudgetPeriod | None = Field(description="UTC day or month.")
+    used: int | None = Field(description="Tokens the current period's calls used.")
+    period_start: datetime | None
+    period_end: datetime | None
+    paused: bool = Field(description="The budget is reached: the project's enrich jobs wait.")
+
+
+class ModelBudgetSet(Model):
+    tokens: int | None = Field(
+        ge=0, le=2**63 - 1, description="Tokens in plus out per period; null removes the budget."
+    )
+    period: BudgetPeriod = "month"
+
+
+# -- extraction schemas, enrichment, rejections ---------------------------------------
+ObjectKind = Literal["entity", "literal", "date", "number"]
+RejectionReason = Literal[
+    "low_confidence",
+    "invalid_window",
+    "unknown_entity_type",
+    "unknown_predicate",
+    "schema_violation",
+    "parse_failure",
+    "unknown_fact_id",
+]
+ExtractionSection = Literal[
+    "answer", "entities", "facts", "contradictions", "notes", "classification", "fields"
+]
+
+
+class ExtractionEntityType(Model):
+    name: str
+    description: str | None = None
+
+
+class ExtractionPredicate(Model):
+    name: str
+    description: str | None = None
+    cardinality: Literal["one", "many"] | None = Field(
+        None, description="Declared on the project (supersession follows it); absent: not."
+    )
+    object_type: ObjectKind | None = Field(None, description="Absent: any.")
+
+
+class ExtractionLabel(Model):
+    name: str
+    description: str | None = None
+
+
+class ExtractionSchemaDocument(Model):
+    """A stored schema document, defaults filled in."""
+
+    entity_types: list[ExtractionEntityType]
+    predicates: list[ExtractionPredicate]
+    labels: list[ExtractionLabel]
+    fields: dict[str, JsonValue] | None = Field(
+        description="A JSON Schema of type object the model fills per episode, or null."
+    )
+    allow_other_predicates: bool
+    allow_other_entity_types: bool
+
+
+class ExtractionSchema(Model):
+    project_id: UUID
+    version: int = Field(description="From 1; the current one is the highest.")
+    document: ExtractionSchemaDocument
+    document_hash: str = Field(description="sha256 (hex) of the stored document.")
+    created_at: datetime
+    created_by: str | None
+    created: bool | None = Field(
+        None, description="PUT only: false when the document equals the current version."
+    )
+
+
+class ExtractionSchemaVersion(Model):
+    version: int
+    document_hash: str
+    created_at: datetime
+    created_by: str | None
+
+
+class ExtractionSchemaVersionList(Model):
+    versions: list[ExtractionSchemaVersion] = Field(description="Newest first.")
+
+
+class EpisodeRejection(Model):
+    rejection_id: int
+    section: ExtractionSection
+    item: JsonValue = Field(description="The item as the model gave it (null: none).")
+    reason: RejectionReason
+    message: str | None
+    schema_version: int | None
+    recorded_at: datetime
+
+
+class ExtractionRejection(EpisodeRejection):
+    episode_id: UUID
+
+
+class ExtractionRejectionPage(Model):
+    rejections: list[ExtractionRejection] = Field(description="Oldest first.")
+    next_cursor: int | None = Field(description="Pass as `cursor` for the next page.")
+
+
+class EpisodeExtraction(Model):
+    episode_id: UUID
+    extracted: bool = Field(description="Whether an extraction answer was applied.")
+    schema_version: int | None
+    prompt_hash: str | None
+    model: str | None
+    structured: Literal["json_schema", "json_object", "text"] | None
+    calls: int | None
+    labels: list[str] = Field(description="Classification labels.")
+    fields: dict[str, JsonValue] | None = Field(description="Custom fields the model filled.")
+    counts: dict[str, JsonValue] = Field(description="The apply's report per section.")
+    extracted_at: datetime | None
+    rejections: list[EpisodeRejection]
