@@ -84,6 +84,11 @@ def test_the_worker_is_ready_once_its_model_is_loaded(
         state = json.loads(ready.read_text())
         assert state["embedding_model"] == LOCAL_MODEL_NAME
         assert state["embedding_model_load_s"] >= 1.0  # it waited for the model
+        # The worker logs "worker ready" before it writes the file; stderr is read by
+        # another thread, which may not have seen the line yet.
+        while not any('"worker ready"' in line for line in lines):
+            assert proc.poll() is None and time.monotonic() < deadline, lines
+            time.sleep(0.05)
         loaded = next(i for i, line in enumerate(lines) if '"embedding model loaded"' in line)
         assert loaded < next(i for i, line in enumerate(lines) if '"worker ready"' in line)
         while _jobs(admin_dsn, project) != ["done"]:  # now it runs, the model in hand
