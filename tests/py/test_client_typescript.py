@@ -217,7 +217,11 @@ def _camel(name: str) -> str:
 
 
 def _python_methods() -> dict[str, dict[str, list[str]]]:
-    methods = {"metrics": {"positional": [], "options": []}}  # Client.metrics, not a Call
+    # Client.metrics and Client.attachment_content answer text and bytes, not a Call.
+    methods = {
+        "metrics": {"positional": [], "options": []},
+        "attachmentContent": {"positional": ["project", "attachment"], "options": []},
+    }
     for name, function in inspect.getmembers(Calls, inspect.isfunction):
         if name.startswith("_"):
             continue

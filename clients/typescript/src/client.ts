@@ -502,6 +502,8 @@ export class Client {
       k?: number;
       legs?: readonly SearchLeg[];
       fusion?: Schemas["SearchRequest"]["fusion"];
+      labels?: readonly string[];
+      fields?: Record<string, unknown>;
     } = {},
   ): Promise<Schemas["SearchResult"]> {
     return this.#call("post", "/v1/projects/{project_id}/search", {
@@ -514,6 +516,8 @@ export class Client {
         k: options.k,
         legs: options.legs && [...options.legs],
         fusion: options.fusion,
+        labels: options.labels && [...options.labels],
+        fields: options.fields,
       },
     });
   }
@@ -528,6 +532,8 @@ export class Client {
       knownAt?: When;
       maxTokens?: number;
       k?: number;
+      labels?: readonly string[];
+      fields?: Record<string, unknown>;
     } = {},
   ): Promise<Schemas["ContextResult"]> {
     return this.#call("post", "/v1/projects/{project_id}/context", {
@@ -539,6 +545,8 @@ export class Client {
         known_at: instant(options.knownAt),
         max_tokens: options.maxTokens,
         k: options.k,
+        labels: options.labels && [...options.labels],
+        fields: options.fields,
       },
     });
   }
@@ -697,6 +705,133 @@ export class Client {
   }
 
   /** /metrics, Prometheus text. */
+  /** Store a message with files (text, Markdown, HTML or PDF) of a session: each file is
+   * kept and its text chunked into episodes that point back to it (multipart). */
+  async ingestFiles(
+    project: Id,
+    session: string,
+    files: readonly { name: string; data: Uint8Array | Blob; type?: string }[],
+    options: {
+      content: string;
+      role?: string;
+      occurredAt?: When;
+      metadata?: Record<string, unknown>;
+      idempotencyKey?: string;
+      sessionMetadata?: Record<string, unknown>;
+    },
+  ): Promise<Schemas["AttachmentIngestResult"]> {
+    const message = {
+      session,
+      messages: [
+        {
+          role: options.role ?? "user",
+          content: options.content,
+          occurred_at: instant(options.occurredAt),
+          metadata: options.metadata,
+        },
+      ],
+      session_metadata: options.sessionMetadata,
+    };
+    const form = new FormData();
+    form.append("message", JSON.stringify(message));
+    for (const file of files) {
+      const blob =
+        file.data instanceof Blob ? file.data : new Blob([file.data], { type: file.type ?? "" });
+      form.append("file", blob, file.name);
+    }
+    const header: Record<string, string> = {};
+    if (options.idempotencyKey) header["Idempotency-Key"] = options.idempotencyKey;
+    const target = `/v1/projects/${encodeURIComponent(String(project))}/memory/attachments`;
+    return (await (await this.#send("POST", target, header, form)).json()) as Schemas["AttachmentIngestResult"];
+  }
+
+  getAttachment(project: Id, attachment: Id): Promise<Schemas["Attachment"]> {
+    return this.#call("get", "/v1/projects/{project_id}/attachments/{attachment_id}", {
+      path: { project_id: project, attachment_id: attachment },
+    });
+  }
+
+  /** An attachment's bytes, as stored. */
+  async attachmentContent(project: Id, attachment: Id): Promise<Uint8Array> {
+    const target =
+      `/v1/projects/${encodeURIComponent(String(project))}` +
+      `/attachments/${encodeURIComponent(String(attachment))}/content`;
+    const response = await this.#send("GET", target, { accept: "*/*" }, undefined);
+    return new Uint8Array(await response.arrayBuffer());
+  }
+
+  modelUsage(
+    project: Id,
+    options: { since?: When; until?: When } = {},
+  ): Promise<Schemas["ModelUsage"]> {
+    return this.#call("get", "/v1/projects/{project_id}/usage", {
+      path: { project_id: project },
+      query: { since: instant(options.since), until: instant(options.until) },
+    });
+  }
+
+  modelBudget(project: Id): Promise<Schemas["ModelBudget"]> {
+    return this.#call("get", "/v1/projects/{project_id}/model-budget", {
+      path: { project_id: project },
+    });
+  }
+
+  setModelBudget(
+    project: Id,
+    tokens: number | null,
+    period: "day" | "month" = "month",
+  ): Promise<Schemas["ModelBudget"]> {
+    return this.#call("put", "/v1/projects/{project_id}/model-budget", {
+      path: { project_id: project },
+      body: { tokens, period },
+    });
+  }
+
+  setExtractionSchema(
+    project: Id,
+    document: Schemas["ExtractionSchemaDocument"],
+  ): Promise<Schemas["ExtractionSchema"]> {
+    return this.#call("put", "/v1/projects/{project_id}/extraction-schema", {
+      path: { project_id: project },
+      body: document,
+    });
+  }
+
+  extractionSchema(project: Id, version?: number): Promise<Schemas["ExtractionSchema"]> {
+    return this.#call("get", "/v1/projects/{project_id}/extraction-schema", {
+      path: { project_id: project },
+      query: { version },
+    });
+  }
+
+  extractionSchemaVersions(project: Id): Promise<Schemas["ExtractionSchemaVersionList"]> {
+    return this.#call("get", "/v1/projects/{project_id}/extraction-schema/versions", {
+      path: { project_id: project },
+    });
+  }
+
+  episodeExtraction(project: Id, episode: Id): Promise<Schemas["EpisodeExtraction"]> {
+    return this.#call("get", "/v1/projects/{project_id}/episodes/{episode_id}/extraction", {
+      path: { project_id: project, episode_id: episode },
+    });
+  }
+
+  extractionRejections(
+    project: Id,
+    options: {
+      reason?: NonNullable<
+        paths["/v1/projects/{project_id}/extraction-rejections"]["get"]["parameters"]["query"]
+      >["reason"];
+      limit?: number;
+      cursor?: number;
+    } = {},
+  ): Promise<Schemas["ExtractionRejectionPage"]> {
+    return this.#call("get", "/v1/projects/{project_id}/extraction-rejections", {
+      path: { project_id: project },
+      query: { reason: options.reason, limit: options.limit, cursor: options.cursor },
+    });
+  }
+
   async metrics(): Promise<string> {
     return (await this.#send("GET", "/metrics", { accept: "text/plain" }, undefined)).text();
   }
@@ -733,13 +868,15 @@ export class Client {
   ): Promise<Response> {
     const headers: Record<string, string> = { accept: "application/json", ...header };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
-    if (body !== undefined) headers["content-type"] = "application/json";
+    // FormData sets its own multipart content type, boundary included.
+    const form = body instanceof FormData;
+    if (body !== undefined && !form) headers["content-type"] = "application/json";
     const response = await this.#fetch(this.baseUrl + target, {
       method,
       headers,
       // JSON.stringify leaves out undefined fields (the server's defaults apply) and
       // writes a Date as ISO 8601.
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined ? undefined : form ? body : JSON.stringify(body),
       signal: this.#timeoutMs === null ? undefined : AbortSignal.timeout(this.#timeoutMs),
     });
     if (!response.ok) throw await ChronomemError.of(response);

@@ -288,6 +288,71 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{project_id}/memory/attachments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ingest With Files
+         * @description Store a message with files: each file whole, its text (PDF per page, HTML as
+         *     text) chunked into episodes of the session after the message, each pointing back to
+         *     the file, page and offset; searched and extracted like any episode. One
+         *     transaction: a bad file (named in the error) stores nothing, the message neither.
+         */
+        post: operations["ingest_with_files_v1_projects__project_id__memory_attachments_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/attachments/{attachment_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Attachment
+         * @description A stored file's name, media type, size, SHA-256, pages and session, with its
+         *     chunks: each one's episode id, page and character offset.
+         */
+        get: operations["get_attachment_v1_projects__project_id__attachments__attachment_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/attachments/{attachment_id}/content": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Attachment Content
+         * @description The file's bytes as stored, with its media type, as a download (never rendered
+         *     in place: an HTML file is served sandboxed).
+         */
+        get: operations["attachment_content_v1_projects__project_id__attachments__attachment_id__content_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{project_id}/facts": {
         parameters: {
             query?: never;
@@ -609,6 +674,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{project_id}/extraction-schema": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Extraction Schema
+         * @description A version of the project's extraction schema (404 when none is set).
+         */
+        get: operations["get_extraction_schema_v1_projects__project_id__extraction_schema_get"];
+        /**
+         * Set Extraction Schema
+         * @description Store a new version of the project's extraction schema (needs
+         *     configuration:write). Predicates with a cardinality are declared on the project. The
+         *     same document as the current version stores nothing (`created` false). Audited.
+         */
+        put: operations["set_extraction_schema_v1_projects__project_id__extraction_schema_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/extraction-schema/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Extraction Schema Versions
+         * @description Every version of the project's extraction schema, newest first.
+         */
+        get: operations["extraction_schema_versions_v1_projects__project_id__extraction_schema_versions_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/episodes/{episode_id}/extraction": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Episode Extraction
+         * @description An episode's enrichment: its classification labels and custom fields, the schema
+         *     version, prompt hash and model that produced them, and every item rejected with its
+         *     reason.
+         */
+        get: operations["episode_extraction_v1_projects__project_id__episodes__episode_id__extraction_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/extraction-rejections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Extraction Rejections
+         * @description The project's rejected extraction items, oldest first, a page at a time.
+         */
+        get: operations["extraction_rejections_v1_projects__project_id__extraction_rejections_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{project_id}/search": {
         parameters: {
             query?: never;
@@ -898,6 +1051,55 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{project_id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Model Usage
+         * @description The project's model calls per job kind, model and operation: calls, tokens in and
+         *     out as the endpoints reported them, latency total, average and 95th percentile, and
+         *     errors (needs project:read).
+         */
+        get: operations["model_usage_v1_projects__project_id__usage_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/model-budget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Model Budget
+         * @description The project's model token budget, what the current period used and whether its
+         *     extraction is paused (needs configuration:read).
+         */
+        get: operations["model_budget_v1_projects__project_id__model_budget_get"];
+        /**
+         * Set Model Budget
+         * @description Set the project's model token budget per UTC day or month (tokens in plus out of
+         *     every call its jobs make); tokens null removes it. When reached, its enrich jobs stay
+         *     queued until the period rolls or the budget is raised (needs project:manage).
+         */
+        put: operations["set_model_budget_v1_projects__project_id__model_budget_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1093,6 +1295,158 @@ export interface components {
                 [key: string]: number;
             } | null;
         };
+        /** Attachment */
+        Attachment: {
+            /**
+             * Attachment Id
+             * Format: uuid
+             */
+            attachment_id: string;
+            /**
+             * Session Id
+             * Format: uuid
+             */
+            session_id: string;
+            /**
+             * Session
+             * @description Your id for the conversation it was sent in.
+             */
+            session: string;
+            /** Filename */
+            filename: string;
+            /**
+             * Media Type
+             * @enum {string}
+             */
+            media_type: "text/plain" | "text/markdown" | "text/html" | "application/pdf";
+            /** Size Bytes */
+            size_bytes: number;
+            /** Sha256 */
+            sha256: string;
+            /** Pages */
+            pages: number;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Chunks */
+            chunks: components["schemas"]["AttachmentChunk"][];
+        };
+        /** AttachmentChunk */
+        AttachmentChunk: {
+            /**
+             * Chunk
+             * @description 1-based, in the file's order.
+             */
+            chunk: number;
+            /**
+             * Episode Id
+             * Format: uuid
+             */
+            episode_id: string;
+            /**
+             * Page
+             * @description 1-based page of the file.
+             */
+            page: number;
+            /**
+             * Offset
+             * @description 0-based character offset in the page's extracted text.
+             */
+            offset: number;
+            /**
+             * Length
+             * @description Characters of the page's text the chunk covers.
+             */
+            length: number;
+        };
+        /** AttachmentIngestResult */
+        AttachmentIngestResult: {
+            /**
+             * Session Id
+             * Format: uuid
+             */
+            session_id: string;
+            /** Episode Ids */
+            episode_ids: string[];
+            /**
+             * Replayed
+             * @description True when this answers a retry of an earlier request.
+             */
+            replayed: boolean;
+            /**
+             * Dropped
+             * @description Under a redaction policy: the messages a drop rule left out.
+             */
+            dropped?: number[] | null;
+            /**
+             * Redactions
+             * @description Under a redaction policy: the values it replaced, per detector.
+             */
+            redactions?: {
+                [key: string]: number;
+            } | null;
+            /**
+             * Attachments
+             * @description The files, in the order sent.
+             */
+            attachments: components["schemas"]["AttachmentStored"][];
+        };
+        /**
+         * AttachmentRef
+         * @description Where a search hit's episode came from when it is a chunk of a file.
+         */
+        AttachmentRef: {
+            /**
+             * Attachment Id
+             * Format: uuid
+             */
+            attachment_id: string;
+            /** Filename */
+            filename: string;
+            /** Page */
+            page: number;
+            /** Offset */
+            offset: number;
+            /** Chunk */
+            chunk: number;
+        };
+        /**
+         * AttachmentStored
+         * @description A file stored with a message: its id, and the episodes its text was chunked into.
+         */
+        AttachmentStored: {
+            /**
+             * Attachment Id
+             * Format: uuid
+             */
+            attachment_id: string;
+            /** Filename */
+            filename: string;
+            /**
+             * Media Type
+             * @enum {string}
+             */
+            media_type: "text/plain" | "text/markdown" | "text/html" | "application/pdf";
+            /** Size Bytes */
+            size_bytes: number;
+            /**
+             * Sha256
+             * @description SHA-256 of the bytes, hex.
+             */
+            sha256: string;
+            /**
+             * Pages
+             * @description Pages of a PDF; 1 for text, Markdown and HTML.
+             */
+            pages: number;
+            /**
+             * Episode Ids
+             * @description The chunks' episodes, in order.
+             */
+            episode_ids: string[];
+        };
         /** Backlog */
         Backlog: {
             /**
@@ -1104,6 +1458,34 @@ export interface components {
             kinds: {
                 [key: string]: components["schemas"]["KindBacklog"];
             };
+        };
+        /** Body_ingest_with_files_v1_projects__project_id__memory_attachments_post */
+        Body_ingest_with_files_v1_projects__project_id__memory_attachments_post: {
+            /**
+             * File
+             * @description One or more files: text/plain, text/markdown, text/html or application/pdf (the part's type, or its name's extension when it has none).
+             */
+            file: string[];
+            /**
+             * Message
+             * @description JSON: the body of POST .../memory ({session, messages, session_metadata}) or one message ({session, role, content, occurred_at, metadata}). The files come with its last message.
+             */
+            message?: string | null;
+            /**
+             * Session
+             * @description Without `message`: the session.
+             */
+            session?: string | null;
+            /**
+             * Role
+             * @description Without `message`: the role (user).
+             */
+            role?: string | null;
+            /**
+             * Content
+             * @description Without `message`: the text.
+             */
+            content?: string | null;
         };
         /** CardinalitySuggestion */
         CardinalitySuggestion: {
@@ -1190,6 +1572,16 @@ export interface components {
              * @description How many members are not listed.
              */
             more: number;
+            /**
+             * Summary
+             * @description The model's short summary of the community (null until written, or after a wipe of what it was written from).
+             */
+            summary?: string | null;
+            /**
+             * Summarized At
+             * @description When `summary` was written.
+             */
+            summarized_at?: string | null;
         };
         /** CommunityList */
         CommunityList: {
@@ -1531,6 +1923,16 @@ export interface components {
              * @description Members not named in `members`.
              */
             more: number;
+            /**
+             * Summary
+             * @description The model's summary of the community, for the first three communities, when written no later than `at` and `known_at`; else null.
+             */
+            summary?: string | null;
+            /**
+             * Summarized At
+             * @description When `summary` was written.
+             */
+            summarized_at?: string | null;
         };
         /** ContextRequest */
         ContextRequest: {
@@ -1554,6 +1956,18 @@ export interface components {
              * @default 20
              */
             k?: number;
+            /**
+             * Labels
+             * @description Only episodes whose extraction carries all of these classification labels, and facts drawn from such episodes (entities are not filtered).
+             */
+            labels?: string[] | null;
+            /**
+             * Fields
+             * @description Only episodes whose extracted custom fields contain this object (JSON containment), and facts drawn from such episodes.
+             */
+            fields?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
         };
         /** ContextResult */
         ContextResult: {
@@ -1747,6 +2161,78 @@ export interface components {
              * @description Other names for it (at most 100). Facts stored with any of its names as a plain-name object (object_type auto) become the entity's.
              */
             aliases?: string[];
+        };
+        /** EpisodeExtraction */
+        EpisodeExtraction: {
+            /**
+             * Episode Id
+             * Format: uuid
+             */
+            episode_id: string;
+            /**
+             * Extracted
+             * @description Whether an extraction answer was applied.
+             */
+            extracted: boolean;
+            /** Schema Version */
+            schema_version: number | null;
+            /** Prompt Hash */
+            prompt_hash: string | null;
+            /** Model */
+            model: string | null;
+            /** Structured */
+            structured: ("json_schema" | "json_object" | "text") | null;
+            /** Calls */
+            calls: number | null;
+            /**
+             * Labels
+             * @description Classification labels.
+             */
+            labels: string[];
+            /**
+             * Fields
+             * @description Custom fields the model filled.
+             */
+            fields: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /**
+             * Counts
+             * @description The apply's report per section.
+             */
+            counts: {
+                [key: string]: components["schemas"]["JsonValue"];
+            };
+            /** Extracted At */
+            extracted_at: string | null;
+            /** Rejections */
+            rejections: components["schemas"]["EpisodeRejection"][];
+        };
+        /** EpisodeRejection */
+        EpisodeRejection: {
+            /** Rejection Id */
+            rejection_id: number;
+            /**
+             * Section
+             * @enum {string}
+             */
+            section: "answer" | "entities" | "facts" | "contradictions" | "notes" | "classification" | "fields";
+            /** @description The item as the model gave it (null: none). */
+            item: components["schemas"]["JsonValue"];
+            /**
+             * Reason
+             * @enum {string}
+             */
+            reason: "low_confidence" | "invalid_window" | "unknown_entity_type" | "unknown_predicate" | "schema_violation" | "parse_failure" | "unknown_fact_id";
+            /** Message */
+            message: string | null;
+            /** Schema Version */
+            schema_version: number | null;
+            /**
+             * Recorded At
+             * Format: date-time
+             */
+            recorded_at: string;
         };
         /** ErrorDetail */
         ErrorDetail: {
@@ -2013,6 +2499,157 @@ export interface components {
              * Format: date-time
              */
             reviewed_at: string;
+        };
+        /** ExtractionEntityType */
+        ExtractionEntityType: {
+            /** Name */
+            name: string;
+            /** Description */
+            description?: string | null;
+        };
+        /** ExtractionLabel */
+        ExtractionLabel: {
+            /** Name */
+            name: string;
+            /** Description */
+            description?: string | null;
+        };
+        /** ExtractionPredicate */
+        ExtractionPredicate: {
+            /** Name */
+            name: string;
+            /** Description */
+            description?: string | null;
+            /**
+             * Cardinality
+             * @description Declared on the project (supersession follows it); absent: not.
+             */
+            cardinality?: ("one" | "many") | null;
+            /**
+             * Object Type
+             * @description Absent: any.
+             */
+            object_type?: ("entity" | "literal" | "date" | "number") | null;
+        };
+        /** ExtractionRejection */
+        ExtractionRejection: {
+            /** Rejection Id */
+            rejection_id: number;
+            /**
+             * Section
+             * @enum {string}
+             */
+            section: "answer" | "entities" | "facts" | "contradictions" | "notes" | "classification" | "fields";
+            /** @description The item as the model gave it (null: none). */
+            item: components["schemas"]["JsonValue"];
+            /**
+             * Reason
+             * @enum {string}
+             */
+            reason: "low_confidence" | "invalid_window" | "unknown_entity_type" | "unknown_predicate" | "schema_violation" | "parse_failure" | "unknown_fact_id";
+            /** Message */
+            message: string | null;
+            /** Schema Version */
+            schema_version: number | null;
+            /**
+             * Recorded At
+             * Format: date-time
+             */
+            recorded_at: string;
+            /**
+             * Episode Id
+             * Format: uuid
+             */
+            episode_id: string;
+        };
+        /** ExtractionRejectionPage */
+        ExtractionRejectionPage: {
+            /**
+             * Rejections
+             * @description Oldest first.
+             */
+            rejections: components["schemas"]["ExtractionRejection"][];
+            /**
+             * Next Cursor
+             * @description Pass as `cursor` for the next page.
+             */
+            next_cursor: number | null;
+        };
+        /** ExtractionSchema */
+        ExtractionSchema: {
+            /**
+             * Project Id
+             * Format: uuid
+             */
+            project_id: string;
+            /**
+             * Version
+             * @description From 1; the current one is the highest.
+             */
+            version: number;
+            document: components["schemas"]["ExtractionSchemaDocument"];
+            /**
+             * Document Hash
+             * @description sha256 (hex) of the stored document.
+             */
+            document_hash: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Created By */
+            created_by: string | null;
+            /**
+             * Created
+             * @description PUT only: false when the document equals the current version.
+             */
+            created?: boolean | null;
+        };
+        /**
+         * ExtractionSchemaDocument
+         * @description A stored schema document, defaults filled in.
+         */
+        ExtractionSchemaDocument: {
+            /** Entity Types */
+            entity_types: components["schemas"]["ExtractionEntityType"][];
+            /** Predicates */
+            predicates: components["schemas"]["ExtractionPredicate"][];
+            /** Labels */
+            labels: components["schemas"]["ExtractionLabel"][];
+            /**
+             * Fields
+             * @description A JSON Schema of type object the model fills per episode, or null.
+             */
+            fields: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
+            /** Allow Other Predicates */
+            allow_other_predicates: boolean;
+            /** Allow Other Entity Types */
+            allow_other_entity_types: boolean;
+        };
+        /** ExtractionSchemaVersion */
+        ExtractionSchemaVersion: {
+            /** Version */
+            version: number;
+            /** Document Hash */
+            document_hash: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Created By */
+            created_by: string | null;
+        };
+        /** ExtractionSchemaVersionList */
+        ExtractionSchemaVersionList: {
+            /**
+             * Versions
+             * @description Newest first.
+             */
+            versions: components["schemas"]["ExtractionSchemaVersion"][];
         };
         /** Fact */
         Fact: {
@@ -2403,6 +3040,11 @@ export interface components {
             dead: number;
             /** Oldest Queued At */
             oldest_queued_at: string | null;
+            /**
+             * Paused
+             * @description Why the kind's queued jobs are not handed out: budget (enrich only) while the project's model token budget is reached; they run when the period rolls or the budget is raised.
+             */
+            paused?: "budget" | null;
         };
         /** Message */
         Message: {
@@ -2476,6 +3118,88 @@ export interface components {
              * @description Pass as `after` for the next page.
              */
             next_cursor: number | null;
+        };
+        /** ModelBudget */
+        ModelBudget: {
+            /**
+             * Tokens
+             * @description Tokens in plus out per period; null: no budget.
+             */
+            tokens: number | null;
+            /**
+             * Period
+             * @description UTC day or month.
+             */
+            period: ("day" | "month") | null;
+            /**
+             * Used
+             * @description Tokens the current period's calls used.
+             */
+            used: number | null;
+            /** Period Start */
+            period_start: string | null;
+            /** Period End */
+            period_end: string | null;
+            /**
+             * Paused
+             * @description The budget is reached: the project's enrich jobs wait.
+             */
+            paused: boolean;
+        };
+        /** ModelBudgetSet */
+        ModelBudgetSet: {
+            /**
+             * Tokens
+             * @description Tokens in plus out per period; null removes the budget.
+             */
+            tokens: number | null;
+            /**
+             * Period
+             * @default month
+             * @enum {string}
+             */
+            period?: "day" | "month";
+        };
+        /** ModelUsage */
+        ModelUsage: {
+            /** Since */
+            since: string | null;
+            /** Until */
+            until: string | null;
+            /**
+             * Usage
+             * @description Per job kind, model and operation.
+             */
+            usage: components["schemas"]["ModelUsageRow"][];
+        };
+        /** ModelUsageRow */
+        ModelUsageRow: {
+            /** Job Kind */
+            job_kind: string;
+            /** Model */
+            model: string;
+            /**
+             * Operation
+             * @enum {string}
+             */
+            operation: "chat" | "embeddings";
+            /** Calls */
+            calls: number;
+            /** Tokens In */
+            tokens_in: number;
+            /** Tokens Out */
+            tokens_out: number;
+            /** Latency Ms Total */
+            latency_ms_total: number;
+            /** Latency Ms Avg */
+            latency_ms_avg: number;
+            /** Latency Ms P95 */
+            latency_ms_p95: number;
+            /**
+             * Errors
+             * @description Calls whose outcome was not ok.
+             */
+            errors: number;
         };
         /** Neighbors */
         Neighbors: {
@@ -2836,6 +3560,8 @@ export interface components {
             entity_type?: string | null;
             /** Summary */
             summary?: string | null;
+            /** @description An episode that is a chunk of a file: the file, page and offset. */
+            attachment?: components["schemas"]["AttachmentRef"] | null;
         };
         /** SearchRequest */
         SearchRequest: {
@@ -2865,6 +3591,18 @@ export interface components {
              * @enum {string}
              */
             fusion?: "scores" | "rrf";
+            /**
+             * Labels
+             * @description Only episodes whose extraction carries all of these classification labels, and facts drawn from such episodes (entities are not filtered).
+             */
+            labels?: string[] | null;
+            /**
+             * Fields
+             * @description Only episodes whose extracted custom fields contain this object (JSON containment), and facts drawn from such episodes.
+             */
+            fields?: {
+                [key: string]: components["schemas"]["JsonValue"];
+            } | null;
         };
         /** SearchResult */
         SearchResult: {
@@ -5074,6 +5812,302 @@ export interface operations {
             };
         };
     };
+    ingest_with_files_v1_projects__project_id__memory_attachments_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description As for POST .../memory; the body includes the files' digests. */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": components["schemas"]["Body_ingest_with_files_v1_projects__project_id__memory_attachments_post"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttachmentIngestResult"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A file, a PDF's pages or the request over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A file of a media type not accepted. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_attachment_v1_projects__project_id__attachments__attachment_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                attachment_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Attachment"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    attachment_content_v1_projects__project_id__attachments__attachment_id__content_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                attachment_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes, with its media type. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     list_facts_v1_projects__project_id__facts_get: {
         parameters: {
             query?: {
@@ -6739,6 +7773,492 @@ export interface operations {
             };
         };
     };
+    get_extraction_schema_v1_projects__project_id__extraction_schema_get: {
+        parameters: {
+            query?: {
+                /** @description Default: the current one. */
+                version?: number | null;
+            };
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionSchema"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    set_extraction_schema_v1_projects__project_id__extraction_schema_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    [key: string]: components["schemas"]["JsonValue"];
+                };
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionSchema"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    extraction_schema_versions_v1_projects__project_id__extraction_schema_versions_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionSchemaVersionList"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    episode_extraction_v1_projects__project_id__episodes__episode_id__extraction_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+                episode_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EpisodeExtraction"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    extraction_rejections_v1_projects__project_id__extraction_rejections_get: {
+        parameters: {
+            query?: {
+                reason?: ("low_confidence" | "invalid_window" | "unknown_entity_type" | "unknown_predicate" | "schema_violation" | "parse_failure" | "unknown_fact_id") | null;
+                /** @description 1-500. */
+                limit?: number;
+                /** @description next_cursor of the previous page. */
+                cursor?: number | null;
+            };
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionRejectionPage"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     search_v1_projects__project_id__search_post: {
         parameters: {
             query?: never;
@@ -8225,6 +9745,297 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WebhookEventTypeList"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    model_usage_v1_projects__project_id__usage_get: {
+        parameters: {
+            query?: {
+                /** @description Calls from this instant on (inclusive); default all. */
+                since?: string | null;
+                /** @description Calls before this instant (exclusive); default now. */
+                until?: string | null;
+            };
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelUsage"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    model_budget_v1_projects__project_id__model_budget_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelBudget"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (no detail). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key does not grant this permission here (own org only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found, or not in the key's org. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (e.g. an idempotency key reused with another body). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request body exceeds the configured limit (named in the message). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Invalid input; `field` names the field at fault. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's org already uses its share of the database connections (Retry-After). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database is unavailable or the query timed out (Retry-After). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    set_model_budget_v1_projects__project_id__model_budget_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                project_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ModelBudgetSet"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelBudget"];
                 };
             };
             /** @description Missing, malformed, unknown or revoked API key (no detail). */
