@@ -166,7 +166,8 @@ class ScriptedOpenAI:
     # -- HTTP ------------------------------------------------------------------------
 
     def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
-        """The status, headers and JSON body of the answer to a chat request."""
+        """The status, headers and JSON body of the answer to a chat request. Adapter
+        tests override it to play an agent's model."""
         context = _context(body)
         episode = context["episode"]["content"]
         call = ChatCall(episode, context, body)

@@ -71,7 +71,7 @@ class CrewModel(ScriptedOpenAI):
         super().__init__()
         self.requests: list[dict[str, Any]] = []
 
-    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
         messages = body["messages"]
@@ -94,16 +94,20 @@ class CrewModel(ScriptedOpenAI):
             finish = "tool_calls"
         else:
             message["content"] = "Answer: " + _text(last.get("content")).strip()
-        return {
-            "id": "chatcmpl-crew",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", "scripted"),
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+        return (
+            200,
+            {},
+            {
+                "id": "chatcmpl-crew",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "scripted"),
+                "choices": [
+                    {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            },
+        )
 
 
 SCRIPT = (

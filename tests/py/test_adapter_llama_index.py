@@ -49,25 +49,29 @@ class EchoModel(ScriptedOpenAI):
         super().__init__()
         self.requests: list[dict[str, Any]] = []
 
-    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
         seen = "\n".join(f"[{m['role']}] {_text(m.get('content'))}" for m in body["messages"])
-        return {
-            "id": "chatcmpl-echo",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", "scripted"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "seen:\n" + seen},
-                    "finish_reason": "stop",
-                    "logprobs": None,
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+        return (
+            200,
+            {},
+            {
+                "id": "chatcmpl-echo",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "scripted"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "seen:\n" + seen},
+                        "finish_reason": "stop",
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            },
+        )
 
 
 SCRIPT = r"""

@@ -48,7 +48,7 @@ class AgentModel(ScriptedOpenAI):
         super().__init__()
         self.requests: list[dict[str, Any]] = []
 
-    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
         messages = body["messages"]
@@ -75,16 +75,20 @@ class AgentModel(ScriptedOpenAI):
         else:
             said = [_text(m.get("content")) for m in messages if m["role"] == "user"]
             message["content"] = "seen: " + " | ".join(said)
-        return {
-            "id": "chatcmpl-agent",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", "scripted"),
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+        return (
+            200,
+            {},
+            {
+                "id": "chatcmpl-agent",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "scripted"),
+                "choices": [
+                    {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            },
+        )
 
 
 SCRIPT = """
