@@ -4,8 +4,10 @@ Models that cannot be held to a JSON schema (Ollama, vLLM, llama.cpp servers, ol
 models) wrap their JSON in code fences, add prose around it, or stop mid-answer.
 `parse_answer` takes the first JSON object out of the text; a truncated one is closed
 after its last complete item (the incomplete tail is reported, not guessed at).
-`validate_answer` keeps each valid item and turns each invalid one into a rejection
-(memory_worker.record_extraction_rejections' items), so that nothing is dropped silently.
+A trailing comma before a closing bracket is dropped. `validate_answer` keeps each item
+of the shape the model was asked for and turns each other one into a rejection
+(memory_worker.record_extraction_rejections' items), so that nothing is dropped silently;
+the project's rules are memory_worker.apply_extraction's, which records its own.
 A whole answer that is not JSON, or a section that is not a list, is an AnswerError:
 the caller asks again once with its message.
 """
@@ -14,17 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from typing import Any, Literal
 
 import jsonschema
 import pydantic
 from pydantic import BaseModel, Field
 
-from workers.extraction_prompt import ProjectSchema, normalize
+from workers.extraction_prompt import ProjectSchema
 
 RAW_LIMIT = 2000  # characters of a broken answer kept with its rejection
 
@@ -120,6 +120,34 @@ def _cut_points(text: str) -> list[tuple[int, str]]:
     return points
 
 
+def _without_trailing_commas(text: str) -> str:
+    """The text without commas that only whitespace separates from a closing bracket
+    (outside strings): `[1, 2,]` is a slip, not a truncation."""
+    out: list[str] = []
+    pending: int | None = None  # where in out an unconfirmed comma sits
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch in "]}" and pending is not None:
+            del out[pending]
+        if not ch.isspace():
+            pending = None
+        if ch == '"':
+            in_string = True
+        if ch == ",":
+            pending = len(out)
+        out.append(ch)
+    return "".join(out)
+
+
 def parse_answer(text: str | None) -> Parsed:
     """The answer's JSON object; AnswerError when there is none."""
     if text is None or not text.strip():
@@ -131,7 +159,7 @@ def parse_answer(text: str | None) -> Parsed:
     start = body.find("{")
     if start < 0:
         raise AnswerError("the answer contains no JSON object: answer with one JSON object")
-    body = body[start:]
+    body = _without_trailing_commas(body[start:])
     try:
         value, _end = json.JSONDecoder().raw_decode(body)  # trailing prose is ignored
     except json.JSONDecodeError as err:
@@ -185,54 +213,7 @@ def _coerce(section: str, item: Any) -> Any:
     return item
 
 
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text.strip().replace(",", "")))
-    except ValueError:
-        return False
-
-
-def _is_date(text: str) -> bool:
-    value = text.strip()
-    for parse in (date.fromisoformat, datetime.fromisoformat):
-        try:
-            parse(value.replace("Z", "+00:00"))
-            return True
-        except ValueError:
-            continue
-    return False
-
-
-def _check_fact(fact: Fact, schema: ProjectSchema) -> tuple[str, str] | None:
-    """A schema rule the fact breaks: (reason, message); fills the declared object type."""
-    declared = schema.predicate(fact.predicate)
-    if declared is None:
-        if schema.closed_predicates:
-            return (
-                "unknown_predicate",
-                f"predicate {fact.predicate!r} is not declared by the project's schema "
-                f"(declared: {', '.join(schema.predicate_names)})",
-            )
-    else:
-        wanted = declared.get("object_type")
-        if wanted in ("entity", "literal", "date", "number"):
-            if fact.object_type is not None and fact.object_type != wanted:
-                return (
-                    "schema_violation",
-                    f"object_type {fact.object_type!r} given for {fact.predicate!r}, "
-                    f"whose object_type is {wanted!r}",
-                )
-            fact.object_type = wanted
-    if fact.object_type == "number" and not _is_number(fact.object):
-        return "schema_violation", f"object {fact.object!r} is not a number (object_type number)"
-    if fact.object_type == "date" and not _is_date(fact.object):
-        return "schema_violation", f"object {fact.object!r} is not an ISO 8601 date"
-    return None
-
-
-def _section(
-    name: str, raw: Any, schema: ProjectSchema, rejected: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def _section(name: str, raw: Any, rejected: list[dict[str, Any]]) -> list[dict[str, Any]]:
     model = SECTIONS[name]
     kept: list[dict[str, Any]] = []
     for item in raw:
@@ -241,65 +222,18 @@ def _section(
         except pydantic.ValidationError as err:
             rejected.append(_reject(name, item, "schema_violation", _errors(err)))
             continue
-        if (
-            isinstance(parsed, Entity)
-            and schema.closed_entity_types
-            and parsed.type is not None
-            and normalize(parsed.type) not in {normalize(n) for n in schema.entity_type_names}
-        ):
-            rejected.append(
-                _reject(
-                    name,
-                    item,
-                    "unknown_entity_type",
-                    f"entity type {parsed.type!r} is not declared by the project's schema "
-                    f"(declared: {', '.join(schema.entity_type_names)})",
-                )
-            )
-            continue
-        if isinstance(parsed, Fact):
-            broken = _check_fact(parsed, schema)
-            if broken is not None:
-                rejected.append(_reject(name, item, *broken))
-                continue
         kept.append(parsed.model_dump(mode="json", exclude_none=True))
     return kept
 
 
-def _classification(raw: Any, schema: ProjectSchema, rejected: list[dict[str, Any]]) -> list[str]:
-    labels = schema.label_names
-    kept: list[str] = []
-    for item in raw:
-        if not isinstance(item, str):
-            rejected.append(_reject("classification", item, "schema_violation", "not a label"))
-        elif item not in labels:
-            allowed = ", ".join(labels) if labels else "none declared"
-            rejected.append(
-                _reject(
-                    "classification",
-                    item,
-                    "schema_violation",
-                    f"label {item!r} is not declared by the project's schema ({allowed})",
-                )
-            )
-        elif item not in kept:
-            kept.append(item)
-    return kept
-
-
-def _fields(raw: Any, schema: ProjectSchema, rejected: list[dict[str, Any]]) -> dict[str, Any]:
-    """The project's custom fields: each property that breaks the JSON Schema is
-    rejected; an object still invalid without them is rejected whole."""
-    if raw is None or raw == {}:
-        return {}
-    if schema.fields is None:
-        rejected.append(
-            _reject("fields", raw, "schema_violation", "the project declares no custom fields")
-        )
-        return {}
-    if not isinstance(raw, dict):
-        rejected.append(_reject("fields", raw, "schema_violation", "fields must be an object"))
-        return {}
+def _fields(raw: Any, schema: ProjectSchema, rejected: list[dict[str, Any]]) -> Any:
+    """The custom fields checked against the project's JSON Schema, in full (SQL has no
+    JSON Schema validator; apply_extraction checks type, enum, required and
+    additionalProperties itself): each property that breaks it is rejected; an object
+    still invalid without them is rejected whole. Anything else goes on to
+    apply_extraction, which rejects it."""
+    if schema.fields is None or not isinstance(raw, dict) or not raw:
+        return raw
     validator = jsonschema.Draft202012Validator(schema.fields)
     value = dict(raw)
     for err in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
@@ -317,7 +251,9 @@ def _fields(raw: Any, schema: ProjectSchema, rejected: list[dict[str, Any]]) -> 
 
 
 def validate_answer(answer: dict[str, Any], schema: ProjectSchema) -> Validated:
-    """Each valid item kept, each invalid one a rejection. AnswerError when a list
+    """Each item of the shape the model was asked for kept, each other one a
+    rejection; the project's rules (declared predicates, entity types, object types,
+    labels, confidence floor, windows) are apply_extraction's. AnswerError when a list
     section is not a list (the answer's shape is wrong: worth asking again)."""
     for name in (*SECTIONS, "classification"):
         raw = answer.get(name)
@@ -325,10 +261,8 @@ def validate_answer(answer: dict[str, Any], schema: ProjectSchema) -> Validated:
             raise AnswerError(f"{name!r} must be a JSON array, not {type(raw).__name__}")
     rejected: list[dict[str, Any]] = []
     payload: dict[str, Any] = {
-        name: _section(name, answer.get(name) or [], schema, rejected) for name in SECTIONS
+        name: _section(name, answer.get(name) or [], rejected) for name in SECTIONS
     }
-    payload["classification"] = _classification(
-        answer.get("classification") or [], schema, rejected
-    )
+    payload["classification"] = answer.get("classification") or []
     payload["fields"] = _fields(answer.get("fields"), schema, rejected)
     return Validated(payload, rejected)

@@ -59,6 +59,10 @@ def test_parse_answer_repairs_common_breakage() -> None:
     assert parse_answer(f"Here you go:\n{text}\nHope this helps {{!}}").answer == body  # prose
     cut = parse_answer(text[:-2] + ', {"subject": "b", "predi')  # truncated mid-item
     assert cut.answer == body and cut.truncated_tail == ', {"subject": "b", "predi'
+    slip = parse_answer(text[:-2] + ",\n ],}")  # trailing commas: a slip, not a cut
+    assert slip.answer == body and slip.truncated_tail is None
+    quoted = {"facts": [fact("a", "p", "x,]", "A p x,].")]}  # commas in strings stay
+    assert parse_answer(json.dumps(quoted)).answer == quoted
     for broken in ("", "   ", "no JSON here", "this is not JSON {", "[1, 2]"):
         with pytest.raises(AnswerError):
             parse_answer(broken)
@@ -77,12 +81,13 @@ def test_validate_answer_keeps_valid_items_and_rejects_the_rest() -> None:
     result = validate_answer(answer, ProjectSchema())
     assert [e["name"] for e in result.payload["entities"]] == ["Alice"]
     assert [(f["predicate"], f["confidence"]) for f in result.payload["facts"]] == [("age", 0.8)]
-    assert result.payload["notes"] == [] and result.payload["classification"] == []
+    assert result.payload["notes"] == []
+    # Labels are the project's rule: apply_extraction decides them.
+    assert result.payload["classification"] == ["billing"]
     assert [(r["section"], r["reason"]) for r in result.rejected] == [
         ("entities", "schema_violation"),
         ("facts", "schema_violation"),
         ("notes", "schema_violation"),
-        ("classification", "schema_violation"),
     ]
     assert "confidence" in result.rejected[1]["message"]
     with pytest.raises(AnswerError, match="facts"):
