@@ -270,7 +270,7 @@ create or replace function memory.project_backlog(p_project uuid)
 as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
-  -- The project's model budget is reached: its enrich jobs wait for the
+  -- The project's model budget is reached: its model jobs wait for the
   -- period to roll (functions/083_model_usage.sql).
   v_budget_paused boolean := exists (
     select from memory.model_budgets b
@@ -293,8 +293,9 @@ begin
                'waiting', coalesce(sum(o.n) filter (where o.status = 'waiting'), 0),
                'dead', coalesce(sum(o.n) filter (where o.status = 'dead'), 0),
                'oldest_queued_at', min(o.oldest),
-               'paused', case when k.kind = 'enrich' and v_budget_paused then 'budget' end) as v
-        from unnest(array['communities', 'deliver_webhook', 'embed', 'enrich']) k(kind)
+               'paused', case when k.kind = any (memory_internal.model_job_kinds()) and v_budget_paused
+                              then 'budget' end) as v
+        from unnest(array['communities', 'deliver_webhook', 'embed', 'enrich', 'summarize_communities']) k(kind)
         left join open o on o.kind = k.kind
        group by k.kind)
     select jsonb_build_object(
@@ -305,7 +306,7 @@ begin
 end
 $$;
 comment on function memory.project_backlog(uuid) is
-  'A project''s jobs not yet done, per kind (enrich, embed, deliver_webhook, communities): queued, running, waiting and dead counts and the oldest queued job''s creation time, and paused: why the kind''s jobs are not handed out (enrich: ''budget'' while the project''s model budget is reached; else null); caught_up is true when no enrich or embed job of the project is queued, running or waiting (extraction and embeddings reflect everything written before).';
+  'A project''s jobs not yet done, per kind (enrich, embed, deliver_webhook, communities, summarize_communities): queued, running, waiting and dead counts and the oldest queued job''s creation time, and paused: why the kind''s jobs are not handed out (enrich and summarize_communities: ''budget'' while the project''s model budget is reached; else null); caught_up is true when no enrich or embed job of the project is queued, running or waiting (extraction and embeddings reflect everything written before).';
 
 create or replace function memory.queue_stats()
   returns table (kind text, queued bigint, running bigint, waiting bigint, dead bigint,

@@ -30,6 +30,7 @@ declare
   v_try record;
   v_job memory.jobs;
   v_paused uuid[] := '{}';
+  v_model_kinds constant text[] := memory_internal.model_job_kinds();
 begin
   if p_worker is null or p_worker = '' then
     raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
@@ -107,11 +108,11 @@ begin
     end if;
   end if;
   if cardinality(v_kinds) > 0 and v_claimed < p_limit then
-    -- Projects whose model budget is reached: their enrich jobs stay where
+    -- Projects whose model budget is reached: their model jobs stay where
     -- they are until the period rolls or the budget is raised
     -- (functions/083_model_usage.sql).  None paused (the plan is custom):
     -- the condition folds away and the claims below plan as without it.
-    if 'enrich' = any (v_kinds) then
+    if v_kinds && v_model_kinds then
       v_paused := memory_internal.budget_paused_projects();
     end if;
     -- Expired leases first, then ready jobs: two statements, so each walks its
@@ -125,7 +126,7 @@ begin
              select c.org_id, c.job_id from memory.jobs c
               where c.status = 'running' and c.locked_until < clock_timestamp()
                 and c.attempts < c.max_attempts and c.kind = any (v_kinds)
-                and (cardinality(v_paused) = 0 or c.kind <> 'enrich' or c.project_id is null
+                and (cardinality(v_paused) = 0 or not c.kind = any (v_model_kinds) or c.project_id is null
                      or not c.project_id = any (v_paused))
               order by c.locked_until
               limit p_limit - v_claimed
@@ -142,7 +143,7 @@ begin
                select c.org_id, c.job_id from memory.jobs c
                 where c.status = 'queued' and c.run_at <= clock_timestamp()
                   and c.kind = any (v_kinds)
-                  and (cardinality(v_paused) = 0 or c.kind <> 'enrich' or c.project_id is null
+                  and (cardinality(v_paused) = 0 or not c.kind = any (v_model_kinds) or c.project_id is null
                        or not c.project_id = any (v_paused))
                 order by c.run_at, c.job_id
                 limit p_limit - v_claimed
@@ -155,7 +156,7 @@ begin
 end
 $$;
 comment on function memory_worker.claim_jobs(text, text[], integer, interval) is
-  'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued. A project whose model budget is reached (memory.model_budget: paused) gets none of its enrich jobs leased until the period rolls or the budget is raised; they stay queued.';
+  'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued. A project whose model budget is reached (memory.model_budget: paused) gets none of its model jobs (memory_internal.model_job_kinds: enrich, summarize_communities) leased until the period rolls or the budget is raised; they stay queued.';
 
 create or replace function memory_worker.complete_job(
   p_org uuid, p_job bigint, p_worker text, p_result jsonb default null)

@@ -4,7 +4,8 @@
 -- per job kind and model (memory.model_usage), and counted against the
 -- project's optional token budget per day or month (memory.set_model_budget,
 -- memory.model_budget).  A project whose budget is reached gets none of its
--- enrich jobs handed out (memory_worker.claim_jobs reads
+-- model jobs (memory_internal.model_job_kinds) handed out
+-- (memory_worker.claim_jobs reads
 -- memory_internal.budget_paused_projects) until the period rolls or the
 -- budget is raised or removed: they stay queued.  CREATE OR REPLACE only:
 -- re-applied on every migrate.
@@ -31,6 +32,15 @@ create or replace function memory_internal.model_tokens_since(
 comment on function memory_internal.model_tokens_since(uuid, uuid, timestamptz) is
   'Tokens in plus out of a project''s model calls recorded on the UTC days from p_start on (what its budget counts).';
 
+-- The job kinds that call the model, and so wait while their project's
+-- budget is reached: extraction and community summaries.
+create or replace function memory_internal.model_job_kinds()
+  returns text[]
+  language sql immutable parallel safe
+  as $$ select array['enrich', 'summarize_communities'] $$;
+comment on function memory_internal.model_job_kinds() is
+  'The job kinds that call the model (enrich, summarize_communities): a project whose model budget is reached gets none of them claimed, and its backlog shows them paused.';
+
 -- The projects (of every org) whose budget is reached in the current
 -- period: claim_jobs' one read (the budgets table holds one row per
 -- project with a budget; the paused ones are fewer).
@@ -44,7 +54,7 @@ create or replace function memory_internal.budget_paused_projects()
        and b.paused_period_start = memory_internal.model_period_start(b.period, clock_timestamp())
   $$;
 comment on function memory_internal.budget_paused_projects() is
-  'Projects whose model budget is reached in the current period (their enrich jobs are not claimed). Read as the owner, across orgs, inside memory_worker.claim_jobs.';
+  'Projects whose model budget is reached in the current period (their model jobs, memory_internal.model_job_kinds, are not claimed). Read as the owner, across orgs, inside memory_worker.claim_jobs.';
 
 -- The one implementation; p_at lets a test place a call in an earlier period.
 create or replace function memory_internal.record_model_call_at(

@@ -275,7 +275,8 @@ grant execute on function
   memory.model_usage(uuid, timestamptz, timestamptz),
   memory.model_budget(uuid),
   memory_internal.model_period_start(text, timestamptz),
-  memory_internal.model_tokens_since(uuid, uuid, timestamptz)
+  memory_internal.model_tokens_since(uuid, uuid, timestamptz),
+  memory_internal.model_job_kinds()
   to chronomem_app, chronomem_analyst;
 grant execute on function memory.set_model_budget(uuid, bigint, text) to chronomem_app;
 grant execute on function

@@ -3290,7 +3290,7 @@ CREATE FUNCTION memory.project_backlog(p_project uuid) RETURNS jsonb
     AS $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
-  -- The project's model budget is reached: its enrich jobs wait for the
+  -- The project's model budget is reached: its model jobs wait for the
   -- period to roll (functions/083_model_usage.sql).
   v_budget_paused boolean := exists (
     select from memory.model_budgets b
@@ -3313,8 +3313,9 @@ begin
                'waiting', coalesce(sum(o.n) filter (where o.status = 'waiting'), 0),
                'dead', coalesce(sum(o.n) filter (where o.status = 'dead'), 0),
                'oldest_queued_at', min(o.oldest),
-               'paused', case when k.kind = 'enrich' and v_budget_paused then 'budget' end) as v
-        from unnest(array['communities', 'deliver_webhook', 'embed', 'enrich']) k(kind)
+               'paused', case when k.kind = any (memory_internal.model_job_kinds()) and v_budget_paused
+                              then 'budget' end) as v
+        from unnest(array['communities', 'deliver_webhook', 'embed', 'enrich', 'summarize_communities']) k(kind)
         left join open o on o.kind = k.kind
        group by k.kind)
     select jsonb_build_object(
@@ -3330,7 +3331,7 @@ $$;
 -- Name: FUNCTION project_backlog(p_project uuid); Type: COMMENT; Schema: memory; Owner: -
 --
 
-COMMENT ON FUNCTION memory.project_backlog(p_project uuid) IS 'A project''s jobs not yet done, per kind (enrich, embed, deliver_webhook, communities): queued, running, waiting and dead counts and the oldest queued job''s creation time, and paused: why the kind''s jobs are not handed out (enrich: ''budget'' while the project''s model budget is reached; else null); caught_up is true when no enrich or embed job of the project is queued, running or waiting (extraction and embeddings reflect everything written before).';
+COMMENT ON FUNCTION memory.project_backlog(p_project uuid) IS 'A project''s jobs not yet done, per kind (enrich, embed, deliver_webhook, communities, summarize_communities): queued, running, waiting and dead counts and the oldest queued job''s creation time, and paused: why the kind''s jobs are not handed out (enrich and summarize_communities: ''budget'' while the project''s model budget is reached; else null); caught_up is true when no enrich or embed job of the project is queued, running or waiting (extraction and embeddings reflect everything written before).';
 
 
 --
@@ -7915,7 +7916,7 @@ CREATE FUNCTION memory_internal.budget_paused_projects() RETURNS uuid[]
 -- Name: FUNCTION budget_paused_projects(); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.budget_paused_projects() IS 'Projects whose model budget is reached in the current period (their enrich jobs are not claimed). Read as the owner, across orgs, inside memory_worker.claim_jobs.';
+COMMENT ON FUNCTION memory_internal.budget_paused_projects() IS 'Projects whose model budget is reached in the current period (their model jobs, memory_internal.model_job_kinds, are not claimed). Read as the owner, across orgs, inside memory_worker.claim_jobs.';
 
 
 --
@@ -11118,6 +11119,22 @@ $$;
 --
 
 COMMENT ON FUNCTION memory_internal.matching_mappings(p_issuer text, p_audiences text[], p_claims jsonb) IS 'The OIDC mappings that a token of p_issuer, with audiences p_audiences and claims p_claims, matches (across orgs: only security definer callers see them all).';
+
+
+--
+-- Name: model_job_kinds(); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.model_job_kinds() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ select array['enrich', 'summarize_communities'] $$;
+
+
+--
+-- Name: FUNCTION model_job_kinds(); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.model_job_kinds() IS 'The job kinds that call the model (enrich, summarize_communities): a project whose model budget is reached gets none of them claimed, and its backlog shows them paused.';
 
 
 --
@@ -15488,6 +15505,7 @@ declare
   v_try record;
   v_job memory.jobs;
   v_paused uuid[] := '{}';
+  v_model_kinds constant text[] := memory_internal.model_job_kinds();
 begin
   if p_worker is null or p_worker = '' then
     raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
@@ -15565,11 +15583,11 @@ begin
     end if;
   end if;
   if cardinality(v_kinds) > 0 and v_claimed < p_limit then
-    -- Projects whose model budget is reached: their enrich jobs stay where
+    -- Projects whose model budget is reached: their model jobs stay where
     -- they are until the period rolls or the budget is raised
     -- (functions/083_model_usage.sql).  None paused (the plan is custom):
     -- the condition folds away and the claims below plan as without it.
-    if 'enrich' = any (v_kinds) then
+    if v_kinds && v_model_kinds then
       v_paused := memory_internal.budget_paused_projects();
     end if;
     -- Expired leases first, then ready jobs: two statements, so each walks its
@@ -15583,7 +15601,7 @@ begin
              select c.org_id, c.job_id from memory.jobs c
               where c.status = 'running' and c.locked_until < clock_timestamp()
                 and c.attempts < c.max_attempts and c.kind = any (v_kinds)
-                and (cardinality(v_paused) = 0 or c.kind <> 'enrich' or c.project_id is null
+                and (cardinality(v_paused) = 0 or not c.kind = any (v_model_kinds) or c.project_id is null
                      or not c.project_id = any (v_paused))
               order by c.locked_until
               limit p_limit - v_claimed
@@ -15600,7 +15618,7 @@ begin
                select c.org_id, c.job_id from memory.jobs c
                 where c.status = 'queued' and c.run_at <= clock_timestamp()
                   and c.kind = any (v_kinds)
-                  and (cardinality(v_paused) = 0 or c.kind <> 'enrich' or c.project_id is null
+                  and (cardinality(v_paused) = 0 or not c.kind = any (v_model_kinds) or c.project_id is null
                        or not c.project_id = any (v_paused))
                 order by c.run_at, c.job_id
                 limit p_limit - v_claimed
@@ -15618,7 +15636,7 @@ $$;
 -- Name: FUNCTION claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval); Type: COMMENT; Schema: memory_worker; Owner: -
 --
 
-COMMENT ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued. A project whose model budget is reached (memory.model_budget: paused) gets none of its enrich jobs leased until the period rolls or the budget is raised; they stay queued.';
+COMMENT ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued. A project whose model budget is reached (memory.model_budget: paused) gets none of its model jobs (memory_internal.model_job_kinds: enrich, summarize_communities) leased until the period rolls or the budget is raised; they stay queued.';
 
 
 --
@@ -22314,6 +22332,15 @@ REVOKE ALL ON FUNCTION memory_internal.luhn_valid(p_text text) FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION memory_internal.matching_mappings(p_issuer text, p_audiences text[], p_claims jsonb) FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION model_job_kinds(); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.model_job_kinds() FROM PUBLIC;
+GRANT ALL ON FUNCTION memory_internal.model_job_kinds() TO chronomem_app;
+GRANT ALL ON FUNCTION memory_internal.model_job_kinds() TO chronomem_analyst;
 
 
 --

@@ -1,24 +1,26 @@
 -- 27 model usage: memory_worker.record_model_call stores a call and adds to
 -- the day's totals; memory.model_usage reads them per job kind and model;
 -- memory.set_model_budget / memory.model_budget; a reached budget pauses the
--- project's enrich jobs in claim_jobs (another project's are still handed
+-- project's model jobs (enrich, summarize_communities; not its embed jobs)
+-- in claim_jobs (another project's are still handed
 -- out) and project_backlog says so; raising the budget or a new period
 -- ends the pause; a call of the previous period does not count; bad input
 -- raises 22023; another org sees nothing and records nothing.
 BEGIN;
-select plan(47);
+select plan(50);
 
 create temp table claimed (tag text not null, org_id uuid, job_id bigint, kind text, project_id uuid);
 grant all on claimed to public;
 -- An enrich job of a project, queued now (as superuser: tests place jobs directly).
-create function pg_temp.enrich_job(p_project text) returns bigint language sql security definer as $$
+create function pg_temp.enrich_job(p_project text, p_kind text default 'enrich') returns bigint
+  language sql security definer as $$
   insert into memory.jobs (org_id, project_id, kind, payload)
-  select p.org_id, p.project_id, 'enrich', '{}' from memory.projects p where p.project_id = pg_temp.id(p_project)
+  select p.org_id, p.project_id, p_kind, '{}' from memory.projects p where p.project_id = pg_temp.id(p_project)
   returning job_id $$;
 create procedure pg_temp.claim(p_tag text) language sql as $$
   insert into pg_temp.claimed
   select p_tag, c.org_id, c.job_id, c.kind, c.project_id
-    from memory_worker.claim_jobs('usage-test', array['enrich'], 1000) c $$;
+    from memory_worker.claim_jobs('usage-test', array['enrich', 'summarize_communities', 'embed'], 1000) c $$;
 create function pg_temp.got(p_tag text, p_id bigint) returns boolean language sql stable as $$
   select exists (select from pg_temp.claimed c where c.tag = p_tag and c.job_id = p_id) $$;
 create procedure pg_temp.call(p_project text, p_kind text, p_model text, p_in integer, p_out integer,
@@ -99,16 +101,23 @@ select is(memory.set_model_budget(pg_temp.id('p'), 1000, 'month') ->> 'used', '3
           'set_model_budget returns the budget, with the month''s tokens used');
 select is(pg_temp.paused('p'), false, 'under the budget: not paused');
 select is(memory.model_budget(pg_temp.id('p')) ->> 'period', 'month', 'the period');
-do $$ begin insert into pg_temp.jid values ('p1', pg_temp.enrich_job('p')), ('q1', pg_temp.enrich_job('q')); end $$;
+do $$ begin insert into pg_temp.jid values ('p1', pg_temp.enrich_job('p')), ('q1', pg_temp.enrich_job('q')),
+  ('p_sum', pg_temp.enrich_job('p', 'summarize_communities')), ('p_emb', pg_temp.enrich_job('p', 'embed')); end $$;
 call pg_temp.call('p', 'enrich', 'gpt-x', 600, 10, 5);
 select is(pg_temp.paused('p'), true, 'the call that reaches the budget pauses the project');
 select is(memory.project_backlog(pg_temp.id('p')) #>> '{kinds,enrich,paused}', 'budget',
           'project_backlog says why enrich waits');
+select is(memory.project_backlog(pg_temp.id('p')) #>> '{kinds,summarize_communities,paused}', 'budget',
+          'and why its community summaries wait');
 select is(memory.project_backlog(pg_temp.id('q')) #>> '{kinds,enrich,paused}', null,
           'control: the other project''s enrich is not paused');
 call pg_temp.claim('over');
 select ok(not pg_temp.got('over', (select id from pg_temp.jid where k = 'p1')),
           'claim_jobs hands out no enrich job of the paused project');
+select ok(not pg_temp.got('over', (select id from pg_temp.jid where k = 'p_sum')),
+          'nor its summarize_communities job (a model call too)');
+select ok(pg_temp.got('over', (select id from pg_temp.jid where k = 'p_emb')),
+          'control: its embed job is handed out (search needs embeddings; their tokens still count)');
 select ok(pg_temp.got('over', (select id from pg_temp.jid where k = 'q1')),
           'control: it does hand out the other project''s');
 select is((select j.status from memory.jobs j where j.job_id = (select id from pg_temp.jid where k = 'p1')),

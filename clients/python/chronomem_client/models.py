@@ -440,7 +440,8 @@ class KindBacklog(Model):
     oldest_queued_at: datetime | None
     paused: Literal["budget"] | None = Field(
         None,
-        description="Why the kind's queued jobs are not handed out: budget (enrich only) while "
+        description="Why the kind's queued jobs are not handed out: budget (enrich and "
+        "summarize_communities, the kinds that call the model) while "
         "the project's model token budget is reached; they run when the period rolls or the "
         "budget is raised.",
     )
@@ -451,7 +452,10 @@ class Backlog(Model):
         description="No enrich or embed job of the project is queued, running or waiting: "
         "extraction and embeddings reflect everything written before this call."
     )
-    kinds: dict[Literal["communities", "deliver_webhook", "embed", "enrich"], KindBacklog]
+    kinds: dict[
+        Literal["communities", "deliver_webhook", "embed", "enrich", "summarize_communities"],
+        KindBacklog,
+    ]
 
 
 class MessagePage(Model):

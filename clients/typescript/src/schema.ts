@@ -3042,7 +3042,7 @@ export interface components {
             oldest_queued_at: string | null;
             /**
              * Paused
-             * @description Why the kind's queued jobs are not handed out: budget (enrich only) while the project's model token budget is reached; they run when the period rolls or the budget is raised.
+             * @description Why the kind's queued jobs are not handed out: budget (enrich and summarize_communities, the kinds that call the model) while the project's model token budget is reached; they run when the period rolls or the budget is raised.
              */
             paused?: "budget" | null;
         };
