@@ -339,7 +339,7 @@ comment on function memory.extraction_schema_versions(uuid) is
 -- Record rejected items of an episode's extraction (each {section, item,
 -- reason, message}); the same item with the same reason and message is
 -- recorded once (a retried job).  Counted per reason for /metrics
--- (extraction_rejected_<reason>).  Returns the rows recorded.
+-- (extraction_rejected:<reason>).  Returns the rows recorded.
 create or replace function memory_internal.record_rejections(
   p_org uuid, p_project uuid, p_episode uuid, p_items jsonb, p_schema_version integer)
   returns integer
@@ -388,7 +388,7 @@ begin
     returning reason)
   select coalesce(array_agg(ins.reason), '{}') into v_reasons from ins;
   v_n := cardinality(v_reasons);
-  perform memory_internal.bump_counters(p_org, p_project, array_agg('extraction_rejected_' || g.reason),
+  perform memory_internal.bump_counters(p_org, p_project, array_agg('extraction_rejected:' || g.reason),
                                         array_agg(g.n))
      from (select u.reason, count(*)::bigint as n from unnest(v_reasons) u(reason) group by u.reason) g
    having count(*) > 0;
@@ -396,7 +396,7 @@ begin
 end
 $$;
 comment on function memory_internal.record_rejections(uuid, uuid, uuid, jsonb, integer) is
-  'Record rejected extraction items of an episode ({section, item, reason, message}, validated: 22023 naming items[i].field); an identical item already recorded is skipped. Bumps extraction_rejected_<reason> counters; returns the rows recorded.';
+  'Record rejected extraction items of an episode ({section, item, reason, message}, validated: 22023 naming items[i].field); an identical item already recorded is skipped. Bumps the extraction_rejected:<reason> counters; returns the rows recorded.';
 
 create or replace function memory_worker.record_extraction_rejections(
   p_episode uuid, p_items jsonb, p_meta jsonb default '{}')

@@ -11972,7 +11972,7 @@ begin
     returning reason)
   select coalesce(array_agg(ins.reason), '{}') into v_reasons from ins;
   v_n := cardinality(v_reasons);
-  perform memory_internal.bump_counters(p_org, p_project, array_agg('extraction_rejected_' || g.reason),
+  perform memory_internal.bump_counters(p_org, p_project, array_agg('extraction_rejected:' || g.reason),
                                         array_agg(g.n))
      from (select u.reason, count(*)::bigint as n from unnest(v_reasons) u(reason) group by u.reason) g
    having count(*) > 0;
@@ -11985,7 +11985,7 @@ $$;
 -- Name: FUNCTION record_rejections(p_org uuid, p_project uuid, p_episode uuid, p_items jsonb, p_schema_version integer); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.record_rejections(p_org uuid, p_project uuid, p_episode uuid, p_items jsonb, p_schema_version integer) IS 'Record rejected extraction items of an episode ({section, item, reason, message}, validated: 22023 naming items[i].field); an identical item already recorded is skipped. Bumps extraction_rejected_<reason> counters; returns the rows recorded.';
+COMMENT ON FUNCTION memory_internal.record_rejections(p_org uuid, p_project uuid, p_episode uuid, p_items jsonb, p_schema_version integer) IS 'Record rejected extraction items of an episode ({section, item, reason, message}, validated: 22023 naming items[i].field); an identical item already recorded is skipped. Bumps the extraction_rejected:<reason> counters; returns the rows recorded.';
 
 
 --

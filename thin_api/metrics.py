@@ -97,11 +97,12 @@ class DatabaseCollector(Collector):
 
 
 def model_usage_metrics(totals: list[dict[str, Any]]) -> Iterator[Metric]:
-    """The model calls jobs made, from memory.metric_totals' labelled counters
-    (model_calls:<job kind>:<outcome>, model_tokens_in|out:<job kind>,
-    model_latency_us:<job kind>; memory_worker.record_model_call adds to them): tokens by
-    direction and job kind, calls by job kind and outcome, latency by job kind; all orgs
-    together."""
+    """The model calls jobs made and the extracted items dropped, from
+    memory.metric_totals' labelled counters (model_calls:<job kind>:<outcome>,
+    model_tokens_in|out:<job kind>, model_latency_us:<job kind>, which
+    memory_worker.record_model_call adds to; extraction_rejected:<reason>): tokens by
+    direction and job kind, calls by job kind and outcome, latency by job kind,
+    rejections by reason; all orgs together."""
     tokens = CounterMetricFamily(
         "chronomem_model_tokens",
         "Tokens the model endpoints reported, by direction (in, out) and job kind.",
@@ -117,6 +118,11 @@ def model_usage_metrics(totals: list[dict[str, Any]]) -> Iterator[Metric]:
         "Total time of model calls in seconds, by job kind.",
         labels=["job_kind"],
     )
+    rejected = CounterMetricFamily(
+        "chronomem_extraction_rejected",
+        "Extracted items dropped, by reason (memory.extraction_rejections).",
+        labels=["reason"],
+    )
     for row in totals:
         name, *labels = str(row["metric"]).split(":")
         value = float(row["value"])
@@ -126,7 +132,9 @@ def model_usage_metrics(totals: list[dict[str, Any]]) -> Iterator[Metric]:
             tokens.add_metric([name.removeprefix("model_tokens_"), labels[0]], value)
         elif name == "model_latency_us" and len(labels) == 1:
             latency.add_metric(labels, value / 1e6)
-    yield from (tokens, calls, latency)
+        elif name == "extraction_rejected" and len(labels) == 1:
+            rejected.add_metric(labels, value)
+    yield from (tokens, calls, latency, rejected)
 
 
 class MetricsMiddleware:

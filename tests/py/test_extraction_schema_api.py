@@ -9,6 +9,7 @@ random one."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -223,8 +224,15 @@ def test_enrichment_rejections_and_filters(
     context = api.context(project, "invoice", labels=["support"])
     assert [e.id for e in context.episodes] == [other]
 
+    # One series per reason under one name (all orgs together), not a name per reason.
     metrics = httpx.get(f"{base}/metrics").text
-    assert "chronomem_extraction_rejected_unknown_predicate" in metrics
+    found = re.search(
+        r'^chronomem_extraction_rejected_total\{reason="unknown_predicate"\} (\S+)$',
+        metrics,
+        re.MULTILINE,
+    )
+    assert found and float(found.group(1)) >= 1, metrics
+    assert "chronomem_extraction_rejected_unknown_predicate" not in metrics
 
 
 def test_permissions(base: str, tenant: Tenant, api: Client, project: uuid.UUID) -> None:

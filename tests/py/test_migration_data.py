@@ -392,3 +392,37 @@ def test_0036_a_key_stored_at_0035_authenticates_and_reads_after_the_move(
                 "select key_id from memory_http.authenticate(%s)", (bad,)
             ).fetchone() == (None,)
     migrate(owner)  # idempotent on the migrated database
+
+
+def test_0046_rejection_counters_keep_their_values_under_a_reason_label(
+    server_admin: str,
+) -> None:
+    owner, admin = at_revision(server_admin, "0045")
+    org, project = uuid.uuid4(), uuid.uuid4()
+    stored = {
+        "extraction_rejected_unknown_predicate": 3,
+        "extraction_rejected_low_confidence": 5,
+        "redactions_email_total": 2,  # control: another counter keeps its name
+    }
+    with psycopg.connect(admin) as conn:
+        conn.execute("insert into memory.orgs (org_id, name) values (%s, 'o')", (org,))
+        conn.execute(
+            "insert into memory.projects (org_id, project_id, name) values (%s, %s, 'p')",
+            (org, project),
+        )
+        for shard, (metric, value) in enumerate(stored.items()):
+            conn.execute(
+                "insert into memory_internal.counters (org_id, project_id, metric, shard, value) "
+                "values (%s, %s, %s, %s, %s)",
+                (org, project, metric, shard, value),
+            )
+    migrate(owner)
+    with psycopg.connect(admin) as conn:
+        rows = dict(
+            conn.execute("select metric, value from memory.counters(%s)", (project,)).fetchall()
+        )
+    assert rows == {
+        "extraction_rejected:unknown_predicate": 3,
+        "extraction_rejected:low_confidence": 5,
+        "redactions_email_total": 2,
+    }

@@ -167,10 +167,10 @@ insert into res values ('d1b', memory_worker.apply_extraction(pg_temp.id('e1'), 
   '{"schema_version": 2, "prompt_hash": "ab12", "model": "small-model", "structured": "json_object", "calls": 2}'));
 select is((select count(*)::int from memory.extraction_rejections where episode_id = pg_temp.id('e1')), 13,
           'a retried job records no rejection twice');
-select is((select sum(c.value)::int from memory.counters(pg_temp.id('p')) c where c.metric like 'extraction_rejected_%'), 13,
+select is((select sum(c.value)::int from memory.counters(pg_temp.id('p')) c where c.metric like 'extraction\_rejected:%'), 13,
           'rejections counted once per reason for /metrics');
-select is((select c.value::int from memory.counters(pg_temp.id('p')) c where c.metric = 'extraction_rejected_unknown_predicate'), 2,
-          '... extraction_rejected_unknown_predicate');
+select is((select c.value::int from memory.counters(pg_temp.id('p')) c where c.metric = 'extraction_rejected:unknown_predicate'), 2,
+          '... extraction_rejected:unknown_predicate (the reason a label of one series)');
 
 -- The version the worker asked with decides: version 1 allows any predicate.
 insert into res values ('d2', memory_worker.apply_extraction(pg_temp.id('e2'),
