@@ -71,15 +71,47 @@ def _format_refusal(err: openai.APIStatusError) -> bool:
     return any(word in text for word in _FORMAT_WORDS)
 
 
-class Extractor:
-    """chat.completions calls with the most structured answer format the endpoint takes."""
+def _retry_after(err: openai.RateLimitError) -> float | None:
+    """The seconds a 429 asks to wait (Retry-After in seconds, or OpenAI's
+    retry-after-ms); None when it names no delay in seconds."""
+    headers = err.response.headers
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / scale
+        except ValueError:
+            continue  # an HTTP date: leave the wait to the queue's backoff
+        if seconds >= 0:
+            return seconds
+    return None
 
-    def __init__(self, client: openai.OpenAI, model: str, *, response_format: str = "auto") -> None:
+
+class Extractor:
+    """chat.completions calls with the most structured answer format the endpoint takes.
+
+    A 429 is retried here, once, after the Retry-After it names (at most
+    max_retry_after seconds): every HTTP call is then a row of memory.model_calls,
+    which a retry inside the openai client would hide. Give it a client with
+    max_retries=0 (from_settings does)."""
+
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        model: str,
+        *,
+        response_format: str = "auto",
+        rate_limit_retries: int = 1,
+        max_retry_after: float = 30.0,
+    ) -> None:
         if response_format not in MODES:
             raise ValueError(f"response_format must be one of {', '.join(MODES)}")
         self.client = client
         self.model = model
         self.response_format = response_format
+        self.rate_limit_retries = rate_limit_retries
+        self.max_retry_after = max_retry_after
         self._modes: tuple[Structured, ...] = MODES[response_format]
         self._lock = threading.Lock()  # lanes share the Extractor
 
@@ -93,9 +125,9 @@ class Extractor:
             # Local servers (Ollama, vLLM) need no key, but the client insists on one.
             api_key=llm.api_key or "unused",
             timeout=llm.timeout,
-            # One retry, which honours a 429's Retry-After; the job queue retries the
-            # rest with backoff (don't stack retries).
-            max_retries=1,
+            # The Extractor retries a 429 itself (each call recorded); the job queue
+            # retries the rest with backoff (don't stack retries).
+            max_retries=0,
         )
         return cls(client, llm.model, response_format=llm.response_format)
 
@@ -237,6 +269,17 @@ class Extractor:
             return self._modes
 
     def _call(self, messages: Any, fmt: dict[str, Any], calls: list[ModelCall]) -> str | None:
+        for retry in range(self.rate_limit_retries + 1):
+            try:
+                return self._call_once(messages, fmt, calls)
+            except openai.RateLimitError as err:
+                wait = _retry_after(err)
+                if retry == self.rate_limit_retries or wait is None or wait > self.max_retry_after:
+                    raise RetryableError(f"the endpoint is rate limiting: {err}") from err
+                time.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _call_once(self, messages: Any, fmt: dict[str, Any], calls: list[ModelCall]) -> str | None:
         started = time.monotonic()
 
         def record(outcome: Outcome, tokens_in: int = 0, tokens_out: int = 0) -> None:
@@ -251,9 +294,9 @@ class Extractor:
         except openai.APITimeoutError as err:
             record("timeout")
             raise RetryableError(f"the model did not answer in time: {err}") from err
-        except openai.RateLimitError as err:
+        except openai.RateLimitError:
             record("rate_limited")
-            raise RetryableError(f"the endpoint is rate limiting: {err}") from err
+            raise  # _call retries it after its Retry-After, or gives it to the queue
         except openai.APIStatusError as err:
             record("error")
             if fmt and _format_refusal(err):
