@@ -221,6 +221,9 @@ declare
 begin
   if p_tokens is null then
     delete from memory.model_budgets b where b.org_id = v_org and b.project_id = p_project;
+    if found then
+      perform memory_internal.audit(v_org, p_project, 'model_budget.remove', 'project:' || p_project);
+    end if;
     return memory.model_budget(p_project);
   end if;
   if p_tokens < 0 then
@@ -241,8 +244,10 @@ begin
      set paused_period_start = case when memory_internal.model_tokens_since(v_org, p_project, v_start) >= p_tokens
                                     then v_start end
    where b.org_id = v_org and b.project_id = p_project;
+  perform memory_internal.audit(v_org, p_project, 'model_budget.set', 'project:' || p_project,
+                                jsonb_build_object('tokens', p_tokens, 'period', p_period));
   return memory.model_budget(p_project);
 end
 $$;
 comment on function memory.set_model_budget(uuid, bigint, text) is
-  'Set a project''s model token budget per UTC day or month (p_period), counting tokens in plus out of every call its jobs make; p_tokens NULL removes it. When the period''s calls reach it, the project''s enrich jobs stay queued until the period rolls or the budget is raised. Returns memory.model_budget. Bad input raises 22023 naming the field.';
+  'Set a project''s model token budget per UTC day or month (p_period), counting tokens in plus out of every call its jobs make; p_tokens NULL removes it. When the period''s calls reach it, the project''s model jobs (enrich, summarize_communities) stay queued until the period rolls or the budget is raised. Audited (model_budget.set with tokens and period; model_budget.remove when one was removed). Returns memory.model_budget. Bad input raises 22023 naming the field.';

@@ -7,7 +7,7 @@
 -- ends the pause; a call of the previous period does not count; bad input
 -- raises 22023; another org sees nothing and records nothing.
 BEGIN;
-select plan(50);
+select plan(52);
 
 create temp table claimed (tag text not null, org_id uuid, job_id bigint, kind text, project_id uuid);
 grant all on claimed to public;
@@ -132,6 +132,13 @@ select is((memory.set_model_budget(pg_temp.id('p'), 100, 'day') ->> 'paused')::b
 select is((memory.set_model_budget(pg_temp.id('p'), null) ->> 'paused')::boolean, false,
           'removing the budget ends the pause');
 select is(memory.model_budget(pg_temp.id('p')) ->> 'tokens', null, 'and the budget is gone');
+select is((select string_agg(a.action || ' ' || coalesce(a.counts ->> 'tokens', '-') || ' '
+                             || coalesce(a.counts ->> 'period', '-'), ', ' order by a.audit_id)
+             from memory.audit_log a where a.project_id = pg_temp.id('p') and a.action like 'model\_budget.%'),
+          'model_budget.set 1000 month, model_budget.set 5000 month, model_budget.set 100 day, model_budget.remove - -',
+          'every change of the budget is audited, with its tokens and period');
+select is((select count(*) from memory.audit_log a where a.project_id = pg_temp.id('q')
+            and a.action like 'model\_budget.%'), 0::bigint, 'control: none for the project without a change');
 
 -- C. Periods: a call of yesterday does not count for today's budget; a
 -- pause of an earlier period has ended.
