@@ -350,21 +350,21 @@ create function pg_temp.backlog(p_project text) returns text language sql stable
     from memory.project_backlog(pg_temp.id(p_project)) b, jsonb_each(b -> 'kinds') e(k, v)
    group by b $$;
 select is(pg_temp.backlog('bk'),
-          'true | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 0/0/0/0 false, enrich 0/0/0/0 false',
+          'true | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 0/0/0/0 false, enrich 0/0/0/0 false, summarize_communities 0/0/0/0 false',
           'backlog of a new project: caught up, nothing open (none of project p''s jobs)');
 select ok(pg_temp.backlog('p') like 'false |%', 'control: project p, with queued jobs, is not caught up');
 call pg_temp.ingest('bk1', 'chat', '[{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]', 'bk');
 select is(pg_temp.backlog('bk'),
-          'false | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 1/0/0/0 true, enrich 2/0/0/0 true',
+          'false | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 1/0/0/0 true, enrich 2/0/0/0 true, summarize_communities 0/0/0/0 false',
           'after an ingest of two messages: two enrich and one embed queued, not caught up');
 call pg_temp.set_job(null, format('status = ''dead'', finished_at = now() where project_id = %L and kind = ''enrich''', pg_temp.id('bk')));
 call pg_temp.set_job(null, format('status = ''waiting'' where project_id = %L and kind = ''embed''', pg_temp.id('bk')));
 select is(pg_temp.backlog('bk'),
-          'false | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 0/0/1/0 false, enrich 0/0/0/2 false',
+          'false | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 0/0/1/0 false, enrich 0/0/0/2 false, summarize_communities 0/0/0/0 false',
           'dead enrich jobs and a waiting embed job: the waiting one holds it up');
 call pg_temp.set_job(null, format('status = ''done'', finished_at = now() where project_id = %L and kind = ''embed''', pg_temp.id('bk')));
 select is(pg_temp.backlog('bk'),
-          'true | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 0/0/0/0 false, enrich 0/0/0/2 false',
+          'true | communities 0/0/0/0 false, deliver_webhook 0/0/0/0 false, embed 0/0/0/0 false, enrich 0/0/0/2 false, summarize_communities 0/0/0/0 false',
           'done and dead only: caught up (dead jobs wait for an operator, not for time)');
 select throws_ok(format($$ select memory.project_backlog(%L) $$, pg_temp.id('p_b')), 'P0002', null,
                  'another org''s project: not found');
