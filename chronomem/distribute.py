@@ -145,7 +145,13 @@ def distribute(dsn: str, shard_count: int | None = None) -> Outcome:
                     outcome.reference.append(table["name"])
         for (function,) in conn.execute(_UNPROPAGATED_FUNCTIONS, params).fetchall():
             try:
-                conn.execute("select create_distributed_function(%s)", (function,))
+                with conn.transaction():
+                    # A SQL-language body names functions that may not be on the
+                    # workers yet (they go in name order, and such a body records no
+                    # dependency): the workers create it unchecked, as a restore does.
+                    conn.execute("set local citus.propagate_set_commands = 'local'")
+                    conn.execute("set local check_function_bodies = off")
+                    conn.execute("select create_distributed_function(%s)", (function,))
             except psycopg.Error as err:
                 raise DistributeError(f"propagating {function}: {err}") from err
             outcome.functions.append(function)

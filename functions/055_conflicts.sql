@@ -666,7 +666,7 @@ begin
     insert into memory.predicates as d (org_id, project_id, predicate, cardinality)
     values (v_org, p_project, v_pred, v_card)
     on conflict (org_id, project_id, predicate)
-    do update set cardinality = excluded.cardinality, declared_at = now()
+    do update set cardinality = excluded.cardinality, declared_at = excluded.declared_at
     where d.cardinality <> excluded.cardinality;
     -- A declaration is for every subject: keep_both exceptions end.
     delete from memory.subject_cardinalities
@@ -679,11 +679,11 @@ begin
   -- caller's decision.
   begin
     update memory.facts f
-       set identity_object = case v_card when 'one' then '' else f.object_key end
+       set identity_object = case when v_card = 'one' then '' else f.object_key end
      where f.fact_id in (
              select v.fact_id from memory_internal.fact_versions(p_project) v
               where v.predicate = v_pred
-                and v.identity_object <> case v_card when 'one' then '' else v.object_key end)
+                and v.identity_object <> case when v_card = 'one' then '' else v.object_key end)
        and f.org_id = v_org;
     get diagnostics v_rekeyed = row_count;
   exception when exclusion_violation then

@@ -670,7 +670,7 @@ begin
   insert into memory.redaction_rules as r (org_id, project_id, detector, pattern, action)
   values (v_org, p_project, v_detector, case when v_detector like 'custom:%' then p_pattern end, v_action)
   on conflict on constraint redaction_rules_pkey
-  do update set action = excluded.action, pattern = excluded.pattern, created_at = now()
+  do update set action = excluded.action, pattern = excluded.pattern, created_at = excluded.created_at
   returning r.detector, r.action, r.pattern, r.created_at;
 end
 $$;

@@ -189,6 +189,7 @@ declare
   v_org uuid := memory_internal.project_org(p_project);
   v_bad text;
   v_secret bytea;
+  v_permissions text[];
 begin
   if p_name is null or length(btrim(p_name)) not between 1 and 200 then
     raise exception 'name must be 1 to 200 characters' using errcode = 'invalid_parameter_value',
@@ -213,11 +214,12 @@ begin
   key_id := gen_random_uuid();
   token := 'cmk_' || replace(key_id::text, '-', '') || '_' || encode(v_secret, 'hex');
   prefix := left(token, 16);
+  -- (into a variable first: Citus plans no subquery in an INSERT's VALUES)
+  v_permissions := array(select distinct p from unnest(p_permissions) p order by p);
   insert into memory_internal.api_keys as k
     (org_id, project_id, key_id, name, prefix, secret_hash, permissions, created_by)
   values (v_org, p_project, key_id, btrim(p_name), prefix, sha256(v_secret),
-          array(select distinct p from unnest(p_permissions) p order by p),
-          memory_internal.api_actor())
+          v_permissions, memory_internal.api_actor())
   returning k.name, k.project_id, k.permissions, k.created_at
     into name, project_id, permissions, created_at;
   perform memory_internal.audit(v_org, p_project, 'api_key.create', 'api_key:' || key_id,

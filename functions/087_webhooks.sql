@@ -199,7 +199,7 @@ declare
 begin
   insert into memory_internal.webhook_secrets as s (org_id, endpoint_id, secret)
   values (e.org_id, e.endpoint_id, v_secret)
-  on conflict (org_id, endpoint_id) do update set secret = excluded.secret, created_at = now();
+  on conflict (org_id, endpoint_id) do update set secret = excluded.secret, created_at = excluded.created_at;
   update memory.webhook_endpoints w set updated_at = now()
    where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id
   returning * into e;

@@ -4105,7 +4105,7 @@ declare
 begin
   insert into memory_internal.webhook_secrets as s (org_id, endpoint_id, secret)
   values (e.org_id, e.endpoint_id, v_secret)
-  on conflict (org_id, endpoint_id) do update set secret = excluded.secret, created_at = now();
+  on conflict (org_id, endpoint_id) do update set secret = excluded.secret, created_at = excluded.created_at;
   update memory.webhook_endpoints w set updated_at = now()
    where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id
   returning * into e;
@@ -4858,7 +4858,7 @@ begin
   insert into memory.redaction_rules as r (org_id, project_id, detector, pattern, action)
   values (v_org, p_project, v_detector, case when v_detector like 'custom:%' then p_pattern end, v_action)
   on conflict on constraint redaction_rules_pkey
-  do update set action = excluded.action, pattern = excluded.pattern, created_at = now()
+  do update set action = excluded.action, pattern = excluded.pattern, created_at = excluded.created_at
   returning r.detector, r.action, r.pattern, r.created_at;
 end
 $_$;
@@ -6023,6 +6023,7 @@ declare
   v_org uuid := memory_internal.project_org(p_project);
   v_bad text;
   v_secret bytea;
+  v_permissions text[];
 begin
   if p_name is null or length(btrim(p_name)) not between 1 and 200 then
     raise exception 'name must be 1 to 200 characters' using errcode = 'invalid_parameter_value',
@@ -6047,11 +6048,12 @@ begin
   key_id := gen_random_uuid();
   token := 'cmk_' || replace(key_id::text, '-', '') || '_' || encode(v_secret, 'hex');
   prefix := left(token, 16);
+  -- (into a variable first: Citus plans no subquery in an INSERT's VALUES)
+  v_permissions := array(select distinct p from unnest(p_permissions) p order by p);
   insert into memory_internal.api_keys as k
     (org_id, project_id, key_id, name, prefix, secret_hash, permissions, created_by)
   values (v_org, p_project, key_id, btrim(p_name), prefix, sha256(v_secret),
-          array(select distinct p from unnest(p_permissions) p order by p),
-          memory_internal.api_actor())
+          v_permissions, memory_internal.api_actor())
   returning k.name, k.project_id, k.permissions, k.created_at
     into name, project_id, permissions, created_at;
   perform memory_internal.audit(v_org, p_project, 'api_key.create', 'api_key:' || key_id,
@@ -9254,7 +9256,7 @@ begin
     insert into memory.predicates as d (org_id, project_id, predicate, cardinality)
     values (v_org, p_project, v_pred, v_card)
     on conflict (org_id, project_id, predicate)
-    do update set cardinality = excluded.cardinality, declared_at = now()
+    do update set cardinality = excluded.cardinality, declared_at = excluded.declared_at
     where d.cardinality <> excluded.cardinality;
     -- A declaration is for every subject: keep_both exceptions end.
     delete from memory.subject_cardinalities
@@ -9267,11 +9269,11 @@ begin
   -- caller's decision.
   begin
     update memory.facts f
-       set identity_object = case v_card when 'one' then '' else f.object_key end
+       set identity_object = case when v_card = 'one' then '' else f.object_key end
      where f.fact_id in (
              select v.fact_id from memory_internal.fact_versions(p_project) v
               where v.predicate = v_pred
-                and v.identity_object <> case v_card when 'one' then '' else v.object_key end)
+                and v.identity_object <> case when v_card = 'one' then '' else v.object_key end)
        and f.org_id = v_org;
     get diagnostics v_rekeyed = row_count;
   exception when exclusion_violation then
