@@ -36,16 +36,22 @@ declare
   v_secret bytea := sha256(uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
                            || uuid_send(gen_random_uuid()));
   v_id uuid := gen_random_uuid();
+  -- The expired sessions and the sorted permissions as values: Citus routes no
+  -- DELETE that adds a column's interval to a timestamp (a STABLE operator), nor an
+  -- INSERT whose values hold a subquery.
+  v_expired uuid[] := array(
+    select s.session_id from memory_internal.auth_sessions s
+     where s.org_id = p_org
+       and (s.expires_at <= now() or s.last_seen_at + s.idle_timeout <= now()));
+  v_permissions text[] := array(select distinct p from unnest(p_permissions) p order by p);
 begin
   delete from memory_internal.auth_sessions s
-   where s.org_id = p_org
-     and (s.expires_at <= now() or s.last_seen_at + s.idle_timeout <= now());
+   where s.org_id = p_org and s.session_id = any (v_expired);
   insert into memory_internal.auth_sessions
     (org_id, project_id, session_id, secret_hash, method, key_id, mapping_ids, issuer, subject,
      permissions, idle_timeout, expires_at)
   values (p_org, p_project, v_id, sha256(v_secret), p_method, p_key, p_mappings, p_issuer,
-          p_subject, array(select distinct p from unnest(p_permissions) p order by p), p_idle,
-          p_expires);
+          p_subject, v_permissions, p_idle, p_expires);
   return 'cms_' || replace(v_id::text, '-', '') || '_' || encode(v_secret, 'hex');
 end
 $$;

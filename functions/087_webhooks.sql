@@ -147,10 +147,11 @@ create or replace function memory_internal.drop_queued_deliveries(
 as $$
 declare
   v_n integer;
+  v_now timestamptz := clock_timestamp();  -- a value: Citus routes no UPDATE calling it
 begin
   update memory.jobs j
      set status = 'done', result = jsonb_build_object('skipped', p_reason),
-         finished_at = clock_timestamp()
+         finished_at = v_now
    where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
      and j.status in ('queued', 'waiting') and j.payload ->> 'endpoint_id' = p_endpoint::text;
   get diagnostics v_n = row_count;
@@ -219,11 +220,15 @@ create or replace function memory.update_webhook(
 as $$
 declare
   e memory.webhook_endpoints := memory_internal.webhook_endpoint(p_project, p_endpoint);
+  -- Checked here, not inside the UPDATE: Citus routes no statement that calls a
+  -- non-immutable function within CASE or COALESCE.
+  v_url text := case when p_url is not null then memory_internal.webhook_url(p_url) end;
+  v_event_types text[] := case when p_event_types is not null
+                               then memory_internal.webhook_event_type_list(p_event_types) end;
 begin
   update memory.webhook_endpoints w
-     set url = case when p_url is null then w.url else memory_internal.webhook_url(p_url) end,
-         event_types = case when p_event_types is null then w.event_types
-                            else memory_internal.webhook_event_type_list(p_event_types) end,
+     set url = coalesce(v_url, w.url),
+         event_types = coalesce(v_event_types, w.event_types),
          enabled = coalesce(p_enabled, w.enabled),
          updated_at = now()
    where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id

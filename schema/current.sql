@@ -5216,11 +5216,15 @@ CREATE FUNCTION memory.update_webhook(p_project uuid, p_endpoint uuid, p_url tex
     AS $$
 declare
   e memory.webhook_endpoints := memory_internal.webhook_endpoint(p_project, p_endpoint);
+  -- Checked here, not inside the UPDATE: Citus routes no statement that calls a
+  -- non-immutable function within CASE or COALESCE.
+  v_url text := case when p_url is not null then memory_internal.webhook_url(p_url) end;
+  v_event_types text[] := case when p_event_types is not null
+                               then memory_internal.webhook_event_type_list(p_event_types) end;
 begin
   update memory.webhook_endpoints w
-     set url = case when p_url is null then w.url else memory_internal.webhook_url(p_url) end,
-         event_types = case when p_event_types is null then w.event_types
-                            else memory_internal.webhook_event_type_list(p_event_types) end,
+     set url = coalesce(v_url, w.url),
+         event_types = coalesce(v_event_types, w.event_types),
          enabled = coalesce(p_enabled, w.enabled),
          updated_at = now()
    where w.org_id = e.org_id and w.endpoint_id = e.endpoint_id
@@ -9504,10 +9508,11 @@ CREATE FUNCTION memory_internal.drop_queued_deliveries(p_org uuid, p_project uui
     AS $$
 declare
   v_n integer;
+  v_now timestamptz := clock_timestamp();  -- a value: Citus routes no UPDATE calling it
 begin
   update memory.jobs j
      set status = 'done', result = jsonb_build_object('skipped', p_reason),
-         finished_at = clock_timestamp()
+         finished_at = v_now
    where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
      and j.status in ('queued', 'waiting') and j.payload ->> 'endpoint_id' = p_endpoint::text;
   get diagnostics v_n = row_count;
@@ -11253,16 +11258,22 @@ declare
   v_secret bytea := sha256(uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
                            || uuid_send(gen_random_uuid()));
   v_id uuid := gen_random_uuid();
+  -- The expired sessions and the sorted permissions as values: Citus routes no
+  -- DELETE that adds a column's interval to a timestamp (a STABLE operator), nor an
+  -- INSERT whose values hold a subquery.
+  v_expired uuid[] := array(
+    select s.session_id from memory_internal.auth_sessions s
+     where s.org_id = p_org
+       and (s.expires_at <= now() or s.last_seen_at + s.idle_timeout <= now()));
+  v_permissions text[] := array(select distinct p from unnest(p_permissions) p order by p);
 begin
   delete from memory_internal.auth_sessions s
-   where s.org_id = p_org
-     and (s.expires_at <= now() or s.last_seen_at + s.idle_timeout <= now());
+   where s.org_id = p_org and s.session_id = any (v_expired);
   insert into memory_internal.auth_sessions
     (org_id, project_id, session_id, secret_hash, method, key_id, mapping_ids, issuer, subject,
      permissions, idle_timeout, expires_at)
   values (p_org, p_project, v_id, sha256(v_secret), p_method, p_key, p_mappings, p_issuer,
-          p_subject, array(select distinct p from unnest(p_permissions) p order by p), p_idle,
-          p_expires);
+          p_subject, v_permissions, p_idle, p_expires);
   return 'cms_' || replace(v_id::text, '-', '') || '_' || encode(v_secret, 'hex');
 end
 $$;
