@@ -3,11 +3,13 @@ tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import psycopg
 import pytest
 from api_server import api_server
 from light_env import LightEnv, stop_builds
+from scripted_openai import ScriptedOpenAI
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -33,3 +35,28 @@ def light_api(app_dsn: str) -> Iterator[str]:
     request with a 503."""
     with api_server(app_dsn) as url:
         yield url
+
+
+@pytest.fixture
+def quiet(admin_dsn: str) -> Callable[[], None]:
+    """Set other tests' pending jobs aside (done) and postpone their schedules, so that a
+    test's worker runs its own jobs only; the function returned does it again."""
+
+    def quiet() -> None:
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(
+                "update memory.jobs set status = 'done', locked_by = null, locked_until = null, "
+                "finished_at = now() where status in ('queued', 'running', 'waiting')"
+            )
+            conn.execute("update memory.job_schedules set next_run_at = now() + interval '1 day'")
+
+    quiet()
+    return quiet
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedOpenAI]:
+    """The scripted OpenAI-compatible server (scripted_openai.py), 384-dimensional
+    embeddings."""
+    with ScriptedOpenAI(dim=384).running() as server:
+        yield server

@@ -12,20 +12,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
 
-import openai
-import org_scope
 import psycopg
 import pytest
+import worker_support
 from scripted_openai import ScriptedOpenAI, Usage
+from worker_support import drain, make_worker
 
-from workers.embedding import OpenAIEmbedder
 from workers.extraction import NO_LLM_REASON
-from workers.handlers import build_handlers
-from workers.runner import Worker
-from workers.summaries import Summarizer
 
 KIND = "summarize_communities"
 
@@ -45,7 +40,7 @@ def _facts(*triples: tuple[str, str, str]) -> str:
     )
 
 
-class Tenant(org_scope.Tenant):
+class Tenant(worker_support.Tenant):
     def assert_facts(self, *triples: tuple[str, str, str]) -> None:
         self.one("select memory.assert_facts(%s, %s::jsonb)", (self.project, _facts(*triples)))
 
@@ -75,50 +70,7 @@ class Tenant(org_scope.Tenant):
 
 @pytest.fixture
 def tenant(app_dsn: str) -> Tenant:
-    with psycopg.connect(app_dsn) as conn:
-        org = conn.execute("select memory.create_org('summaries test')").fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.use_org(%s)", (org,))
-        project = conn.execute(  # type: ignore[index]
-            "select memory.create_project(%s, 'p')", (org,)
-        ).fetchone()[0]
-    return Tenant(app_dsn, org, project)
-
-
-@pytest.fixture
-def quiet(admin_dsn: str) -> Callable[[], None]:
-    """Set other tests' pending jobs aside (done) and postpone their schedules."""
-
-    def quiet() -> None:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                "update memory.jobs set status = 'done', locked_by = null, locked_until = null, "
-                "finished_at = now() where status in ('queued', 'running', 'waiting')"
-            )
-            conn.execute("update memory.job_schedules set next_run_at = now() + interval '1 day'")
-
-    quiet()
-    return quiet
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI(dim=384).running() as server:
-        yield server
-
-
-def make_worker(dsn: str, llm: ScriptedOpenAI, *, with_llm: bool = True) -> Worker:
-    client = openai.OpenAI(base_url=llm.base_url, api_key="test", max_retries=0, timeout=20)
-    handlers = build_handlers(
-        None,
-        OpenAIEmbedder(client, "scripted-embed", llm.dim),
-        0.5,
-        summarizer=Summarizer(client, "scripted-summaries") if with_llm else None,
-    )
-    return Worker(dsn, handlers, concurrency=1, lease=30.0, poll_interval=0.1)
-
-
-def drain(worker: Worker) -> None:
-    assert worker.drain(timeout=30), "the worker did not drain"
+    return Tenant.create(app_dsn, "summaries test")
 
 
 def answer(llm: ScriptedOpenAI, summaries: dict[str, str], usage: tuple[int, int] = (1, 1)) -> None:
@@ -155,7 +107,7 @@ def test_only_changed_communities_are_summarized_and_shown_in_context(
         },
         usage=(120, 30),
     )
-    worker = make_worker(app_dsn, llm)
+    worker = make_worker(app_dsn, llm, extract=False, summarize=True)
     drain(worker)
 
     assert asked(llm) == [["Ben", "Cat"]]
@@ -247,7 +199,7 @@ def test_an_answer_for_members_that_changed_meanwhile_is_not_stored(
     # naming another id is left out.
     group = tenant.communities()["Ben"]
     answer(llm, {str(uuid.uuid4()): "Invented.", group["community_id"]: "Ann, Ben and Cat."})
-    drain(make_worker(app_dsn, llm))
+    drain(make_worker(app_dsn, llm, extract=False, summarize=True))
     assert tenant.communities()["Ben"]["summary"] == "Ann, Ben and Cat."
 
 
@@ -255,7 +207,7 @@ def test_without_a_model_the_job_waits(tenant: Tenant, app_dsn: str, quiet: Any)
     tenant.assert_facts(("Ann", "knows", "Ben"))
     tenant.refresh()
     with ScriptedOpenAI().running() as server:
-        drain(make_worker(app_dsn, server, with_llm=False))
+        drain(make_worker(app_dsn, server, extract=False))
         assert server.chat_calls == []
     jobs = tenant.summary_jobs()
     assert [(j["status"], j["last_error"]) for j in jobs] == [("waiting", NO_LLM_REASON)]
@@ -286,7 +238,7 @@ def test_a_subject_wipe_leaves_no_summary_naming_the_subject(
             groups["Eve"]["community_id"]: "Eve and Fay are friends.",
         },
     )
-    drain(make_worker(app_dsn, llm))
+    drain(make_worker(app_dsn, llm, extract=False, summarize=True))
     assert all(g["summary"] for g in tenant.communities().values())
 
     tenant.one("select memory.wipe(%s, p_subject => 'Bartholomew')", (tenant.project,))
@@ -313,10 +265,7 @@ def test_a_subject_wipe_leaves_no_summary_naming_the_subject(
 def test_a_session_wipe_clears_the_summaries_written_from_its_facts(
     tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, quiet: Any
 ) -> None:
-    (episode,) = tenant.one(
-        "select memory.ingest(%s, 's1', %s::jsonb) -> 'episode_ids'",
-        (tenant.project, json.dumps([{"role": "user", "content": "Gus knows Hal."}])),
-    )
+    (episode,) = tenant.ingest("s1", {"role": "user", "content": "Gus knows Hal."})
     fact = {"subject": "Gus", "predicate": "knows", "object": "Hal", "object_type": "entity"}
     tenant.one(
         "select memory.assert_facts(%s, %s::jsonb)",
@@ -332,7 +281,7 @@ def test_a_session_wipe_clears_the_summaries_written_from_its_facts(
             groups["Ivy"]["community_id"]: "Ivy knows Jo.",
         },
     )
-    drain(make_worker(app_dsn, llm))
+    drain(make_worker(app_dsn, llm, extract=False, summarize=True))
     assert tenant.communities()["Gus"]["summary"] == "Gus knows Hal."
 
     tenant.one("select memory.wipe(%s, p_session => 's1')", (tenant.project,))

@@ -12,41 +12,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import openai
-import org_scope
-import psycopg
 import pytest
+import worker_support
 from scripted_openai import Delay, ScriptedOpenAI, Status, Usage
+from worker_support import drain_until, fact, limit_attempts, make_worker
 
 from chronomem.settings import LLMSettings, SettingsError
 from workers.answer_repair import AnswerError, parse_answer, validate_answer
-from workers.embedding import OpenAIEmbedder
 from workers.extraction import Extractor
 from workers.extraction_prompt import ProjectSchema
-from workers.handlers import build_handlers
 from workers.runner import Worker
 
 T1 = datetime(2024, 3, 1, 10, 0, tzinfo=UTC)
-
-
-def fact(subject: str, predicate: str, obj: str, content: str, **kw: Any) -> dict[str, Any]:
-    return {
-        "subject": subject,
-        "predicate": predicate,
-        "object": obj,
-        "object_type": "literal",
-        "content": content,
-        "confidence": 0.9,
-        "valid_from": None,
-        "valid_to": None,
-        **kw,
-    }
 
 
 # -- the lenient reader, without a model ----------------------------------------------
@@ -97,14 +79,12 @@ def test_validate_answer_keeps_valid_items_and_rejects_the_rest() -> None:
 # -- against the database -------------------------------------------------------------
 
 
-class Tenant(org_scope.Tenant):
-    def ingest(self, session: str, *contents: str) -> list[str]:
-        messages = [{"role": "user", "content": c, "occurred_at": str(T1)} for c in contents]
-        response = self.one(
-            "select memory.ingest(%s, %s, %s::jsonb)",
-            (self.project, session, json.dumps(messages)),
+class Tenant(worker_support.Tenant):
+    def say(self, session: str, *contents: str) -> list[str]:
+        """Ingest each of `contents` as a user message at T1."""
+        return self.ingest(
+            session, *({"role": "user", "content": c, "occurred_at": str(T1)} for c in contents)
         )
-        return [str(e) for e in response["episode_ids"]]
 
     def enrich_jobs(self) -> list[dict[str, Any]]:
         return self.rows(
@@ -151,74 +131,7 @@ class Tenant(org_scope.Tenant):
 
 @pytest.fixture
 def tenant(app_dsn: str) -> Tenant:
-    with psycopg.connect(app_dsn) as conn:
-        org = conn.execute("select memory.create_org('extraction test')").fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.use_org(%s)", (org,))
-        project = conn.execute(  # type: ignore[index]
-            "select memory.create_project(%s, 'p')", (org,)
-        ).fetchone()[0]
-    return Tenant(app_dsn, org, project)
-
-
-@pytest.fixture
-def quiet(admin_dsn: str) -> None:
-    """Set other tests' pending jobs aside, so that this test's worker runs its own."""
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(
-            "update memory.jobs set status = 'done', locked_by = null, locked_until = null, "
-            "finished_at = now() where status in ('queued', 'running', 'waiting')"
-        )
-        conn.execute("update memory.job_schedules set next_run_at = now() + interval '1 day'")
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI(dim=384).running() as server:
-        yield server
-
-
-def make_worker(
-    dsn: str,
-    llm: ScriptedOpenAI,
-    *,
-    extractor: Extractor | None = None,
-    max_retries: int = 0,
-    timeout: float = 20,
-) -> Worker:
-    client = openai.OpenAI(
-        base_url=llm.base_url, api_key="test", max_retries=max_retries, timeout=timeout
-    )
-    extractor = extractor or Extractor(client, "scripted")
-    embed_client = openai.OpenAI(base_url=llm.base_url, api_key="test", max_retries=0)
-    handlers = build_handlers(
-        extractor, OpenAIEmbedder(embed_client, "scripted-embed", llm.dim), 0.5
-    )
-    return Worker(dsn, handlers, concurrency=1, lease=30.0, poll_interval=0.1)
-
-
-def drain_until(
-    worker: Worker, admin_dsn: str, org: uuid.UUID, done: Callable[[], bool], timeout: float = 60
-) -> None:
-    """Drain repeatedly, skipping retry backoff of the org's jobs, until done()."""
-    deadline = time.monotonic() + timeout
-    while True:
-        assert worker.drain(timeout=30), "the worker did not drain"
-        if done():
-            return
-        assert time.monotonic() < deadline, f"condition not reached: {jobs(admin_dsn, org)}"
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                "update memory.jobs set run_at = now() where org_id = %s and status = 'queued'",
-                (org,),
-            )
-        time.sleep(0.1)
-
-
-def jobs(admin_dsn: str, org: uuid.UUID) -> list[tuple[Any, ...]]:
-    with psycopg.connect(admin_dsn) as conn:
-        return conn.execute(
-            "select kind, status, attempts, last_error from memory.jobs where org_id = %s", (org,)
-        ).fetchall()
+    return Tenant.create(app_dsn, "extraction test")
 
 
 def enrich_done(t: Tenant) -> Callable[[], bool]:
@@ -227,7 +140,7 @@ def enrich_done(t: Tenant) -> Callable[[], bool]:
 
 def run(t: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, **kw: Any) -> Worker:
     worker = make_worker(app_dsn, llm, **kw)
-    drain_until(worker, admin_dsn, t.org, enrich_done(t))
+    drain_until(worker, admin_dsn, t.org, enrich_done(t), timeout=60)
     return worker
 
 
@@ -235,13 +148,13 @@ ALICE = {"name": "Alice", "type": "person", "summary": None, "aliases": []}
 
 
 def test_fenced_json_and_trailing_prose_are_read(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     fenced = {"entities": [ALICE], "facts": [fact("Alice", "lives_in", "Paris", "In Paris.")]}
     prose = {"entities": [ALICE], "facts": [fact("Alice", "likes", "tea", "Likes tea.")]}
     llm.answer("Paris", "```json\n" + json.dumps(fenced) + "\n```")
     llm.answer("tea", "Sure! " + json.dumps(prose) + "\nLet me know {if} you need more.")
-    tenant.ingest("s", "Alice lives in Paris.", "Alice likes tea.")
+    tenant.say("s", "Alice lives in Paris.", "Alice likes tea.")
     run(tenant, llm, app_dsn, admin_dsn)
     assert tenant.facts() == [("Alice", "likes", "tea"), ("Alice", "lives_in", "Paris")]
     assert tenant.rejections() == []
@@ -250,7 +163,7 @@ def test_fenced_json_and_trailing_prose_are_read(
 
 
 def test_truncated_answer_keeps_its_complete_items(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     whole = json.dumps(
         {
@@ -262,7 +175,7 @@ def test_truncated_answer_keeps_its_complete_items(
         }
     )
     llm.answer("Paris", whole[: whole.index("Works at") + 4])  # cut inside the 2nd fact
-    tenant.ingest("s", "Alice lives in Paris and works at Acme.")
+    tenant.say("s", "Alice lives in Paris and works at Acme.")
     run(tenant, llm, app_dsn, admin_dsn)
     assert tenant.facts() == [("Alice", "lives_in", "Paris")]
     assert tenant.rejections() == [("answer", "parse_failure")]
@@ -272,7 +185,7 @@ def test_truncated_answer_keeps_its_complete_items(
 
 
 def test_wrong_types_are_coerced_or_rejected_item_by_item(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     answer = {
         "entities": [ALICE, {"name": 42}],
@@ -284,7 +197,7 @@ def test_wrong_types_are_coerced_or_rejected_item_by_item(
         "notes": [{"kind": "preference", "subject": "Alice", "content": "Prefers mornings."}, 7],
     }
     llm.answer("Paris", answer)
-    tenant.ingest("s", "Alice, 30, lives in Paris.")
+    tenant.say("s", "Alice, 30, lives in Paris.")
     run(tenant, llm, app_dsn, admin_dsn)
     assert tenant.facts() == [("Alice", "age", "30"), ("Alice", "lives_in", "Paris")]
     assert sorted(tenant.rejections()) == [
@@ -333,7 +246,7 @@ SCHEMA = {
 
 
 def test_project_schema_changes_what_is_asked_and_accepted(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     version = tenant.set_schema(SCHEMA)["version"]
     acme = {"name": "Acme", "type": "company", "summary": None, "aliases": []}
@@ -349,7 +262,7 @@ def test_project_schema_changes_what_is_asked_and_accepted(
         "fields": {"sentiment": "positive"},
     }
     llm.answer("Acme", Usage(answer, 321, 54))
-    (episode,) = tenant.ingest("s", "Alice, thirty, works at Acme and likes tea.")
+    (episode,) = tenant.say("s", "Alice, thirty, works at Acme and likes tea.")
     run(tenant, llm, app_dsn, admin_dsn)
 
     # What was asked: the schema's predicates and labels in the prompt, the labels as the
@@ -410,11 +323,11 @@ def test_project_schema_changes_what_is_asked_and_accepted(
 
 
 def test_without_a_schema_nothing_is_restricted(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     """Positive control of the schema test: the same undeclared predicate is stored."""
     llm.answer("tea", {"entities": [ALICE], "facts": [fact("Alice", "likes", "tea", "Tea.")]})
-    tenant.ingest("s", "Alice likes tea.")
+    tenant.say("s", "Alice likes tea.")
     run(tenant, llm, app_dsn, admin_dsn)
     assert tenant.facts() == [("Alice", "likes", "tea")]
     (call,) = llm.chat_calls
@@ -424,11 +337,11 @@ def test_without_a_schema_nothing_is_restricted(
 
 
 def test_empty_answer_is_asked_again_once(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     good = {"entities": [ALICE], "facts": [fact("Alice", "likes", "tea", "Tea.")]}
     llm.answer("tea", Usage("", 10, 0), Usage(good, 20, 5))
-    (episode,) = tenant.ingest("s", "Alice likes tea.")
+    (episode,) = tenant.say("s", "Alice likes tea.")
     run(tenant, llm, app_dsn, admin_dsn)
     assert tenant.facts() == [("Alice", "likes", "tea")]
     first, second = llm.calls_for("tea")
@@ -448,17 +361,19 @@ def test_empty_answer_is_asked_again_once(
 
 
 def test_answer_broken_twice_is_recorded_retried_and_ends_dead(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     llm.answer("garbled", "I cannot help with that.")
-    tenant.ingest("s", "garbled message")
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(
-            "update memory.jobs set max_attempts = 2 where org_id = %s and kind = 'enrich'",
-            (tenant.org,),
-        )
+    tenant.say("s", "garbled message")
+    limit_attempts(admin_dsn, tenant.org, "enrich", 2)
     worker = make_worker(app_dsn, llm)
-    drain_until(worker, admin_dsn, tenant.org, lambda: tenant.enrich_jobs()[0]["status"] == "dead")
+    drain_until(
+        worker,
+        admin_dsn,
+        tenant.org,
+        lambda: tenant.enrich_jobs()[0]["status"] == "dead",
+        timeout=60,
+    )
     (job,) = tenant.enrich_jobs()
     assert job["attempts"] == 2 and "asked twice" in job["last_error"]
     assert len(llm.calls_for("garbled")) == 4  # two attempts, each asked twice
@@ -474,11 +389,11 @@ def test_answer_broken_twice_is_recorded_retried_and_ends_dead(
 
 
 def test_timeout_is_retried_and_applied_once(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     good = {"entities": [ALICE], "facts": [fact("Alice", "likes", "tea", "Tea.")]}
     llm.answer("tea", Delay(3, good), good)
-    tenant.ingest("s", "Alice likes tea.")
+    tenant.say("s", "Alice likes tea.")
     run(tenant, llm, app_dsn, admin_dsn, timeout=1.0)
     assert tenant.facts() == [("Alice", "likes", "tea")]
     (job,) = tenant.enrich_jobs()
@@ -496,7 +411,7 @@ def test_rate_limit_then_success_stores_the_facts_once(
     llm: ScriptedOpenAI,
     app_dsn: str,
     admin_dsn: str,
-    quiet: None,
+    quiet: Any,
     retry_after: str | None,
     attempts: int,
 ) -> None:
@@ -506,7 +421,7 @@ def test_rate_limit_then_success_stores_the_facts_once(
     good = {"entities": [ALICE], "facts": [fact("Alice", "likes", "tea", "Tea.")]}
     headers = {} if retry_after is None else {"Retry-After": retry_after}
     llm.answer("tea", Status(429, headers, "slow down"), Usage(good, 7, 3))
-    tenant.ingest("s", "Alice likes tea.")
+    tenant.say("s", "Alice likes tea.")
     run(tenant, llm, app_dsn, admin_dsn)
     assert tenant.facts() == [("Alice", "likes", "tea")]
     assert [c.status for c in llm.calls_for("tea")] == [429, 200]
@@ -518,7 +433,7 @@ def test_rate_limit_then_success_stores_the_facts_once(
 
 
 def test_endpoint_without_json_schema_falls_back_and_remembers(
-    tenant: Tenant, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     with ScriptedOpenAI(dim=384, json_schema=False).running() as llm:
         llm.answer("tea", {"entities": [ALICE], "facts": [fact("Alice", "likes", "tea", "Tea.")]})
@@ -527,7 +442,7 @@ def test_endpoint_without_json_schema_falls_back_and_remembers(
         )
         client = openai.OpenAI(base_url=llm.base_url, api_key="test", max_retries=0)
         extractor = Extractor(client, "scripted")
-        tenant.ingest("s", "Alice likes tea.")
+        tenant.say("s", "Alice likes tea.")
         run(tenant, llm, app_dsn, admin_dsn, extractor=extractor)
         assert [(c.response_format, c.status) for c in llm.calls_for("tea")] == [
             ("json_schema", 400),
@@ -535,7 +450,7 @@ def test_endpoint_without_json_schema_falls_back_and_remembers(
         ]
         assert extractor.structured == "json_object"
         # The next episode goes straight to what worked.
-        tenant.ingest("s", "Alice lives in Paris.")
+        tenant.say("s", "Alice lives in Paris.")
         run(tenant, llm, app_dsn, admin_dsn, extractor=extractor)
         assert [c.response_format for c in llm.calls_for("Paris")] == ["json_object"]
         assert "JSON schema" in llm.calls_for("Paris")[0].system  # the schema is in the prompt
@@ -547,12 +462,12 @@ def test_endpoint_without_json_schema_falls_back_and_remembers(
 
 
 def test_plain_text_mode_sends_no_response_format(
-    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     llm.answer("tea", {"entities": [ALICE], "facts": [fact("Alice", "likes", "tea", "Tea.")]})
     client = openai.OpenAI(base_url=llm.base_url, api_key="test", max_retries=0)
     extractor = Extractor(client, "scripted", response_format="none")
-    tenant.ingest("s", "Alice likes tea.")
+    tenant.say("s", "Alice likes tea.")
     run(tenant, llm, app_dsn, admin_dsn, extractor=extractor)
     assert [c.response_format for c in llm.chat_calls] == [None]
     assert tenant.facts() == [("Alice", "likes", "tea")]
@@ -570,12 +485,12 @@ def test_response_format_setting_is_checked() -> None:
 
 
 def test_a_format_set_explicitly_that_the_endpoint_refuses_parks_the_job(
-    tenant: Tenant, app_dsn: str, admin_dsn: str, quiet: None
+    tenant: Tenant, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
     with ScriptedOpenAI(dim=384, json_schema=False).running() as llm:
         client = openai.OpenAI(base_url=llm.base_url, api_key="test", max_retries=0)
         extractor = Extractor(client, "scripted", response_format="json_schema")
-        tenant.ingest("s", "Alice likes tea.")
+        tenant.say("s", "Alice likes tea.")
         assert make_worker(app_dsn, llm, extractor=extractor).drain(timeout=30)
         assert [c.response_format for c in llm.chat_calls] == ["json_schema"]  # no fallback
     (job,) = tenant.enrich_jobs()

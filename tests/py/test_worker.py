@@ -15,51 +15,26 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import openai
-import org_scope
 import psycopg
 import pytest
+import worker_support
 from scripted_openai import Hold, ScriptedOpenAI
+from worker_support import drain_until, fact, limit_attempts, make_worker
 
-from workers.embedding import OpenAIEmbedder
-from workers.extraction import NO_LLM_REASON, Extractor
-from workers.handlers import build_handlers
+from workers.extraction import NO_LLM_REASON
 from workers.jobs import Handler, Job
-from workers.runner import Worker
 
 T1 = datetime(2024, 3, 1, 10, 0, tzinfo=UTC)
 T2 = datetime(2024, 6, 1, 10, 0, tzinfo=UTC)
 
 
-def fact(subject: str, predicate: str, obj: str, content: str, **kw: Any) -> dict[str, Any]:
-    return {
-        "subject": subject,
-        "predicate": predicate,
-        "object": obj,
-        "object_type": "literal",
-        "content": content,
-        "confidence": 0.9,
-        "valid_from": None,
-        "valid_to": None,
-        **kw,
-    }
-
-
-class Tenant(org_scope.Tenant):
-    def ingest(self, session: str, *messages: dict[str, Any]) -> list[str]:
-        response = self.one(
-            "select memory.ingest(%s, %s, %s::jsonb)",
-            (self.project, session, json.dumps(list(messages), default=str)),
-        )
-        return [str(e) for e in response["episode_ids"]]
-
+class Tenant(worker_support.Tenant):
     def jobs(self, kind: str | None = None) -> list[dict[str, Any]]:
         return self.rows(
             "select * from memory.jobs where org_id = %s and (%s::text is null or kind = %s) "
@@ -77,72 +52,9 @@ class Tenant(org_scope.Tenant):
 
 @pytest.fixture
 def tenant(app_dsn: str) -> Tenant:
-    with psycopg.connect(app_dsn) as conn:
-        org = conn.execute("select memory.create_org('worker test')").fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.use_org(%s)", (org,))
-        project = conn.execute(  # type: ignore[index]
-            "select memory.create_project(%s, 'p')", (org,)
-        ).fetchone()[0]
-        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (project,))
-    return Tenant(app_dsn, org, project)
-
-
-@pytest.fixture
-def quiet(admin_dsn: str) -> Callable[[], None]:
-    """Set other tests' pending jobs aside (done) and postpone their schedules."""
-
-    def quiet() -> None:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                "update memory.jobs set status = 'done', locked_by = null, locked_until = null, "
-                "finished_at = now() where status in ('queued', 'running', 'waiting')"
-            )
-            conn.execute("update memory.job_schedules set next_run_at = now() + interval '1 day'")
-
-    quiet()
-    return quiet
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI(dim=384).running() as server:
-        yield server
-
-
-def make_worker(
-    dsn: str,
-    llm: ScriptedOpenAI,
-    *,
-    with_llm: bool = True,
-    lease: float = 30.0,
-    concurrency: int = 1,
-    name: str | None = None,
-    wrap: Callable[[Handler], Handler] | None = None,
-) -> Worker:
-    client = openai.OpenAI(base_url=llm.base_url, api_key="test", max_retries=0, timeout=20)
-    extractor = Extractor(client, "scripted") if with_llm else None
-    handlers = build_handlers(extractor, OpenAIEmbedder(client, "scripted-embed", llm.dim), 0.5)
-    if wrap is not None:
-        handlers = {kind: wrap(h) for kind, h in handlers.items()}
-    return Worker(dsn, handlers, name=name, concurrency=concurrency, lease=lease, poll_interval=0.1)
-
-
-def drain_until(
-    worker: Worker, admin_dsn: str, org: uuid.UUID, done: Callable[[], bool], timeout: float = 30
-) -> None:
-    """Drain repeatedly, skipping retry backoff (run_at) of the org's jobs, until done()."""
-    deadline = time.monotonic() + timeout
-    while True:
-        assert worker.drain(timeout=30), "the worker did not drain"
-        if done():
-            return
-        assert time.monotonic() < deadline, "condition not reached"
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                "update memory.jobs set run_at = now() where org_id = %s and status = 'queued'",
-                (org,),
-            )
-        time.sleep(0.1)
+    t = Tenant.create(app_dsn, "worker test")
+    t.one("select memory.declare_predicate(%s, 'plan', 'one')", (t.project,))
+    return t
 
 
 def all_done(t: Tenant) -> Callable[[], bool]:
@@ -231,11 +143,7 @@ def test_malformed_answers_retry_then_dead_and_nothing_written(
     # (tests/py/test_extraction_robust.py).
     llm.answer("garbled", "this is not JSON {")
     tenant.ingest("s1", {"role": "user", "content": "garbled message"})
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(
-            "update memory.jobs set max_attempts = 3 where org_id = %s and kind = 'enrich'",
-            (tenant.org,),
-        )
+    limit_attempts(admin_dsn, tenant.org, "enrich", 3)
 
     def enrich_dead() -> bool:
         return tenant.jobs("enrich")[0]["status"] == "dead"
