@@ -31,9 +31,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import org_scope
 import psycopg
 import pytest
+import worker_support
 from psycopg.rows import dict_row
 from scripted_openai import ScriptedOpenAI
 from svix.webhooks import Webhook, WebhookVerificationError
@@ -196,7 +196,7 @@ def worker(app_dsn: str, admin_dsn: str) -> Iterator[subprocess.Popen[str]]:
 # -- tenants ---------------------------------------------------------------------------
 
 
-class Tenant(org_scope.Tenant):
+class Tenant(worker_support.Tenant):
     def webhook(self, url: str, types: list[str] | None = None) -> dict[str, Any]:
         created: dict[str, Any] = self.one(
             "select memory.create_webhook(%s, %s, %s)", (self.project, url, types)
@@ -231,14 +231,9 @@ class Tenant(org_scope.Tenant):
 
 
 def new_tenant(dsn: str, name: str = "webhook test") -> Tenant:
-    with psycopg.connect(dsn) as conn:
-        org = conn.execute("select memory.create_org(%s)", (name,)).fetchone()[0]  # type: ignore[index]
-        conn.execute("select memory.use_org(%s)", (org,))
-        project = conn.execute(  # type: ignore[index]
-            "select memory.create_project(%s, 'p')", (org,)
-        ).fetchone()[0]
-        conn.execute("select memory.declare_predicate(%s, 'plan', 'one')", (project,))
-    return Tenant(dsn, org, project)
+    tenant = Tenant.create(dsn, name)
+    tenant.one("select memory.declare_predicate(%s, 'plan', 'one')", (tenant.project,))
+    return tenant
 
 
 @pytest.fixture
