@@ -22,6 +22,16 @@ create or replace function memory_internal.parse_session_token(
 comment on function memory_internal.parse_session_token(text) is
   'A session token cms_<session id>_<secret> split into its id and secret bytes; NULLs when malformed.';
 
+-- When a session has ended; new_session's clean-up and authenticate_session
+-- both ask this.
+create or replace function memory_internal.session_expired(
+  p_expires_at timestamptz, p_last_seen_at timestamptz, p_idle_timeout interval)
+  returns boolean
+  language sql stable parallel safe
+  as $$ select p_expires_at <= now() or p_last_seen_at + p_idle_timeout <= now() $$;
+comment on function memory_internal.session_expired(timestamptz, timestamptz, interval) is
+  'Whether a sign-in session has ended: past its absolute expiry, or idle for its idle timeout since last seen.';
+
 -- A new session row of the current org; returns its token.  Expired
 -- sessions of the org are deleted first, so the table holds live ones (and
 -- those that expired since the org last signed in).
@@ -42,7 +52,7 @@ declare
   v_expired uuid[] := array(
     select s.session_id from memory_internal.auth_sessions s
      where s.org_id = p_org
-       and (s.expires_at <= now() or s.last_seen_at + s.idle_timeout <= now()));
+       and memory_internal.session_expired(s.expires_at, s.last_seen_at, s.idle_timeout));
   v_permissions text[] := array(select distinct p from unnest(p_permissions) p order by p);
 begin
   delete from memory_internal.auth_sessions s
@@ -242,8 +252,8 @@ begin
   -- Across orgs (policy session_lookup), as api keys.
   select a.* into s from memory_internal.auth_sessions a where a.session_id = v_token.session_id;
   if not memory_internal.bytes_equal(sha256(v_token.secret), coalesce(s.secret_hash, c_nothing))
-     or s.session_id is null or s.expires_at <= now()
-     or s.last_seen_at + s.idle_timeout <= now() then
+     or s.session_id is null
+     or memory_internal.session_expired(s.expires_at, s.last_seen_at, s.idle_timeout) then
     return;
   end if;
   if s.method = 'api_key' then

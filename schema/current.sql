@@ -7817,8 +7817,8 @@ begin
   -- Across orgs (policy session_lookup), as api keys.
   select a.* into s from memory_internal.auth_sessions a where a.session_id = v_token.session_id;
   if not memory_internal.bytes_equal(sha256(v_token.secret), coalesce(s.secret_hash, c_nothing))
-     or s.session_id is null or s.expires_at <= now()
-     or s.last_seen_at + s.idle_timeout <= now() then
+     or s.session_id is null
+     or memory_internal.session_expired(s.expires_at, s.last_seen_at, s.idle_timeout) then
     return;
   end if;
   if s.method = 'api_key' then
@@ -11264,7 +11264,7 @@ declare
   v_expired uuid[] := array(
     select s.session_id from memory_internal.auth_sessions s
      where s.org_id = p_org
-       and (s.expires_at <= now() or s.last_seen_at + s.idle_timeout <= now()));
+       and memory_internal.session_expired(s.expires_at, s.last_seen_at, s.idle_timeout));
   v_permissions text[] := array(select distinct p from unnest(p_permissions) p order by p);
 begin
   delete from memory_internal.auth_sessions s
@@ -13703,6 +13703,22 @@ CREATE FUNCTION memory_internal.search_leg_hits(p_k integer) RETURNS integer
 --
 
 COMMENT ON FUNCTION memory_internal.search_leg_hits(p_k integer) IS 'Hits each leg of memory.search ranks for an answer of p_k results: greatest(3 * p_k, 30).';
+
+
+--
+-- Name: session_expired(timestamp with time zone, timestamp with time zone, interval); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.session_expired(p_expires_at timestamp with time zone, p_last_seen_at timestamp with time zone, p_idle_timeout interval) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$ select p_expires_at <= now() or p_last_seen_at + p_idle_timeout <= now() $$;
+
+
+--
+-- Name: FUNCTION session_expired(p_expires_at timestamp with time zone, p_last_seen_at timestamp with time zone, p_idle_timeout interval); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.session_expired(p_expires_at timestamp with time zone, p_last_seen_at timestamp with time zone, p_idle_timeout interval) IS 'Whether a sign-in session has ended: past its absolute expiry, or idle for its idle timeout since last seen.';
 
 
 --
@@ -22829,6 +22845,13 @@ GRANT ALL ON FUNCTION memory_internal.search_graph_level(p_project uuid, p_at ti
 REVOKE ALL ON FUNCTION memory_internal.search_leg_hits(p_k integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.search_leg_hits(p_k integer) TO chronomem_app;
 GRANT ALL ON FUNCTION memory_internal.search_leg_hits(p_k integer) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION session_expired(p_expires_at timestamp with time zone, p_last_seen_at timestamp with time zone, p_idle_timeout interval); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.session_expired(p_expires_at timestamp with time zone, p_last_seen_at timestamp with time zone, p_idle_timeout interval) FROM PUBLIC;
 
 
 --
