@@ -8,7 +8,9 @@ would become a reference table (a copy on every node); the schema has none today
 Tables go in foreign-key order (a distributed table may reference only distributed
 or reference tables). Functions Citus has not propagated yet (those whose types are
 tables, made before their table was distributed) are propagated afterwards, so every
-node has every function the shards' triggers and policies may call. Last, new
+node has every function the shards' triggers and policies may call; then every function
+takes the form Citus runs (`chronomem.citus_forms`: readers as SECURITY DEFINER, SQL
+helpers on tables as PL/pgSQL, plans per call). Last, new
 sessions of the database get `citus.propagate_set_commands = 'local'`: the org scope
 is a SET LOCAL (memory_internal.set_local), which Citus then carries to the workers
 (docs/decisions/016-org-scope-as-set-local.md).
@@ -27,9 +29,26 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from chronomem.citus_forms import FormError, Forms, apply_forms
+
 ANCHOR = "memory.orgs"  # the colocation group every org-keyed table joins
 SCHEMAS = ("memory", "memory_internal", "memory_http", "memory_worker")
 DISTRIBUTION_COLUMN = "org_id"
+
+
+# Set for the database's new sessions, on every node (Citus propagates ALTER DATABASE).
+DATABASE_SETTINGS = {
+    # The org scope is a SET LOCAL (memory_internal.set_local); Citus carries those to
+    # the workers only with this setting.
+    "citus.propagate_set_commands": "local",
+    # A function that a shard's query calls per row (memory_internal.range_believed in
+    # facts_at) reads another table of the same org: its statements name the org, so
+    # they go to a colocated shard on the same node, run by the same backend in the
+    # same transaction (local execution). Citus refuses such nesting by default
+    # because a query that reaches other nodes from there sees none of the
+    # transaction's writes.
+    "citus.allow_nested_distributed_execution": "on",
+}
 
 
 class DistributeError(RuntimeError):
@@ -42,12 +61,13 @@ class Outcome:
     reference: list[str] = field(default_factory=list)
     functions: list[str] = field(default_factory=list)
     already: int = 0
+    forms: Forms = field(default_factory=Forms)
 
     def summary(self) -> str:
         return (
             f"{len(self.distributed)} table(s) distributed by {DISTRIBUTION_COLUMN}, "
             f"{len(self.reference)} reference table(s), {len(self.functions)} function(s) "
-            f"propagated, {self.already} table(s) already distributed"
+            f"propagated, {self.already} table(s) already distributed; {self.forms.summary()}"
         )
 
 
@@ -155,13 +175,20 @@ def distribute(dsn: str, shard_count: int | None = None) -> Outcome:
             except psycopg.Error as err:
                 raise DistributeError(f"propagating {function}: {err}") from err
             outcome.functions.append(function)
-        # The org scope is a SET LOCAL (memory_internal.set_local); Citus carries
-        # those to the workers only with this setting, for every new session.
+        # The functions in the forms Citus runs (chronomem.citus_forms); a migrate
+        # since the last run restored the one-server forms.
+        try:
+            outcome.forms = apply_forms(conn)
+        except (psycopg.Error, FormError) as err:
+            raise DistributeError(f"the Citus forms of the functions: {err}") from err
         dbname = conn.execute("select current_database()").fetchone()
         assert dbname is not None
-        conn.execute(
-            sql.SQL("alter database {} set citus.propagate_set_commands = 'local'").format(
-                sql.Identifier(dbname[0])
+        for setting, value in DATABASE_SETTINGS.items():
+            conn.execute(
+                sql.SQL("alter database {} set {} = {}").format(
+                    sql.Identifier(dbname[0]),
+                    sql.Identifier(*setting.split(".")),
+                    sql.Literal(value),
+                )
             )
-        )
     return outcome

@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from chronomem import embedded
 from chronomem.bootstrap import bootstrap, set_login_passwords
+from chronomem.citus_forms import apply_forms
 from chronomem.dsn import role_dsn, with_params
 from chronomem.migrate import migrate
 from chronomem.settings import ANALYST_ROLE, APP_ROLE
@@ -170,6 +171,11 @@ def _provision(server_admin: str) -> TestDatabase:
             "postgresql-NN-pgtap on that server."
         ) from err
     migrate(owner)
+    if os.environ.get("CHRONOMEM_CITUS_FORMS"):
+        # The functions as `chronomem distribute` leaves them on Citus, on one server:
+        # the suites then check that those forms keep every rule (chronomem.citus_forms).
+        with psycopg.connect(owner) as conn:
+            print(f"\ncitus forms: {apply_forms(conn).summary()}", flush=True)
     set_login_passwords(admin, {APP_ROLE: password, ANALYST_ROLE: password})
     return TestDatabase(
         admin=admin,

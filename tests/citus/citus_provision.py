@@ -50,8 +50,6 @@ def provision_distributed(server_admin: str) -> testdb.TestDatabase:
     migrate(owner)
     outcome = distribute(owner)
     print(f"\ncitus: {outcome.summary()}", flush=True)
-    if os.environ.get("CITUS_READERS_AS_OWNER"):
-        readers_as_owner(owner)
     set_login_passwords(admin, {APP_ROLE: None, ANALYST_ROLE: None})
     return testdb.TestDatabase(
         admin=admin,
@@ -59,25 +57,6 @@ def provision_distributed(server_admin: str) -> testdb.TestDatabase:
         app=role_dsn(owner, APP_ROLE, None),
         analyst=role_dsn(owner, ANALYST_ROLE, None),
     )
-
-
-def readers_as_owner(owner: str) -> None:
-    """An experiment, not the schema (CITUS_READERS_AS_OWNER=1; docs/scale-out.md): every
-    invoker-rights function of the API schemas made SECURITY DEFINER, so that one
-    transaction reaches an org's shards as the owner only."""
-    with psycopg.connect(owner, autocommit=True) as conn:
-        functions = conn.execute(
-            "select p.oid::regprocedure::text from pg_proc p"
-            " join pg_namespace n on n.oid = p.pronamespace"
-            " where n.nspname in ('memory', 'memory_http', 'memory_worker')"
-            " and not p.prosecdef and p.prokind = 'f'"
-        ).fetchall()
-        for (function,) in functions:
-            conn.execute(
-                f"alter function {function} security definer"
-                " set search_path = memory_internal, memory, public, pg_temp"
-            )
-    print(f"citus: {len(functions)} reader function(s) made SECURITY DEFINER", flush=True)
 
 
 _SET_ROLE = re.compile(r"^\s*set\s+local\s+role\s+(\w+)\s*;", re.I | re.M)

@@ -48,7 +48,6 @@ CROSS_ORG_POLICIES = {
 CROSS_ORG_READERS = {
     "memory.metric_totals()": "operator metrics, every org's",
     "memory.queue_stats()": "operator queue view, every org's",
-    "memory.counters(uuid)": "invoker rights: the caller's tenant policy scopes it",
     "memory_worker.claim_jobs(text,text[],integer,interval)": "the job protocol",
     "memory_worker.resume_waiting_jobs(text[])": "the job protocol",
     "memory_internal.tg_jobs__notify()": "whether any ready job waits, to skip a NOTIFY",

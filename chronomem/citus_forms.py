@@ -1,0 +1,411 @@
+"""The Citus forms of Chronomem's functions: the same bodies, in the forms Citus runs.
+
+On one server the API's readers run as their caller, and SQL-language helpers such as
+`memory.facts_at` are inlined into the statements that call them, which lets the
+planner push a caller's filters and joins into their indexes. Citus runs neither
+(docs/decisions/020-citus-forms-of-the-functions.md):
+
+- a transaction may reach an org's shards as one role only, and the writers are
+  SECURITY DEFINER (the owner): so every invoker-rights function of the API schemas
+  becomes SECURITY DEFINER, with the search_path every definer function has. Forced
+  row-level security keeps the owner in the org's scope; the owner's cross-org
+  policies are read only by the functions `tests/py/test_citus_lint.py` names, and
+  every other statement on their tables names the org;
+- Citus plans no query of a SQL-language function on a distributed table, inlined or
+  not: so every SQL function whose body names a table becomes PL/pgSQL, its statements
+  unchanged (`#variable_conflict use_column`: a column wins over a parameter of the
+  same name, as in SQL functions), the last one returned;
+- a generic plan of a statement Citus cannot route with its parameters unknown is not
+  planned: so `plan_cache_mode = force_generic_plan` is reset, and each call plans
+  with its values, which Citus routes by org.
+
+`chronomem distribute` applies them after distributing (and again after every
+`migrate`, which restores the one-server forms); `apply_forms` also runs on a plain
+server, where the suites check that the forms keep every rule
+(`CHRONOMEM_CITUS_FORMS=1 ./scripts/test tests/sql`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from chronomem.sql_statements import split_statements
+
+API_SCHEMAS = ("memory", "memory_http", "memory_worker")
+SCHEMAS = ("memory", "memory_internal", "memory_http", "memory_worker")
+DEFINER_SEARCH_PATH = "memory_internal, memory, public, pg_temp"
+
+
+class FormError(RuntimeError):
+    pass
+
+
+@dataclass
+class Forms:
+    plpgsql: list[str] = field(default_factory=list)
+    definer: list[str] = field(default_factory=list)
+    custom_plans: list[str] = field(default_factory=list)
+    statements: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.plpgsql)} SQL function(s) as PL/pgSQL, {len(self.definer)} "
+            f"reader(s) as SECURITY DEFINER, {len(self.custom_plans)} function(s) "
+            f"planned per call, {len(self.statements)} with inserts and transition tables"
+            " rewritten"
+        )
+
+
+# SQL-language functions whose body names a table of the schemas (not a function of
+# the same name: `memory.facts_at(` is a call).
+_SQL_ON_TABLES = """
+select p.oid::regprocedure::text as signature,
+       quote_ident(n.nspname) || '.' || quote_ident(p.proname) as name,
+       pg_get_function_arguments(p.oid) as arguments,
+       pg_get_function_result(p.oid) as result,
+       p.proretset as returns_set,
+       p.prorettype = 'void'::regtype as returns_void,
+       format_type(p.prorettype, null) as result_type,
+       p.provolatile as volatility, p.proisstrict as strict, p.proparallel as parallel,
+       p.prosecdef as definer, coalesce(p.proconfig, '{}') as config,
+       p.prosrc as body, p.prosqlbody is not null as atomic,
+       -- The types of the rows a SETOF function returns, in order (SQL functions cast
+       -- their last statement's columns to them; RETURN QUERY does not).
+       case when not p.proretset then '{}'::text[]
+            when p.proargmodes is not null and 't' = any (p.proargmodes) then
+              array(select format_type(a.t, null)
+                      from unnest(p.proallargtypes, p.proargmodes) with ordinality a(t, m, i)
+                     where a.m = 't' order by a.i)
+            when t.typrelid <> 0 then
+              array(select format_type(a.atttypid, a.atttypmod) from pg_attribute a
+                     where a.attrelid = t.typrelid and a.attnum > 0 and not a.attisdropped
+                     order by a.attnum)
+            else array[format_type(p.prorettype, null)] end as row_types
+  from pg_proc p
+  join pg_type t on t.oid = p.prorettype
+  join pg_namespace n on n.oid = p.pronamespace
+  join pg_language l on l.oid = p.prolang
+ where n.nspname = any(%(schemas)s) and l.lanname = 'sql' and p.prokind = 'f'
+   and exists (
+     select from pg_class c join pg_namespace cn on cn.oid = c.relnamespace
+      where cn.nspname = any(%(schemas)s) and c.relkind in ('r', 'p')
+        and p.prosrc ~* ('\\m' || cn.nspname || '\\.' || c.relname || '\\M(?!\\s*\\()'))
+ order by 1
+"""
+
+_PLPGSQL = """
+select p.oid::regprocedure::text as signature, p.prosrc as body,
+       pg_get_functiondef(p.oid) as definition,
+       coalesce((select jsonb_object_agg(x.name, x.row_type) from (
+                   select distinct t.tgnewtable as name, t.tgrelid::regclass::text as row_type
+                     from pg_trigger t where t.tgfoid = p.oid and t.tgnewtable is not null
+                   union
+                   select distinct t.tgoldtable, t.tgrelid::regclass::text
+                     from pg_trigger t where t.tgfoid = p.oid and t.tgoldtable is not null) x),
+                '{}') as transition,
+       (select count(distinct t.tgrelid) from pg_trigger t
+         where t.tgfoid = p.oid and (t.tgnewtable is not null or t.tgoldtable is not null))
+         as transition_tables
+  from pg_proc p
+  join pg_namespace n on n.oid = p.pronamespace
+  join pg_language l on l.oid = p.prolang
+ where n.nspname = any(%(schemas)s) and l.lanname = 'plpgsql' and p.prokind in ('f', 'p')
+ order by 1
+"""
+
+_INVOKER_API = """
+select p.oid::regprocedure::text
+  from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+ where n.nspname = any(%(schemas)s) and p.prokind = 'f' and not p.prosecdef
+ order by 1
+"""
+
+_GENERIC_PLANS = """
+select p.oid::regprocedure::text
+  from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+ where n.nspname = any(%(schemas)s)
+   and 'plan_cache_mode=force_generic_plan' = any (p.proconfig)
+ order by 1
+"""
+
+_VOLATILITY = {"i": "immutable", "s": "stable", "v": "volatile"}
+_PARALLEL = {"s": "parallel safe", "r": "parallel restricted", "u": "parallel unsafe"}
+_LEADING_SELECT = re.compile(r"^\s*select\b", re.I)
+
+
+def plpgsql_body(
+    statements: list[str], *, returns_set: bool, returns_void: bool, row_types: list[str]
+) -> str:
+    """A SQL function's statements as a PL/pgSQL body that returns what the SQL
+    function returns: the last statement's rows (SETOF), its first row's value (a
+    scalar: NULL without rows), or nothing (void)."""
+    if not statements:
+        raise FormError("a SQL function without statements")
+    *before, last = statements
+    lines = [
+        "#variable_conflict use_column",
+        "declare v_result %RESULT%;" if not (returns_set or returns_void) else "",
+        "begin",
+    ]
+    for statement in before:
+        # A SQL function discards the rows of every statement but the last.
+        lines.append(_LEADING_SELECT.sub("perform", statement.strip(), count=1) + ";")
+    if returns_set:
+        columns = [f"c{i}" for i in range(1, len(row_types) + 1)]
+        casts = ", ".join(f"q.{c}::{t}" for c, t in zip(columns, row_types, strict=True))
+        lines.append(
+            f"return query select {casts}\n  from ({last.strip()}) q({', '.join(columns)});"
+        )
+    elif returns_void:
+        lines.append(_LEADING_SELECT.sub("perform", last.strip(), count=1) + ";")
+    else:
+        lines.append(f"{last.strip()}\n  into v_result;")
+        lines.append("return v_result;")
+    lines.append("end")
+    return "\n".join(line for line in lines if line)
+
+
+def _as_plpgsql(conn: psycopg.Connection[Any], fn: dict[str, Any]) -> None:
+    if fn["atomic"]:
+        raise FormError(f"{fn['signature']}: a BEGIN ATOMIC body has no PL/pgSQL form here")
+    body = plpgsql_body(
+        split_statements(fn["body"]),
+        returns_set=fn["returns_set"],
+        returns_void=fn["returns_void"],
+        row_types=fn["row_types"],
+    ).replace("%RESULT%", fn["result_type"])
+    attributes = [
+        "language plpgsql",
+        _VOLATILITY[fn["volatility"]],
+        "strict" if fn["strict"] else "called on null input",
+        _PARALLEL[fn["parallel"]],
+        "security definer" if fn["definer"] else "security invoker",
+    ]
+    settings = []
+    for setting in fn["config"]:
+        name, _, value = setting.partition("=")
+        settings.append(sql.SQL("set {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+    statement = sql.SQL(
+        "create or replace function {name}({arguments}) returns {result} "
+        "{attributes} {settings} as {body}"
+    ).format(
+        name=sql.SQL(fn["name"]),
+        arguments=sql.SQL(fn["arguments"]),
+        result=sql.SQL(fn["result"]),
+        attributes=sql.SQL(" ".join(attributes)),
+        settings=sql.SQL(" ").join(settings),
+        body=sql.Literal(body),
+    )
+    conn.execute(statement)
+
+
+def apply_forms(conn: psycopg.Connection[Any]) -> Forms:
+    """Put every function in its Citus form; idempotent. `conn` is the functions'
+    owner (or a superuser), in a transaction of its caller's."""
+    forms = Forms()
+    params = {"schemas": list(SCHEMAS)}
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        functions = cur.execute(_SQL_ON_TABLES, params).fetchall()
+    for fn in functions:
+        try:
+            _as_plpgsql(conn, fn)
+        except psycopg.Error as err:
+            raise FormError(f"{fn['signature']} as PL/pgSQL: {err}") from err
+        forms.plpgsql.append(fn["signature"])
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        bodies = cur.execute(_PLPGSQL, params).fetchall()
+    for fn in bodies:
+        if fn["transition_tables"] > 1:
+            raise FormError(f"{fn['signature']}: transition tables of several tables")
+        try:
+            body = citus_plpgsql_body(fn["body"], fn["transition"])
+        except FormError as err:
+            raise FormError(f"{fn['signature']}: {err}") from err
+        if body == fn["body"]:
+            continue
+        definition = fn["definition"]
+        if definition.count(fn["body"]) != 1:
+            raise FormError(f"{fn['signature']}: its body is not found in its definition")
+        try:
+            conn.execute(definition.replace(fn["body"], body))
+        except psycopg.Error as err:
+            raise FormError(f"{fn['signature']} in its Citus form: {err}") from err
+        forms.statements.append(fn["signature"])
+    for (signature,) in conn.execute(_INVOKER_API, {"schemas": list(API_SCHEMAS)}).fetchall():
+        conn.execute(
+            sql.SQL("alter function {} security definer set search_path = {}").format(
+                sql.SQL(signature), sql.SQL(DEFINER_SEARCH_PATH)
+            )
+        )
+        forms.definer.append(signature)
+    for (signature,) in conn.execute(_GENERIC_PLANS, params).fetchall():
+        conn.execute(sql.SQL("alter function {} reset plan_cache_mode").format(sql.SQL(signature)))
+        forms.custom_plans.append(signature)
+    return forms
+
+
+# -- PL/pgSQL bodies ---------------------------------------------------------------
+#
+# Two statement shapes Citus does not run under forced row-level security:
+#
+# - INSERT ... SELECT from anything but a colocated table (a batch in jsonb, an
+#   unnest, a join) is sent to the shards as COPY, which PostgreSQL refuses on a table
+#   with row-level security. With RETURNING, Citus instead collects the rows into
+#   intermediate results and runs an INSERT ... SELECT on each shard, under its
+#   policies: so each one becomes `with citus_inserted as (<insert> returning 1)
+#   select count(*) into citus_rows ...`, and a GET DIAGNOSTICS ... ROW_COUNT after it
+#   reads citus_rows (FOUND keeps its meaning: no row is selected when none went in).
+# - a statement trigger's transition table is not available to the statements Citus
+#   sends on: the trigger reads it once into an array of its table's rows, and the
+#   statements read `unnest(citus_new_rows)`.
+
+_CODE_MASK = re.compile(
+    r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(\$[A-Za-z_]*\$).*?\1", re.S
+)
+_INSERT = re.compile(r"\binsert\s+into\b", re.I)
+_WITH = re.compile(r"\bwith\b", re.I)
+_ROW_COUNT = re.compile(r"^\s*get\s+diagnostics\s+(\w+)\s*(?:=|:=)\s*row_count\s*$", re.I)
+_BODY_START = re.compile(
+    r"^\s*(?:#variable_conflict\s+\w+\s*)?(?:<<\w+>>\s*)?(declare\b|begin\b)", re.I
+)
+
+
+def mask_code(text: str) -> str:
+    """`text` with comments, string literals, quoted names and dollar-quoted strings
+    blanked (same length, newlines kept): positions in it are positions in text."""
+    return _CODE_MASK.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def _depths(masked: str) -> list[int]:
+    depth, out = 0, []
+    for c in masked:
+        if c == "(":
+            depth += 1
+        out.append(depth)
+        if c == ")":
+            depth -= 1
+    return out
+
+
+def _statement_start(masked: str, depth: list[int], pos: int) -> int:
+    """Where the SQL statement around `pos` starts in a PL/pgSQL statement: after the
+    last block word before it (IF ... THEN, ELSE, LOOP, BEGIN), not counting the
+    THEN and ELSE of a CASE expression."""
+    start, cases = 0, 0
+    for m in re.finditer(r"\b(?:case|end|then|else|loop|begin|declare)\b", masked[:pos], re.I):
+        if depth[m.start()] != 0:
+            continue
+        word = m.group(0).lower()
+        if word == "case":
+            cases += 1
+        elif word == "end":
+            cases = max(cases - 1, 0)
+        elif not cases or word in ("loop", "begin", "declare"):
+            start = m.end()
+    return start
+
+
+def _wrap_insert(statement: str) -> str | None:
+    """The statement with its top-level INSERT ... SELECT in the RETURNING form, or None
+    when it has none (VALUES, RETURNING already, or an insert inside a CTE)."""
+    masked = mask_code(statement)
+    depth = _depths(masked)
+    found = [m for m in _INSERT.finditer(masked) if depth[m.start()] == 0]
+    if not found:
+        return None
+    insert = found[0].start()
+    head = _statement_start(masked, depth, insert)
+    # An INSERT led by a WITH keeps its CTEs at the top level (a data-modifying CTE may
+    # not hold a WITH), citus_inserted joining them.
+    led = any(depth[m.start()] == 0 for m in _WITH.finditer(masked, head, insert))
+    tail = masked[insert:]
+    tail_depth = depth[insert:]
+    words = {
+        m.group(0).lower()
+        for m in re.finditer(r"\b(?:select|values|returning)\b", tail, re.I)
+        if tail_depth[m.start()] == 0
+    }
+    if "returning" in words or "select" not in words:
+        return None
+    lead = statement[:insert].rstrip() + ",\n  " if led else statement[:insert] + "with "
+    return (
+        lead
+        + "citus_inserted as ("
+        + statement[insert:].rstrip()
+        + "\n  returning 1)\n  select count(*) into citus_rows from citus_inserted"
+        + " having count(*) > 0"
+    )
+
+
+_NOT_ALIASES = {"where", "group", "order", "join", "on", "cross", "left", "inner", "limit"}
+
+
+def _read_transition(statement: str, names: list[str]) -> tuple[str, set[str]]:
+    """The statement reading `unnest(citus_<name>)` for each transition table it reads,
+    after an assignment of that array from the table; and the names it reads."""
+    read: set[str] = set()
+    for name in names:
+        masked = mask_code(statement)
+        refs = list(
+            re.finditer(rf"\b(?:from|join)\s+({name})\b(?:\s+(?:as\s+)?(\w+))?", masked, re.I)
+        )
+        # The array's own assignment (a body in its form already) is not a read.
+        refs = [m for m in refs if (m.group(2) or "").lower() != "citus_row"]
+        if not refs:
+            continue
+        if any(m.group(2) is None or m.group(2).lower() in _NOT_ALIASES for m in refs):
+            raise FormError(f"a read of {name} without an alias")
+        start = _statement_start(masked, _depths(masked), refs[0].start())
+        for m in reversed(refs):
+            statement = statement[: m.start(1)] + f"unnest(citus_{name})" + statement[m.end(1) :]
+        statement = (
+            statement[:start]
+            + f"\n  citus_{name} := array(select citus_row from {name} citus_row);\n  "
+            + statement[start:].lstrip()
+        )
+        read.add(name)
+    return statement, read
+
+
+def citus_plpgsql_body(body: str, transition: dict[str, str]) -> str:
+    """A PL/pgSQL body in its Citus form. `transition` maps a trigger's transition
+    table names (new_rows) to its table's row type (memory.episodes). A function may
+    serve triggers with different transition tables (one per TG_OP branch), so each
+    statement reads its table into the array just before it, in its own branch."""
+    out, pos, wrapped, pending_count = [], 0, False, False
+    read: set[str] = set()
+    for chunk in split_statements(body):
+        at = body.find(chunk, pos)
+        if at < 0:
+            raise FormError("a statement not found in its body")
+        out.append(body[pos:at])
+        text = chunk
+        if pending_count and (m := _ROW_COUNT.match(mask_code(text))):
+            text = f"{m.group(1)} := coalesce(citus_rows, 0)"
+        pending_count = False
+        text, reads = _read_transition(text, sorted(transition))
+        read |= reads
+        if (new := _wrap_insert(text)) is not None:
+            text, wrapped, pending_count = new, True, True
+        out.append(text)
+        pos = at + len(chunk)
+    out.append(body[pos:])
+    result = "".join(out)
+    declarations = [f"citus_{name} {transition[name]}[];" for name in sorted(read)]
+    if wrapped:
+        declarations.append("citus_rows bigint;")
+    if not declarations:
+        return result
+    m = _BODY_START.match(mask_code(result))
+    if m is None:
+        raise FormError("a PL/pgSQL body that starts with neither DECLARE nor BEGIN")
+    keyword = m.group(1).lower()
+    insert_at = m.end(1) if keyword == "declare" else m.start(1)
+    block = "\n  ".join(declarations)
+    text = f"\n  {block}\n" if keyword == "declare" else f"declare\n  {block}\n"
+    return result[:insert_at] + text + result[insert_at:]

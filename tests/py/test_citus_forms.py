@@ -1,0 +1,112 @@
+"""The Citus forms of the functions (chronomem.citus_forms), on one server.
+
+The rewrites are checked here statement by statement, and on the schema in a rolled-
+back transaction; that the forms keep every rule is what the SQL suites check when
+run on them (`CHRONOMEM_CITUS_FORMS=1`, which ./scripts/test does after the default
+run), and tests/citus/run.sh on a cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from chronomem.citus_forms import FormError, apply_forms, citus_plpgsql_body, plpgsql_body
+
+
+def squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_sql_function_returns_its_last_statement() -> None:
+    body = plpgsql_body(
+        ["update t set a = 1", "select a, b from t"],
+        returns_set=True,
+        returns_void=False,
+        row_types=["integer", "text"],
+    )
+    assert squash(body) == squash(
+        "#variable_conflict use_column begin update t set a = 1;"
+        " return query select q.c1::integer, q.c2::text from (select a, b from t) q(c1, c2);"
+        " end"
+    )
+    scalar = plpgsql_body(["select 1"], returns_set=False, returns_void=False, row_types=[])
+    assert "select 1\n  into v_result;" in scalar and "declare v_result %RESULT%;" in scalar
+    void = plpgsql_body(["select f(1)"], returns_set=False, returns_void=True, row_types=[])
+    assert "perform f(1);" in void
+
+
+def test_an_insert_select_returns_its_rows_and_row_count_reads_them() -> None:
+    body = (
+        "declare v bigint;\nbegin\n"
+        "  if p then insert into memory.notes (org_id) select o from unnest(a) o;\n"
+        "    get diagnostics v = row_count; end if;\n"
+        "  insert into memory.notes (org_id) values (1);\n"
+        "  with s as (select 1 as o) insert into memory.notes (org_id) select o from s;\n"
+        "  insert into memory.notes (org_id) select 1 returning org_id into v;\n"
+        "  perform 'insert into x select 1';\n"
+        "end"
+    )
+    out = squash(citus_plpgsql_body(body, {}))
+    assert out.startswith("declare citus_rows bigint; v bigint; begin")
+    assert (
+        "if p then with citus_inserted as (insert into memory.notes (org_id) select o from"
+        " unnest(a) o returning 1) select count(*) into citus_rows from citus_inserted"
+        " having count(*) > 0; v := coalesce(citus_rows, 0); end if;" in out
+    )
+    # VALUES, RETURNING already, and a string are left as they are.
+    assert "insert into memory.notes (org_id) values (1);" in out
+    assert "select 1 returning org_id into v;" in out
+    assert "perform 'insert into x select 1';" in out
+    # A leading WITH keeps its CTEs at the top level.
+    assert (
+        "with s as (select 1 as o), citus_inserted as (insert into memory.notes (org_id)"
+        " select o from s returning 1)" in out
+    )
+
+
+def test_a_transition_table_is_read_into_an_array_in_its_own_branch() -> None:
+    body = (
+        "begin\n  if tg_op = 'DELETE' then\n"
+        "    delete from memory.notes x using old_rows o where x.org_id = o.org_id;\n"
+        "  else\n    for r in select n.org_id from new_rows n loop null; end loop;\n"
+        "  end if;\n  return null;\nend"
+    )
+    out = squash(citus_plpgsql_body(body, {"new_rows": "memory.notes", "old_rows": "memory.notes"}))
+    # `using` is not a FROM: only reads after FROM and JOIN are rewritten, so a DELETE
+    # ... USING is reported by the cluster run, not changed silently.
+    assert "using old_rows o" in out
+    assert out.startswith("declare citus_new_rows memory.notes[]; begin")
+    assert (
+        "else citus_new_rows := array(select citus_row from new_rows citus_row);"
+        " for r in select n.org_id from unnest(citus_new_rows) n loop" in out
+    )
+    with pytest.raises(FormError, match="without an alias"):
+        citus_plpgsql_body("begin perform 1 from new_rows; end", {"new_rows": "memory.notes"})
+
+
+def test_every_function_takes_its_form(owner_dsn: str) -> None:
+    with psycopg.connect(owner_dsn) as conn:
+        with conn.transaction(force_rollback=True):
+            forms = apply_forms(conn)
+            assert "memory.facts_at(uuid,timestamp with time zone,timestamp with time zone)" in (
+                forms.plpgsql
+            )
+            left: list[Any] = conn.execute(
+                """
+                select p.oid::regprocedure::text from pg_proc p
+                  join pg_namespace n on n.oid = p.pronamespace
+                  join pg_language l on l.oid = p.prolang
+                 where n.nspname like 'memory%%' and p.prokind = 'f'
+                   and ((n.nspname <> 'memory_internal' and not p.prosecdef)
+                        or (l.lanname = 'sql' and p.prosrc ~ 'memory\\.facts\\M')
+                        or 'plan_cache_mode=force_generic_plan' = any (p.proconfig))
+                """
+            ).fetchall()
+            assert left == []
+            # Idempotent: distribute runs after every migrate.
+            again = apply_forms(conn)
+            assert (again.plpgsql, again.definer, again.custom_plans, again.statements) == ([],) * 4
+        conn.rollback()
