@@ -51,6 +51,14 @@ DATABASE_SETTINGS = {
 }
 
 
+# Triggers that do nothing useful on the shards, off on a distributed database.
+DISABLED_TRIGGERS = {
+    # A NOTIFY sent on a worker node reaches no listener (the worker listens on the
+    # coordinator and polls there), and its probe of ready jobs reads every org's.
+    ("memory.jobs", "90_notify"): "job wake-ups are by polling",
+}
+
+
 class DistributeError(RuntimeError):
     pass
 
@@ -62,6 +70,7 @@ class Outcome:
     functions: list[str] = field(default_factory=list)
     already: int = 0
     forms: Forms = field(default_factory=Forms)
+    disabled_triggers: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         return (
@@ -175,6 +184,13 @@ def distribute(dsn: str, shard_count: int | None = None) -> Outcome:
             except psycopg.Error as err:
                 raise DistributeError(f"propagating {function}: {err}") from err
             outcome.functions.append(function)
+        for (table, trigger), why in DISABLED_TRIGGERS.items():
+            conn.execute(
+                sql.SQL("alter table {} disable trigger {}").format(
+                    sql.SQL(table), sql.Identifier(trigger)
+                )
+            )
+            outcome.disabled_triggers.append(f"{table} {trigger}: {why}")
         # The functions in the forms Citus runs (chronomem.citus_forms); a migrate
         # since the last run restored the one-server forms.
         try:

@@ -925,7 +925,11 @@ CREATE FUNCTION memory.counters(p_project uuid DEFAULT NULL::uuid) RETURNS TABLE
     AS $$
     select c.project_id, c.metric, sum(c.value)::bigint
     from memory_internal.counters c
-    where p_project is null or c.project_id = p_project
+    -- The org named, not left to the policy: the owner's metric_totals policy
+    -- reads every org's, and on Citus this runs as the owner
+    -- (docs/decisions/020-citus-forms-of-the-functions.md).
+    where c.org_id = memory_internal.current_org()
+      and (p_project is null or c.project_id = p_project)
     group by c.project_id, c.metric
     order by c.project_id, c.metric
   $$;
