@@ -184,13 +184,13 @@ def distribute(dsn: str, shard_count: int | None = None) -> Outcome:
             except psycopg.Error as err:
                 raise DistributeError(f"propagating {function}: {err}") from err
             outcome.functions.append(function)
-        for (table, trigger), why in DISABLED_TRIGGERS.items():
+        for (table_name, trigger), why in DISABLED_TRIGGERS.items():
             conn.execute(
                 sql.SQL("alter table {} disable trigger {}").format(
-                    sql.SQL(table), sql.Identifier(trigger)
+                    sql.SQL(table_name), sql.Identifier(trigger)
                 )
             )
-            outcome.disabled_triggers.append(f"{table} {trigger}: {why}")
+            outcome.disabled_triggers.append(f"{table_name} {trigger}: {why}")
         # The functions in the forms Citus runs (chronomem.citus_forms); a migrate
         # since the last run restored the one-server forms.
         try:

@@ -258,7 +258,7 @@ def test_dropped_connections_are_503_with_retry_after(
 
 def test_405_names_the_allowed_methods(small: str, tenant: Tenant) -> None:
     auth = {"Authorization": f"Bearer {tenant.token}"}
-    r = httpx.patch(f"{small}/v1/projects/{tenant.project}", headers=auth)
+    r = httpx.patch(f"{small}/v1/projects/{tenant.project}", headers=auth, timeout=30)
     assert r.status_code == 405, r.text
     allowed = {m.strip() for m in r.headers.get("Allow", "").split(",")}
     assert {"GET", "DELETE"} <= allowed and "PATCH" not in allowed, r.headers
