@@ -94,8 +94,25 @@ select p.oid::regprocedure::text as signature,
    and exists (
      select from pg_class c join pg_namespace cn on cn.oid = c.relnamespace
       where cn.nspname = any(%(schemas)s) and c.relkind in ('r', 'p')
-        and p.prosrc ~* ('\\m' || cn.nspname || '\\.' || c.relname || '\\M(?!\\s*\\()'))
+        and p.prosrc ~* ('\\m' || cn.nspname || '\\.' || c.relname || '\\M(?!\\s*\\()')
+     -- A setting's reader (the scope, the record-time instant): inlined, its
+     -- COALESCE of non-immutable calls is refused in a routed UPDATE or DELETE.
+     union all
+     select where p.provolatile <> 'i' and p.prosrc ~* 'current_setting\\s*\\(')
  order by 1
+"""
+
+# Functions that return the rows of a table with a dropped column (memory.facts_at):
+# Citus fails on such a function joined with a distributed table (`cache lookup
+# failed for type 0`: the dropped column's type), and not on a subquery of its
+# columns.
+_ROWS_WITH_DROPPED_COLUMNS = """
+select distinct quote_ident(n.nspname) || '.' || quote_ident(p.proname)
+  from pg_proc p
+  join pg_namespace n on n.oid = p.pronamespace
+  join pg_type t on t.oid = p.prorettype
+  join pg_attribute a on a.attrelid = t.typrelid and a.attisdropped
+ where n.nspname = any(%(schemas)s) and p.proretset
 """
 
 _PLPGSQL = """
@@ -219,11 +236,14 @@ def apply_forms(conn: psycopg.Connection[Any]) -> Forms:
         forms.plpgsql.append(fn["signature"])
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
         bodies = cur.execute(_PLPGSQL, params).fetchall()
+    row_functions = frozenset(
+        name for (name,) in conn.execute(_ROWS_WITH_DROPPED_COLUMNS, params).fetchall()
+    )
     for fn in bodies:
         if fn["transition_tables"] > 1:
             raise FormError(f"{fn['signature']}: transition tables of several tables")
         try:
-            body = citus_plpgsql_body(fn["body"], fn["transition"])
+            body = citus_plpgsql_body(fn["body"], fn["transition"], row_functions)
         except FormError as err:
             raise FormError(f"{fn['signature']}: {err}") from err
         if body == fn["body"]:
@@ -372,7 +392,9 @@ def _read_transition(statement: str, names: list[str]) -> tuple[str, set[str]]:
     return statement, read
 
 
-def citus_plpgsql_body(body: str, transition: dict[str, str]) -> str:
+def citus_plpgsql_body(
+    body: str, transition: dict[str, str], row_functions: frozenset[str] = frozenset()
+) -> str:
     """A PL/pgSQL body in its Citus form. `transition` maps a trigger's transition
     table names (new_rows) to its table's row type (memory.episodes). A function may
     serve triggers with different transition tables (one per TG_OP branch), so each
@@ -406,6 +428,11 @@ def citus_plpgsql_body(body: str, transition: dict[str, str]) -> str:
     declarations = [f"citus_{name} {transition[name]}[];" for name in sorted(read)]
     if wrapped:
         declarations.append("citus_rows bigint;")
+    result, scoped = _org_as_variable(result)
+    result = _row_functions_as_subqueries(result, row_functions)
+    if scoped:
+        # First, so that the function's own declarations may read it.
+        declarations.insert(0, "citus_org uuid := memory_internal.current_org();")
     if not declarations:
         return result
     m = _BODY_START.match(mask_code(result))
@@ -416,3 +443,48 @@ def citus_plpgsql_body(body: str, transition: dict[str, str]) -> str:
     block = "\n  ".join(declarations)
     text = f"\n  {block}\n" if keyword == "declare" else f"declare\n  {block}\n"
     return result[:insert_at] + text + result[insert_at:]
+
+
+# Citus routes a statement to one shard only on a constant or a parameter: the scope
+# read once into a variable (a parameter of each statement's custom plan) routes
+# `org_id = memory_internal.current_org()`, which as a call asks every shard, and a
+# nested query on a shard then stays on its node. Not in a function that changes
+# the scope, nor calls one that does: there the scope at entry is not the scope of
+# every statement.
+_CURRENT_ORG = re.compile(r"\bmemory_internal\.current_org\s*\(\s*\)", re.I)
+_SCOPE_WRITERS = re.compile(
+    r"\b(?:set_local|use_org|create_org|authenticate|authenticate_session|"
+    r"open_oidc_session|reembed)\s*\(",
+    re.I,
+)
+
+
+def _org_as_variable(body: str) -> tuple[str, bool]:
+    masked = mask_code(body)
+    if "citus_org" in masked or _SCOPE_WRITERS.search(masked):
+        return body, False
+    calls = list(_CURRENT_ORG.finditer(masked))
+    for m in reversed(calls):
+        body = body[: m.start()] + "citus_org" + body[m.end() :]
+    return body, bool(calls)
+
+
+_SUBQUERY_OPENING = re.compile(r"\(\s*select\s+\*\s+from\s+$", re.I)
+
+
+def _row_functions_as_subqueries(body: str, names: frozenset[str]) -> str:
+    """Each FROM item `name(args)` of `names` as `(select * from name(args))`."""
+    for name in sorted(names):
+        pattern = re.compile(rf"(?:\bfrom|\bjoin|,)\s*({re.escape(name)})\s*\(", re.I)
+        masked = mask_code(body)
+        for m in reversed(list(pattern.finditer(masked))):
+            if _SUBQUERY_OPENING.search(masked[: m.start(1)]):
+                continue
+            depth, end = 0, m.end() - 1
+            for end in range(m.end() - 1, len(masked)):
+                depth += {"(": 1, ")": -1}.get(masked[end], 0)
+                if depth == 0:
+                    break
+            call = body[m.start(1) : end + 1]
+            body = body[: m.start(1)] + f"(select * from {call})" + body[end + 1 :]
+    return body

@@ -101,7 +101,11 @@ create or replace function memory.facts_at(
            f.support_count, f.last_seen_at, f.content_tsv, f.object_auto,
            f.subject_written, f.object_written
       from memory.facts f, memory_internal.read_instants(p_at, p_known_at) k
-     where f.project_id = p_project
+     -- The org named as well as implied by the policy (one condition to the
+     -- planner): on Citus the org, read once into a variable, routes the query
+     -- to the org's shard (docs/decisions/020-citus-forms-of-the-functions.md).
+     where f.org_id = memory_internal.current_org()
+       and f.project_id = p_project
        and f.recorded_at <= k.known_at
        and (
              -- Believed now and unchanged since known_at: the window as
@@ -123,7 +127,8 @@ create or replace function memory_internal.fact_versions(p_project uuid)
   returns setof memory.facts
   language sql stable parallel safe
   as $$
-    select f.* from memory.facts f where f.project_id = p_project
+    select f.* from memory.facts f
+     where f.org_id = memory_internal.current_org() and f.project_id = p_project
   $$;
 comment on function memory_internal.fact_versions(uuid) is
   'Every stored version of a project''s facts, closed and retracted ones included: for history, the write path and edge bookkeeping. Reads of what holds use memory.facts_at.';
@@ -137,7 +142,8 @@ create or replace function memory.edges_at(
   as $$
     select e.*
     from memory.edges e, memory_internal.read_instants(p_at, p_known_at) k
-    where e.project_id = p_project
+    where e.org_id = memory_internal.current_org()  -- the org named, as in facts_at
+      and e.project_id = p_project
       and e.recorded_at <= k.known_at
       and (e.expired_at is null or e.expired_at > k.known_at)
       and e.valid_range @> k.at
@@ -162,6 +168,7 @@ create or replace function memory.readable_facts_at(
      -- function that takes one (a one-time test; facts_at, inlined
      -- everywhere, cannot raise).
      where memory_internal.project_org(p_project) is not null
+       and s.org_id = memory_internal.current_org()  -- the org named, as in facts_at
      order by s.name, f.predicate_label, lower(f.valid_range)
   $$;
 comment on function memory.readable_facts_at(uuid, timestamptz, timestamptz) is

@@ -267,12 +267,14 @@ begin
              order by x.org_id, x.project_id, x.fact_id) f
      cross join lateral (
        select e.name from memory.entities e
-        where e.org_id = f.org_id and e.entity_id = f.subject_id
+        where e.org_id = memory_internal.current_org() and e.org_id = f.org_id
+          and e.entity_id = f.subject_id
         order by e.org_id, e.entity_id
        offset 0) s
       left join lateral (
        select e.name from memory.entities e
-        where e.org_id = f.org_id and e.entity_id = f.object_entity_id
+        where e.org_id = memory_internal.current_org() and e.org_id = f.org_id
+          and e.entity_id = f.object_entity_id
         order by e.org_id, e.entity_id
        offset 0) o on true;
 end

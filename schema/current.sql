@@ -1253,7 +1253,8 @@ CREATE FUNCTION memory.edges_at(p_project uuid, p_at timestamp with time zone DE
     AS $$
     select e.*
     from memory.edges e, memory_internal.read_instants(p_at, p_known_at) k
-    where e.project_id = p_project
+    where e.org_id = memory_internal.current_org()  -- the org named, as in facts_at
+      and e.project_id = p_project
       and e.recorded_at <= k.known_at
       and (e.expired_at is null or e.expired_at > k.known_at)
       and e.valid_range @> k.at
@@ -1900,7 +1901,11 @@ CREATE FUNCTION memory.facts_at(p_project uuid, p_at timestamp with time zone DE
            f.support_count, f.last_seen_at, f.content_tsv, f.object_auto,
            f.subject_written, f.object_written
       from memory.facts f, memory_internal.read_instants(p_at, p_known_at) k
-     where f.project_id = p_project
+     -- The org named as well as implied by the policy (one condition to the
+     -- planner): on Citus the org, read once into a variable, routes the query
+     -- to the org's shard (docs/decisions/020-citus-forms-of-the-functions.md).
+     where f.org_id = memory_internal.current_org()
+       and f.project_id = p_project
        and f.recorded_at <= k.known_at
        and (
              -- Believed now and unchanged since known_at: the window as
@@ -3479,6 +3484,7 @@ CREATE FUNCTION memory.readable_facts_at(p_project uuid, p_at timestamp with tim
      -- function that takes one (a one-time test; facts_at, inlined
      -- everywhere, cannot raise).
      where memory_internal.project_org(p_project) is not null
+       and s.org_id = memory_internal.current_org()  -- the org named, as in facts_at
      order by s.name, f.predicate_label, lower(f.valid_range)
   $$;
 
@@ -10501,7 +10507,8 @@ COMMENT ON FUNCTION memory_internal.fact_trust(p_standing text, p_confidence rea
 CREATE FUNCTION memory_internal.fact_versions(p_project uuid) RETURNS SETOF memory.facts
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
-    select f.* from memory.facts f where f.project_id = p_project
+    select f.* from memory.facts f
+     where f.org_id = memory_internal.current_org() and f.project_id = p_project
   $$;
 
 
@@ -13380,12 +13387,14 @@ begin
              order by x.org_id, x.project_id, x.fact_id) f
      cross join lateral (
        select e.name from memory.entities e
-        where e.org_id = f.org_id and e.entity_id = f.subject_id
+        where e.org_id = memory_internal.current_org() and e.org_id = f.org_id
+          and e.entity_id = f.subject_id
         order by e.org_id, e.entity_id
        offset 0) s
       left join lateral (
        select e.name from memory.entities e
-        where e.org_id = f.org_id and e.entity_id = f.object_entity_id
+        where e.org_id = memory_internal.current_org() and e.org_id = f.org_id
+          and e.entity_id = f.object_entity_id
         order by e.org_id, e.entity_id
        offset 0) o on true;
 end

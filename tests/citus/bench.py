@@ -11,8 +11,10 @@ Both DSNs are superusers on a maintenance database; on each, the database
 - writes: facts per second stored through the coordinator, each transaction one org's
   scope and one batch of rows into a table shaped as memory.facts (its keys, its
   exclusion constraint and its eleven indexes; not its triggers);
-- memory.assert_facts, the API's write path: facts/s on the single server, and on
-  the cluster whether it runs at all (the error it stops at is reported);
+- memory.assert_facts, the API's write path: facts/s on each (where it stops, the
+  error is reported);
+- memory.search: p50/p95 of the API's search of one org's project (its text, entity
+  and graph legs), and how many answers had a leg fail;
 - reads: p50/p95 of a subject's current facts read by org (Citus routes it to the
   org's shard) and of the same read without naming the org (as a query that leaves
   the org to the policy: Citus cannot route it, every shard is asked).
@@ -183,6 +185,34 @@ def read_latency(
     return {"p50_ms": statistics.median(times), "p95_ms": times[int(len(times) * 0.95) - 1]}
 
 
+def search_latency(
+    app: Conn, made: list[tuple[uuid.UUID, uuid.UUID, uuid.UUID]], calls: int
+) -> dict[str, Any]:
+    """memory.search through the API's function (its text, entity and graph legs: no
+    query vector), on the facts assert_facts stored; failed legs are counted."""
+    times, failed = [], 0
+    try:
+        for i in range(calls):
+            org, project, _ = made[i % len(made)]
+            with app.transaction():
+                app.execute("select memory.use_org(%s)", (org,))
+                started = time.perf_counter()
+                answer = one(app, "select memory.search(%s, %s)", (project, f"bob q0 w{i % 50}"))
+                times.append((time.perf_counter() - started) * 1000)
+                assert answer["results"], "nothing found"
+                failed += bool(answer.get("failed_legs"))
+    except psycopg.Error as err:
+        app.rollback()
+        return {"p50_ms": None, "error": str(err).splitlines()[0]}
+    times.sort()
+    return {
+        "p50_ms": statistics.median(times),
+        "p95_ms": times[int(len(times) * 0.95) - 1],
+        "answers_with_a_failed_leg": failed,
+        "calls": calls,
+    }
+
+
 def measure(server_admin: str, citus: bool, args: argparse.Namespace) -> dict[str, Any]:
     owner = prepare(server_admin, citus)
     app = with_params(owner, user="chronomem_app")
@@ -196,6 +226,7 @@ def measure(server_admin: str, citus: bool, args: argparse.Namespace) -> dict[st
         result["assert_facts"] = assert_facts_rate(
             conn, made, max(1, args.batches // 4), args.batch
         )
+        result["search"] = search_latency(conn, made, args.searches)
     with psycopg.connect(owner) as conn:
         result["read_by_org"] = read_latency(conn, made, args.reads, routed=True)
         result["read_by_policy"] = read_latency(conn, made, args.reads, routed=False)
@@ -212,6 +243,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=40, help="write transactions per org")
     parser.add_argument("--batch", type=int, default=50, help="facts per write transaction")
     parser.add_argument("--reads", type=int, default=400)
+    parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--scope-calls", type=int, default=20000)
     parser.add_argument("--out", type=Path, default=Path("/tmp/citus-results/bench.json"))
     args = parser.parse_args()

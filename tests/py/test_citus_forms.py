@@ -87,6 +87,47 @@ def test_a_transition_table_is_read_into_an_array_in_its_own_branch() -> None:
         citus_plpgsql_body("begin perform 1 from new_rows; end", {"new_rows": "memory.notes"})
 
 
+def test_the_scope_is_read_once_into_a_variable_where_it_cannot_change() -> None:
+    body = (
+        "declare v_scope uuid := memory_internal.current_org();\nbegin\n"
+        "  perform 1 from memory.notes n where n.org_id = memory_internal.current_org();\n"
+        "  perform 'memory_internal.current_org()';\nend"
+    )
+    out = squash(citus_plpgsql_body(body, {}))
+    # First, so the function's own declarations read it.
+    assert out.startswith(
+        "declare citus_org uuid := memory_internal.current_org(); v_scope uuid := citus_org;"
+    )
+    assert "where n.org_id = citus_org;" in out
+    assert "perform 'memory_internal.current_org()';" in out  # a string is text
+    assert citus_plpgsql_body(out, {}) == out  # idempotent
+    # A function that changes the scope reads it at each call.
+    writer = (
+        "begin perform memory.use_org(p_org);\n"
+        "  perform 1 from memory.notes n where n.org_id = memory_internal.current_org(); end"
+    )
+    assert citus_plpgsql_body(writer, {}) == writer
+
+
+def test_rows_of_a_table_with_a_dropped_column_are_read_through_a_subquery() -> None:
+    body = (
+        "begin return query select f.fact_id from memory.facts_at(p, coalesce(a, b)) f\n"
+        "  join memory.entities e on e.entity_id = f.subject_id, memory.facts_at(q) g;\nend"
+    )
+    names = frozenset({"memory.facts_at"})
+    out = citus_plpgsql_body(body, {}, names)
+    assert squash(out) == squash(
+        "begin return query select f.fact_id from (select * from memory.facts_at(p, coalesce(a,"
+        " b))) f join memory.entities e on e.entity_id = f.subject_id, (select * from"
+        " memory.facts_at(q)) g; end"
+    )
+    assert citus_plpgsql_body(out, {}, names) == out
+    # A call outside FROM is left as it is.
+    assert citus_plpgsql_body("begin perform memory.facts_at(p); end", {}, names) == (
+        "begin perform memory.facts_at(p); end"
+    )
+
+
 def test_every_function_takes_its_form(owner_dsn: str) -> None:
     with psycopg.connect(owner_dsn) as conn:
         with conn.transaction(force_rollback=True):
