@@ -1068,6 +1068,8 @@ begin
              cross join lateral (
                select x.subject_id, x.predicate, x.cause, x.resolution from memory.conflicts x
                 where x.org_id = n.org_id and x.conflict_id = n.conflict_id
+                  -- the org named: on Citus, so the statement stays on the shard
+                  and x.org_id = memory_internal.current_org()
                 order by x.org_id, x.conflict_id
                offset 0) c
             where n.event_type in ('opened', 'resolved')

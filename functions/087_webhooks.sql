@@ -393,6 +393,7 @@ begin
                             'restored')
        and exists (select from memory.webhook_endpoints e
                     where e.org_id = n.org_id and e.project_id = n.project_id and e.enabled
+                      and e.org_id = memory_internal.current_org()  -- named, for Citus
                       and memory_internal.webhook_wants(e.event_types, 'fact.' || n.event_type))
   ), bodies as (
     select ev.org_id, ev.project_id, ev.event_id, ev.type, ev.msg_id,

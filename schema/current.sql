@@ -14002,6 +14002,8 @@ begin
              cross join lateral (
                select x.subject_id, x.predicate, x.cause, x.resolution from memory.conflicts x
                 where x.org_id = n.org_id and x.conflict_id = n.conflict_id
+                  -- the org named: on Citus, so the statement stays on the shard
+                  and x.org_id = memory_internal.current_org()
                 order by x.org_id, x.conflict_id
                offset 0) c
             where n.event_type in ('opened', 'resolved')
@@ -14347,6 +14349,7 @@ begin
                             'restored')
        and exists (select from memory.webhook_endpoints e
                     where e.org_id = n.org_id and e.project_id = n.project_id and e.enabled
+                      and e.org_id = memory_internal.current_org()  -- named, for Citus
                       and memory_internal.webhook_wants(e.event_types, 'fact.' || n.event_type))
   ), bodies as (
     select ev.org_id, ev.project_id, ev.event_id, ev.type, ev.msg_id,
