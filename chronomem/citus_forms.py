@@ -17,7 +17,13 @@ planner push a caller's filters and joins into their indexes. Citus runs neither
   same name, as in SQL functions), the last one returned;
 - a generic plan of a statement Citus cannot route with its parameters unknown is not
   planned: so `plan_cache_mode = force_generic_plan` is reset, and each call plans
-  with its values, which Citus routes by org.
+  with its values, which Citus routes by org;
+- Citus routes on a value, not on a call: so the scope a statement names
+  (`memory_internal.current_org()`) is read once into a variable, where the function
+  cannot change it; and the PL/pgSQL statements Citus cannot run as written (an
+  `INSERT ... SELECT` under forced row-level security, a trigger's transition table, a
+  join of rows of a table with a dropped column) take the shapes the comments below
+  give.
 
 `chronomem distribute` applies them after distributing (and again after every
 `migrate`, which restores the one-server forms); `apply_forms` also runs on a plain
@@ -56,8 +62,8 @@ class Forms:
         return (
             f"{len(self.plpgsql)} SQL function(s) as PL/pgSQL, {len(self.definer)} "
             f"reader(s) as SECURITY DEFINER, {len(self.custom_plans)} function(s) "
-            f"planned per call, {len(self.statements)} with inserts and transition tables"
-            " rewritten"
+            f"planned per call, {len(self.statements)} PL/pgSQL bod(ies) rewritten (inserts,"
+            " transition tables, the scope as a variable, rows read through a subquery)"
         )
 
 
