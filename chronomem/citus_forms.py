@@ -121,6 +121,12 @@ select distinct quote_ident(n.nspname) || '.' || quote_ident(p.proname)
  where n.nspname = any(%(schemas)s) and p.proretset
 """
 
+_FUNCTION_BODIES = """
+select p.proname, p.prosrc
+  from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+ where n.nspname = any(%(schemas)s) and p.prokind in ('f', 'p')
+"""
+
 _PLPGSQL = """
 select p.oid::regprocedure::text as signature, p.prosrc as body,
        pg_get_functiondef(p.oid) as definition,
@@ -245,11 +251,12 @@ def apply_forms(conn: psycopg.Connection[Any]) -> Forms:
     row_functions = frozenset(
         name for (name,) in conn.execute(_ROWS_WITH_DROPPED_COLUMNS, params).fetchall()
     )
+    changers = scope_changers(conn.execute(_FUNCTION_BODIES, params).fetchall())
     for fn in bodies:
         if fn["transition_tables"] > 1:
             raise FormError(f"{fn['signature']}: transition tables of several tables")
         try:
-            body = citus_plpgsql_body(fn["body"], fn["transition"], row_functions)
+            body = citus_plpgsql_body(fn["body"], fn["transition"], row_functions, changers)
         except FormError as err:
             raise FormError(f"{fn['signature']}: {err}") from err
         if body == fn["body"]:
@@ -399,12 +406,17 @@ def _read_transition(statement: str, names: list[str]) -> tuple[str, set[str]]:
 
 
 def citus_plpgsql_body(
-    body: str, transition: dict[str, str], row_functions: frozenset[str] = frozenset()
+    body: str,
+    transition: dict[str, str],
+    row_functions: frozenset[str] = frozenset(),
+    scope_changers: frozenset[str] = frozenset(),
 ) -> str:
     """A PL/pgSQL body in its Citus form. `transition` maps a trigger's transition
     table names (new_rows) to its table's row type (memory.episodes). A function may
     serve triggers with different transition tables (one per TG_OP branch), so each
-    statement reads its table into the array just before it, in its own branch."""
+    statement reads its table into the array just before it, in its own branch.
+    `row_functions` return rows of a table with a dropped column; `scope_changers`
+    change the org scope (`scope_changers()`)."""
     out, pos, wrapped, pending_count = [], 0, False, False
     read: set[str] = set()
     for chunk in split_statements(body):
@@ -434,7 +446,7 @@ def citus_plpgsql_body(
     declarations = [f"citus_{name} {transition[name]}[];" for name in sorted(read)]
     if wrapped:
         declarations.append("citus_rows bigint;")
-    result, scoped = _org_as_variable(result)
+    result, scoped = _org_as_variable(result, scope_changers)
     result = _row_functions_as_subqueries(result, row_functions)
     if scoped:
         # First, so that the function's own declarations may read it.
@@ -458,16 +470,36 @@ def citus_plpgsql_body(
 # the scope, nor calls one that does: there the scope at entry is not the scope of
 # every statement.
 _CURRENT_ORG = re.compile(r"\bmemory_internal\.current_org\s*\(\s*\)", re.I)
-_SCOPE_WRITERS = re.compile(
-    r"\b(?:set_local|use_org|create_org|authenticate|authenticate_session|"
-    r"open_oidc_session|reembed)\s*\(",
-    re.I,
-)
+# A write of the org scope (tests/py/test_citus_lint.py names the functions that may).
+SCOPE_WRITE = re.compile(r"set_local\s*\(\s*'chronomem\.org_id'", re.I)
 
 
-def _org_as_variable(body: str) -> tuple[str, bool]:
+def scope_changers(bodies: list[tuple[str, str]]) -> frozenset[str]:
+    """The names of the functions, of (name, body) pairs, that change the org scope:
+    those that write it, and those that call such a function."""
+    changers = {name for name, body in bodies if SCOPE_WRITE.search(body)}
+    code = [(name, mask_code(body)) for name, body in bodies]
+    while changers:
+        calls = _calls_of(frozenset(changers))
+        more = changers | {name for name, masked in code if calls.search(masked)}
+        if more == changers:
+            break
+        changers = more
+    return frozenset(changers)
+
+
+def _calls_of(names: frozenset[str]) -> re.Pattern[str]:
+    alternatives = "|".join(map(re.escape, sorted(names)))
+    return re.compile(rf"\b(?:{alternatives})\s*\(", re.I)
+
+
+def _org_as_variable(body: str, changers: frozenset[str]) -> tuple[str, bool]:
     masked = mask_code(body)
-    if "citus_org" in masked or _SCOPE_WRITERS.search(masked):
+    if (
+        "citus_org" in masked
+        or SCOPE_WRITE.search(body)
+        or (changers and _calls_of(changers).search(masked))
+    ):
         return body, False
     calls = list(_CURRENT_ORG.finditer(masked))
     for m in reversed(calls):

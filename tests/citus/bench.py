@@ -185,8 +185,12 @@ def read_latency(
             ).fetchall()
             times.append((time.perf_counter() - started) * 1000)
             assert rows, "no facts read"
-    times.sort()
-    return {"p50_ms": statistics.median(times), "p95_ms": times[int(len(times) * 0.95) - 1]}
+    return percentiles(times)
+
+
+def percentiles(times: list[float]) -> dict[str, float]:
+    ordered = sorted(times)
+    return {"p50_ms": statistics.median(ordered), "p95_ms": ordered[int(len(ordered) * 0.95) - 1]}
 
 
 def search_latency(
@@ -208,10 +212,8 @@ def search_latency(
     except psycopg.Error as err:
         app.rollback()
         return {"p50_ms": None, "error": str(err).splitlines()[0]}
-    times.sort()
     return {
-        "p50_ms": statistics.median(times),
-        "p95_ms": times[int(len(times) * 0.95) - 1],
+        **percentiles(times),
         "answers_with_a_failed_leg": failed,
         "answers_without_results": empty,
         "calls": calls,

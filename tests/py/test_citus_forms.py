@@ -13,7 +13,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from chronomem.citus_forms import FormError, apply_forms, citus_plpgsql_body, plpgsql_body
+from chronomem.citus_forms import (
+    FormError,
+    apply_forms,
+    citus_plpgsql_body,
+    plpgsql_body,
+    scope_changers,
+)
 
 
 def squash(text: str) -> str:
@@ -106,7 +112,16 @@ def test_the_scope_is_read_once_into_a_variable_where_it_cannot_change() -> None
         "begin perform memory.use_org(p_org);\n"
         "  perform 1 from memory.notes n where n.org_id = memory_internal.current_org(); end"
     )
-    assert citus_plpgsql_body(writer, {}) == writer
+    assert citus_plpgsql_body(writer, {}, scope_changers=frozenset({"use_org"})) == writer
+    # Which functions change it is derived: a writer, and whoever calls one.
+    assert scope_changers(
+        [
+            ("use_org", "perform memory_internal.set_local('chronomem.org_id', p::text)"),
+            ("authenticate", "perform memory.use_org(v_org)"),
+            ("authorize", "perform memory_http.authenticate(p_token)"),
+            ("reader", "select memory_internal.current_org()"),
+        ]
+    ) == {"use_org", "authenticate", "authorize"}
 
 
 def test_rows_of_a_table_with_a_dropped_column_are_read_through_a_subquery() -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from chronomem.citus_forms import SCOPE_WRITE
 from chronomem.distribute import DISTRIBUTION_COLUMN, SCHEMAS
 from chronomem.sql_statements import split_statements
 
@@ -221,7 +222,6 @@ def cross_org_readers(conn: psycopg.Connection[Any]) -> list[str]:
     return found
 
 
-_SCOPE_WRITE = re.compile(r"set_local\s*\(\s*'chronomem\.org_id'", re.I)
 # set_config of a chronomem setting whose third argument is not `false` (session).
 _SET_CONFIG_CHRONOMEM = re.compile(
     r"set_config\s*\(\s*'chronomem\.[a-z_]+'\s*,[^;]*?,\s*+(?!false\b)[^,;()]+\)", re.I
@@ -233,7 +233,7 @@ def scope_writers(conn: psycopg.Connection[Any]) -> list[str]:
     return [
         name
         for name, _, body, _ in _functions(conn)
-        if _SCOPE_WRITE.search(body) and name not in SCOPE_WRITERS
+        if SCOPE_WRITE.search(body) and name not in SCOPE_WRITERS
     ]
 
 
