@@ -225,6 +225,15 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip()
 
 
+def git_state() -> dict[str, Any]:
+    """The commit a result was measured at, and whether the tree had changes."""
+    status = _git("status", "--porcelain")
+    return {
+        "commit": _git("rev-parse", "HEAD") or "unknown",
+        "dirty": None if status is None else bool(status),
+    }
+
+
 def _cpuinfo() -> list[str]:
     try:
         return Path("/proc/cpuinfo").read_text().splitlines()
@@ -255,11 +264,7 @@ class Run:
     def __init__(self, name: str, args: Any, db: BenchDatabase) -> None:
         self.name, self.args, self.db = name, args, db
         self.started = perf_counter()
-        status = _git("status", "--porcelain")
-        self.git = {
-            "commit": _git("rev-parse", "HEAD") or "unknown",
-            "dirty": None if status is None else bool(status),
-        }
+        self.git = git_state()
         self.load_before = _load()
         self.speed_before = speed_reference(db.admin)
 

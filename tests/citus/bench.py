@@ -26,8 +26,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -39,10 +37,12 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "citus"))
+sys.path.insert(0, str(ROOT))
 
 import nodes  # noqa: E402
 from psycopg import sql  # noqa: E402
 
+from benchmarks.common import git_state, latency_ms  # noqa: E402
 from chronomem.bootstrap import bootstrap  # noqa: E402
 from chronomem.distribute import distribute  # noqa: E402
 from chronomem.dsn import with_params  # noqa: E402
@@ -183,14 +183,9 @@ def read_latency(
             rows = conn.execute(
                 query, {"org": org, "project": project, "subject": subject}
             ).fetchall()
-            times.append((time.perf_counter() - started) * 1000)
+            times.append(time.perf_counter() - started)
             assert rows, "no facts read"
-    return percentiles(times)
-
-
-def percentiles(times: list[float]) -> dict[str, float]:
-    ordered = sorted(times)
-    return {"p50_ms": statistics.median(ordered), "p95_ms": ordered[int(len(ordered) * 0.95) - 1]}
+    return latency_ms(times)
 
 
 def search_latency(
@@ -206,14 +201,14 @@ def search_latency(
                 app.execute("select memory.use_org(%s)", (org,))
                 started = time.perf_counter()
                 answer = one(app, "select memory.search(%s, %s)", (project, f"bob q0 w{i % 50}"))
-                times.append((time.perf_counter() - started) * 1000)
+                times.append(time.perf_counter() - started)
                 empty += not answer["results"]
                 failed += bool(answer.get("failed_legs"))
     except psycopg.Error as err:
         app.rollback()
-        return {"p50_ms": None, "error": str(err).splitlines()[0]}
+        return {"p50": None, "error": str(err).splitlines()[0]}
     return {
-        **percentiles(times),
+        **latency_ms(times),
         "answers_with_a_failed_leg": failed,
         "answers_without_results": empty,
         "calls": calls,
@@ -254,13 +249,10 @@ def main() -> None:
     parser.add_argument("--scope-calls", type=int, default=20000)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "citus.json")
     args = parser.parse_args()
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
     results = {
         "benchmark": "citus small run (tests/citus/bench.py)",
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
-        "git": {"commit": commit},
+        "git": git_state(),
         "machine": {"cores": os.cpu_count(), "platform": platform.platform()},
         "args": {k: v for k, v in vars(args).items() if k not in ("coordinator", "single", "out")},
         "single": measure(args.single, False, args),
