@@ -343,6 +343,34 @@ def _statement_start(masked: str, depth: list[int], pos: int) -> int:
     return start
 
 
+_CTE_INSERT = re.compile(r"\bas\s*(?:not\s+)?(?:materialized\s*)?\(\s*insert\s+into\b", re.I)
+
+
+def _cte_inserts_returning(statement: str) -> str:
+    """The statement with each INSERT ... SELECT that is a CTE's body ending in
+    RETURNING: without it, Citus sends that CTE's rows as COPY, as it does a top-level
+    INSERT ... SELECT's."""
+    masked = mask_code(statement)
+    depth = _depths(masked)
+    ends = []
+    for m in _CTE_INSERT.finditer(masked):
+        opening = masked.index("(", m.start())
+        level = depth[opening]
+        close = next(
+            i for i in range(opening + 1, len(masked)) if depth[i] == level and masked[i] == ")"
+        )
+        words = {
+            w.group(0).lower()
+            for w in re.finditer(r"\b(?:select|returning)\b", masked[opening:close], re.I)
+            if depth[opening + w.start()] == level
+        }
+        if words == {"select"}:
+            ends.append(close)
+    for close in reversed(ends):
+        statement = statement[:close].rstrip() + "\n    returning 1" + statement[close:]
+    return statement
+
+
 def _wrap_insert(statement: str) -> str | None:
     """The statement with its top-level INSERT ... SELECT in the RETURNING form, or None
     when it has none (VALUES, RETURNING already, or an insert inside a CTE)."""
@@ -430,6 +458,7 @@ def citus_plpgsql_body(
         pending_count = False
         text, reads = _read_transition(text, sorted(transition))
         read |= reads
+        text = _cte_inserts_returning(text)
         if (new := _wrap_insert(text)) is not None:
             text, wrapped, pending_count = new, True, True
         out.append(text)

@@ -249,9 +249,11 @@ begin
   -- The summaries of the last computation's communities: a community found
   -- again with the same members (the same digest and size) keeps its own,
   -- so the model writes only for those whose members changed
-  -- (functions/079_community_summaries.sql).
-  v_old := array(select c from memory.communities c
-                  where c.org_id = p_org and c.project_id = p_project and c.summary is not null);
+  -- (functions/079_community_summaries.sql).  A SELECT INTO, not an
+  -- assignment: Citus cannot run the assignment of a table's rows.
+  select array(select c from memory.communities c
+                where c.org_id = p_org and c.project_id = p_project and c.summary is not null)
+    into v_old;
   delete from memory.communities where org_id = p_org and project_id = p_project;
   -- A community's label is the name of its member with the most links
   -- (ties: the first name).  Each member's links are counted once, for

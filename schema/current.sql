@@ -8733,9 +8733,11 @@ begin
   -- The summaries of the last computation's communities: a community found
   -- again with the same members (the same digest and size) keeps its own,
   -- so the model writes only for those whose members changed
-  -- (functions/079_community_summaries.sql).
-  v_old := array(select c from memory.communities c
-                  where c.org_id = p_org and c.project_id = p_project and c.summary is not null);
+  -- (functions/079_community_summaries.sql).  A SELECT INTO, not an
+  -- assignment: Citus cannot run the assignment of a table's rows.
+  select array(select c from memory.communities c
+                where c.org_id = p_org and c.project_id = p_project and c.summary is not null)
+    into v_old;
   delete from memory.communities where org_id = p_org and project_id = p_project;
   -- A community's label is the name of its member with the most links
   -- (ties: the first name).  Each member's links are counted once, for
@@ -14334,6 +14336,9 @@ CREATE FUNCTION memory_internal.tg_fact_events__webhooks() RETURNS trigger
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     SET "TimeZone" TO 'UTC'
     AS $$
+declare
+  v_projects uuid[];
+  v_payloads jsonb[];
 begin
   -- Nearly free when nobody listens: one probe of a partial index.
   if not exists (select from memory.webhook_endpoints e
@@ -14378,24 +14383,31 @@ begin
                  'project_id', ev.project_id, 'org_id', ev.org_id, 'at', ev.occurred_at))::text
              as body
       from ev
-     cross join lateral (
-       select v.subject_id, v.predicate_label, v.object_entity_id, v.object_literal, v.valid_from,
-              v.content
-         from memory_internal.fact_versions(ev.project_id) v
-        where v.org_id = ev.org_id and v.fact_id = ev.fact_id
-       offset 0) f
-      join memory.entities s on s.org_id = ev.org_id and s.entity_id = f.subject_id
-      left join memory.entities o on o.org_id = ev.org_id and o.entity_id = f.object_entity_id
+      join memory.facts f
+        on f.org_id = memory_internal.current_org() and f.project_id = ev.project_id
+       and f.fact_id = ev.fact_id
+      join memory.entities s
+        on s.org_id = memory_internal.current_org() and s.entity_id = f.subject_id
+      left join memory.entities o
+        on o.org_id = memory_internal.current_org() and o.entity_id = f.object_entity_id
   )
-  insert into memory.jobs (org_id, project_id, kind, payload, max_attempts)
-  select b.org_id, b.project_id, 'deliver_webhook',
-         memory_internal.webhook_payload(b.msg_id, b.type, e.endpoint_id, b.body, b.fact_ids),
-         memory_internal.webhook_max_attempts()
+  select array_agg(b.project_id order by b.event_id, e.endpoint_id),
+         array_agg(memory_internal.webhook_payload(b.msg_id, b.type, e.endpoint_id, b.body,
+                                                   b.fact_ids)
+                   order by b.event_id, e.endpoint_id)
+    into v_projects, v_payloads
     from bodies b
     join memory.webhook_endpoints e
-      on e.org_id = b.org_id and e.project_id = b.project_id and e.enabled
-     and memory_internal.webhook_wants(e.event_types, b.type)
-   order by b.event_id, e.endpoint_id;
+      on e.org_id = memory_internal.current_org() and e.project_id = b.project_id and e.enabled
+     and memory_internal.webhook_wants(e.event_types, b.type);
+  -- Gathered first, inserted second: on Citus this trigger runs on the org's
+  -- shard, where an INSERT fed by a join is refused but one fed by arrays is
+  -- routed (docs/decisions/020-citus-forms-of-the-functions.md).
+  insert into memory.jobs (org_id, project_id, kind, payload, max_attempts)
+  select memory_internal.current_org(), u.project_id, 'deliver_webhook', u.payload,
+         memory_internal.webhook_max_attempts()
+    from unnest(v_projects, v_payloads) with ordinality u(project_id, payload, n)
+   order by u.n;
   return null;
 end
 $$;

@@ -73,6 +73,23 @@ def test_an_insert_select_returns_its_rows_and_row_count_reads_them() -> None:
     )
 
 
+def test_an_insert_select_in_a_cte_returns_its_rows() -> None:
+    body = (
+        "begin\n"
+        "  with a as (select 1 as o), made as (\n"
+        "    insert into memory.x (org_id) select o from a\n"
+        "  ), kept as (insert into memory.y (org_id) select 1 returning org_id),\n"
+        "  listed as (insert into memory.z (org_id) values (1))\n"
+        "  select count(*) from a;\n"
+        "end"
+    )
+    out = squash(citus_plpgsql_body(body, {}))
+    assert "made as ( insert into memory.x (org_id) select o from a returning 1)" in out
+    # RETURNING already, and VALUES, are left as they are.
+    assert "kept as (insert into memory.y (org_id) select 1 returning org_id)" in out
+    assert "listed as (insert into memory.z (org_id) values (1))" in out
+
+
 def test_a_transition_table_is_read_into_an_array_in_its_own_branch() -> None:
     body = (
         "begin\n  if tg_op = 'DELETE' then\n"
