@@ -15,6 +15,11 @@ what that comparison reads: the check can see the function's effect).
 
 A function that takes no tenant-owned id has a `neutral` reason and a check that fits
 it, run in B's scope.
+
+The test reads tables (A's data, and the ids it needs) through `cross_tenant_reads.rows`,
+a SECURITY DEFINER helper that reads as the owner under the same forced policies: the
+API's writers run as the owner, and on Citus a transaction may not read a shard as one
+role after another role wrote it (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -69,8 +74,9 @@ VEC = "array_fill(0.25::real, array[memory.embedding_dim()])::vector"
 # across orgs, so claim until A's job is among the claimed (all rolled back after).
 LEASE = """do $$ begin
   for i in 1..50 loop
-    exit when exists (select from memory.jobs where job_id = {job} and status = 'running'
-                                                  and locked_by = 'xt');
+    exit when exists (select from cross_tenant_reads.rows(
+                        'select from memory.jobs where job_id = $1[1]::bigint'
+                        ' and status = ''running'' and locked_by = ''xt''', {job}::text));
     perform memory_worker.claim_jobs('xt', array['{kind}'], 1000);
   end loop;
 end $$"""
@@ -120,7 +126,8 @@ CASES: dict[str, Case] = {
         "the new org is not visible from it",
         check="with o as (select memory.create_org('xt new org') as id) "
         "select memory_internal.current_org() = %(b_org)s "
-        "and not exists (select from memory.orgs x, o where x.org_id = o.id) from o",
+        "and not exists (select from cross_tenant_reads.rows("
+        "'select from memory.orgs where org_id = $1[1]::uuid', o.id::text)) from o",
     ),
     P + "create_project(uuid,text)": Case(
         probes=("select memory.create_project(%(org)s, 'intruder')",),
@@ -390,10 +397,11 @@ CASES: dict[str, Case] = {
             "'summary', 'x')))",
         ),
         control="select (memory_worker.store_community_summaries(%(project)s, "
-        "jsonb_build_array(jsonb_build_object('community_id', c.community_id, "
-        "'members_digest', c.members_digest, 'summary', 'A group.'))) ->> 'stored')::int = 1 "
-        "from memory.communities c where c.project_id = %(project)s "
-        "order by c.size desc limit 1",
+        "jsonb_build_array(jsonb_build_object('community_id', c.r -> 'community_id', "
+        "'members_digest', c.r -> 'members_digest', 'summary', 'A group.'))) ->> 'stored')::int "
+        "= 1 from cross_tenant_reads.rows('select community_id, members_digest, size "
+        "from memory.communities where project_id = $1[1]::uuid', %(project)s::text) c(r) "
+        "order by (c.r ->> 'size')::int desc limit 1",
         mutates=True,
     ),
     P + "reconcile_edges(integer,uuid)": Case(
@@ -1150,7 +1158,7 @@ CASES: dict[str, Case] = {
 @dataclass
 class World:
     ids: dict[str, Any]  # placeholder -> value (A's ids, B's own ids, tokens)
-    tables: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)  # a query of each readable table
 
 
 def _one(conn: psycopg.Connection[Any], query: str, params: Any = None) -> Any:
@@ -1171,6 +1179,18 @@ def _tenant(
     ).fetchone()
     assert row is not None
     return org, project, row[0], row[1]
+
+
+def _owner_read(conn: psycopg.Connection[Any], query: str, *args: Any) -> Any:
+    """The one column of the first row `query` reads through cross_tenant_reads.rows
+    ($1[i] is args[i] as text), as JSON gives it (a uuid as its text)."""
+    row = conn.execute(
+        "select (select v from jsonb_each(r) e(k, v) limit 1)"
+        " from cross_tenant_reads.rows(%s, variadic %s::text[]) r limit 1",
+        (query, [str(a) for a in args]),
+    ).fetchone()
+    assert row is not None, query
+    return row[0]
 
 
 def build_world(conn: psycopg.Connection[Any]) -> World:
@@ -1238,26 +1258,36 @@ def build_world(conn: psycopg.Connection[Any]) -> World:
         )
     )
     conn.execute("select memory.compute_communities(%s)", (project,))
-    entity = _one(
-        conn,
-        "select entity_id from memory.entities where project_id = %s and normalized_name = 'alice'",
-        (project,),
+    entity = uuid.UUID(
+        _owner_read(
+            conn,
+            "select entity_id from memory.entities"
+            " where project_id = $1[1]::uuid and normalized_name = 'alice'",
+            project,
+        )
     )
-    job = _one(
+    job = _owner_read(
         conn,
-        "select job_id from memory.jobs where kind = 'enrich' and payload ->> 'episode_id' = %s",
-        (str(episode),),
+        "select job_id from memory.jobs where kind = 'enrich' and payload ->> 'episode_id' = $1[1]",
+        episode,
     )
-    delivery_job = _one(
+    delivery_job = _owner_read(
         conn,
-        "select min(job_id) from memory.jobs where kind = 'deliver_webhook' "
-        "and project_id = %s and status = 'queued'",
-        (project,),
+        "select min(job_id) as job_id from memory.jobs where kind = 'deliver_webhook'"
+        " and project_id = $1[1]::uuid and status = 'queued'",
+        project,
     )
+    # What the app role reads of each table it may: the rows of the scope's org (its
+    # policy, tenant_isolation; the owner's own policies see more), or all of a table
+    # without orgs.
     tables = [
         r[0]
         for r in conn.execute(
-            "select c.oid::regclass::text from pg_class c "
+            "select 'select * from ' || c.oid::regclass::text"
+            " || case when exists (select from pg_attribute a where a.attrelid = c.oid"
+            "                        and a.attname = 'org_id' and not a.attisdropped)"
+            "         then ' where org_id = memory_internal.current_org()' else '' end"
+            " from pg_class c "
             "where c.relnamespace in ('memory'::regnamespace, 'memory_internal'::regnamespace) "
             "and c.relkind in ('r', 'p') and has_table_privilege(c.oid, 'SELECT') order by 1"
         )
@@ -1316,21 +1346,26 @@ def _digest(conn: psycopg.Connection[Any], w: World) -> dict[str, str]:
     for table in w.tables:
         text = _one(
             conn,
-            f"select coalesce(string_agg(t::text, e'\\n' order by t::text), '') from {table} t",
+            "select coalesce(string_agg(r::text, e'\\n' order by r::text), '')"
+            " from cross_tenant_reads.rows(%s) r",
+            (table,),
         )
         out[table] = hashlib.sha256(text.encode()).hexdigest()
     for name, query in (
         # (Through the project row: after delete_project's control there is none.)
         (
             "keys",
-            "select k.* from memory.projects p "
-            "cross join lateral memory_http.list_api_keys(p.project_id) k "
-            "where p.project_id = %(project)s order by k.key_id",
+            "select k.* from cross_tenant_reads.rows('select project_id from memory.projects"
+            " where project_id = $1[1]::uuid', %(project)s::text) p(r)"
+            " cross join lateral memory_http.list_api_keys((p.r ->> 'project_id')::uuid) k"
+            " order by k.key_id",
         ),
         (
             "secrets",
-            "select e.endpoint_id, t.* from memory.webhook_endpoints e "
-            "cross join lateral memory_worker.webhook_target(e.endpoint_id) t order by 1",
+            "select e.r ->> 'endpoint_id', t.* from cross_tenant_reads.rows("
+            "'select endpoint_id from memory.webhook_endpoints') e(r)"
+            " cross join lateral memory_worker.webhook_target((e.r ->> 'endpoint_id')::uuid) t"
+            " order by 1",
         ),
     ):
         out[name] = repr(conn.execute(query, w.ids).fetchall())
@@ -1356,6 +1391,35 @@ def test_every_app_function_has_a_case(app_dsn: str) -> None:
     stale = sorted(CASES.keys() - executable)
     assert not missing, f"functions the app role can execute without a cross-tenant case: {missing}"
     assert not stale, f"cases for functions the app role cannot execute (renamed?): {stale}"
+
+
+# Rows read as the owner, under the policies as forced on the owner (in the caller's
+# scope), so that a read may follow the API's writes in one transaction on Citus too.
+OWNER_READS = """
+create schema cross_tenant_reads;
+create function cross_tenant_reads.rows(p_query text, variadic p_args text[] default '{}')
+  returns setof jsonb language plpgsql security definer set search_path = pg_catalog as $$
+begin
+  -- Materialized: Citus returns the rows of a subquery it pushes down unnamed (f1, ...).
+  return query execute format('with t as materialized (%s) select to_jsonb(t) from t', p_query)
+    using p_args;
+end $$;
+revoke all on function cross_tenant_reads.rows(text, text[]) from public;
+grant usage on schema cross_tenant_reads to chronomem_app;
+grant execute on function cross_tenant_reads.rows(text, text[]) to chronomem_app;
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def owner_reads(owner_dsn: str) -> Iterator[None]:
+    """cross_tenant_reads.rows for this module's tests, dropped after them (the schema
+    lints of other modules see only the product's schemas)."""
+    with psycopg.connect(owner_dsn, autocommit=True) as c:
+        c.execute("drop schema if exists cross_tenant_reads cascade")
+        c.execute(OWNER_READS)
+    yield
+    with psycopg.connect(owner_dsn, autocommit=True) as c:
+        c.execute("drop schema cross_tenant_reads cascade")
 
 
 @pytest.fixture

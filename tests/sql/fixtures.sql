@@ -37,20 +37,37 @@ create function pg_temp.vec(p_seed integer) returns vector language sql immutabl
 -- ask about a known_at before a later change within its one transaction (in
 -- which now() is constant).  As superuser (security definer), with triggers
 -- off (session_replication_role = replica): the rows are rewritten in place,
--- not written again.
+-- not written again.  The arithmetic is on UTC timestamps, which is immutable,
+-- and each statement names the org: Citus refuses a STABLE timestamptz -
+-- interval on a column in an UPDATE, and routes a named org to its shard.
 create procedure pg_temp.shift_back(p_project uuid, p_by interval)
   language plpgsql security definer set session_replication_role = replica as $$
+declare
+  o uuid := (select p.org_id from memory.projects p where p.project_id = p_project);
 begin
-  update memory.facts set recorded_at = recorded_at - p_by, range_changed_at = range_changed_at - p_by,
-         last_seen_at = last_seen_at - p_by, invalid_at = invalid_at - p_by
-   where project_id = p_project;
-  update memory.fact_events set occurred_at = occurred_at - p_by where project_id = p_project;
-  update memory.edges set recorded_at = recorded_at - p_by, expired_at = expired_at - p_by
-   where project_id = p_project;
-  update memory.tombstones set created_at = created_at - p_by, lifted_at = lifted_at - p_by
-   where project_id = p_project;
-  update memory.entities set created_at = created_at - p_by where project_id = p_project;
-  update memory.episodes set created_at = created_at - p_by where project_id = p_project;
+  update memory.facts
+     set recorded_at = ((recorded_at at time zone 'UTC') - p_by) at time zone 'UTC',
+         range_changed_at = ((range_changed_at at time zone 'UTC') - p_by) at time zone 'UTC',
+         last_seen_at = ((last_seen_at at time zone 'UTC') - p_by) at time zone 'UTC',
+         invalid_at = ((invalid_at at time zone 'UTC') - p_by) at time zone 'UTC'
+   where org_id = o and project_id = p_project;
+  update memory.fact_events
+     set occurred_at = ((occurred_at at time zone 'UTC') - p_by) at time zone 'UTC'
+   where org_id = o and project_id = p_project;
+  update memory.edges
+     set recorded_at = ((recorded_at at time zone 'UTC') - p_by) at time zone 'UTC',
+         expired_at = ((expired_at at time zone 'UTC') - p_by) at time zone 'UTC'
+   where org_id = o and project_id = p_project;
+  update memory.tombstones
+     set created_at = ((created_at at time zone 'UTC') - p_by) at time zone 'UTC',
+         lifted_at = ((lifted_at at time zone 'UTC') - p_by) at time zone 'UTC'
+   where org_id = o and project_id = p_project;
+  update memory.entities
+     set created_at = ((created_at at time zone 'UTC') - p_by) at time zone 'UTC'
+   where org_id = o and project_id = p_project;
+  update memory.episodes
+     set created_at = ((created_at at time zone 'UTC') - p_by) at time zone 'UTC'
+   where org_id = o and project_id = p_project;
 end $$;
 grant execute on procedure pg_temp.shift_back(uuid, interval) to public;
 
