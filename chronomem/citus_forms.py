@@ -413,7 +413,7 @@ def _read_transition(statement: str, names: list[str]) -> tuple[str, set[str]]:
     for name in names:
         masked = mask_code(statement)
         refs = list(
-            re.finditer(rf"\b(?:from|join)\s+({name})\b(?:\s+(?:as\s+)?(\w+))?", masked, re.I)
+            re.finditer(rf"\b(?:from|join|using)\s+({name})\b(?:\s+(?:as\s+)?(\w+))?", masked, re.I)
         )
         # The array's own assignment (a body in its form already) is not a read.
         refs = [m for m in refs if (m.group(2) or "").lower() != "citus_row"]

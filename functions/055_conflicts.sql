@@ -955,7 +955,10 @@ create or replace function memory.conflict_policy(p_project uuid)
                               'learn_threshold', p.learn_threshold,
                               'learn_min_evidence', p.learn_min_evidence)
       from memory.projects p
-     where p.org_id = memory_internal.project_org(p_project) and p.project_id = p_project
+     -- "Not found" for a project the caller cannot see; the org named, which
+     -- on Citus routes the read to the org's shard (as in facts_at).
+     where memory_internal.project_org(p_project) is not null
+       and p.org_id = memory_internal.current_org() and p.project_id = p_project
   $$;
 comment on function memory.conflict_policy(uuid) is
   'The project''s conflict policy: contradictions (close | conflict), protect_confirmed, learn_cardinality, learn_threshold, learn_min_evidence.';

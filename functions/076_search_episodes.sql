@@ -461,7 +461,8 @@ begin
     delete from memory_internal.episode_terms t
      using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
      where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.episode_id = o.episode_id;
+       and t.episode_id = o.episode_id
+       and t.org_id = memory_internal.current_org();  -- named, for Citus
     -- Pending deltas are folded first, so no row keeps a wiped word.  Wipe
     -- holds the project lock exclusive, so no ingest of the project holds
     -- the fold lock now.

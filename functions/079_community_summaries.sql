@@ -217,7 +217,8 @@ as $$
   select coalesce(
     (select jsonb_build_object('summary', c.summary, 'summarized_at', c.summarized_at)
        from memory.communities c
-      where p_include and c.org_id = memory_internal.project_org(p_project)
+      where p_include and memory_internal.project_org(p_project) is not null
+        and c.org_id = memory_internal.current_org()  -- named, for Citus
         and c.community_id = p_community and c.summary is not null
         and c.summarized_at <= least(p_at, p_known_at)),
     jsonb_build_object('summary', null, 'summarized_at', null))

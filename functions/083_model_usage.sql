@@ -218,6 +218,7 @@ as $$
 declare
   v_org uuid := memory_internal.project_org(p_project);
   v_start timestamptz;
+  v_reached boolean;
 begin
   if p_tokens is null then
     delete from memory.model_budgets b where b.org_id = v_org and b.project_id = p_project;
@@ -239,10 +240,11 @@ begin
   on conflict (org_id, project_id) do update
      set tokens = excluded.tokens, period = excluded.period, updated_at = excluded.updated_at;
   -- Reached already (a budget lowered below what the period used), or no
-  -- longer (raised): the pause follows at once.
+  -- longer (raised): the pause follows at once.  (The use read first: Citus
+  -- refuses a function that reads tables inside an UPDATE's CASE.)
+  v_reached := memory_internal.model_tokens_since(v_org, p_project, v_start) >= p_tokens;
   update memory.model_budgets b
-     set paused_period_start = case when memory_internal.model_tokens_since(v_org, p_project, v_start) >= p_tokens
-                                    then v_start end
+     set paused_period_start = case when v_reached then v_start end
    where b.org_id = v_org and b.project_id = p_project;
   perform memory_internal.audit(v_org, p_project, 'model_budget.set', 'project:' || p_project,
                                 jsonb_build_object('tokens', p_tokens, 'period', p_period));

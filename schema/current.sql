@@ -796,7 +796,10 @@ CREATE FUNCTION memory.conflict_policy(p_project uuid) RETURNS jsonb
                               'learn_threshold', p.learn_threshold,
                               'learn_min_evidence', p.learn_min_evidence)
       from memory.projects p
-     where p.org_id = memory_internal.project_org(p_project) and p.project_id = p_project
+     -- "Not found" for a project the caller cannot see; the org named, which
+     -- on Citus routes the read to the org's shard (as in facts_at).
+     where memory_internal.project_org(p_project) is not null
+       and p.org_id = memory_internal.current_org() and p.project_id = p_project
   $$;
 
 
@@ -4727,6 +4730,7 @@ CREATE FUNCTION memory.set_model_budget(p_project uuid, p_tokens bigint, p_perio
 declare
   v_org uuid := memory_internal.project_org(p_project);
   v_start timestamptz;
+  v_reached boolean;
 begin
   if p_tokens is null then
     delete from memory.model_budgets b where b.org_id = v_org and b.project_id = p_project;
@@ -4748,10 +4752,11 @@ begin
   on conflict (org_id, project_id) do update
      set tokens = excluded.tokens, period = excluded.period, updated_at = excluded.updated_at;
   -- Reached already (a budget lowered below what the period used), or no
-  -- longer (raised): the pause follows at once.
+  -- longer (raised): the pause follows at once.  (The use read first: Citus
+  -- refuses a function that reads tables inside an UPDATE's CASE.)
+  v_reached := memory_internal.model_tokens_since(v_org, p_project, v_start) >= p_tokens;
   update memory.model_budgets b
-     set paused_period_start = case when memory_internal.model_tokens_since(v_org, p_project, v_start) >= p_tokens
-                                    then v_start end
+     set paused_period_start = case when v_reached then v_start end
    where b.org_id = v_org and b.project_id = p_project;
   perform memory_internal.audit(v_org, p_project, 'model_budget.set', 'project:' || p_project,
                                 jsonb_build_object('tokens', p_tokens, 'period', p_period));
@@ -9004,7 +9009,8 @@ CREATE FUNCTION memory_internal.context_summary(p_project uuid, p_community uuid
   select coalesce(
     (select jsonb_build_object('summary', c.summary, 'summarized_at', c.summarized_at)
        from memory.communities c
-      where p_include and c.org_id = memory_internal.project_org(p_project)
+      where p_include and memory_internal.project_org(p_project) is not null
+        and c.org_id = memory_internal.current_org()  -- named, for Citus
         and c.community_id = p_community and c.summary is not null
         and c.summarized_at <= least(p_at, p_known_at)),
     jsonb_build_object('summary', null, 'summarized_at', null))
@@ -14225,7 +14231,8 @@ begin
     delete from memory_internal.episode_terms t
      using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
      where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.episode_id = o.episode_id;
+       and t.episode_id = o.episode_id
+       and t.org_id = memory_internal.current_org();  -- named, for Citus
     -- Pending deltas are folded first, so no row keeps a wiped word.  Wipe
     -- holds the project lock exclusive, so no ingest of the project holds
     -- the fold lock now.
@@ -14424,7 +14431,8 @@ CREATE FUNCTION memory_internal.tg_facts__embeddings() RETURNS trigger
 begin
   delete from memory.fact_embeddings e
    using old_rows o
-   where e.org_id = o.org_id and e.fact_id = o.fact_id;
+   where e.org_id = o.org_id and e.fact_id = o.fact_id
+     and e.org_id = memory_internal.current_org();  -- named, for Citus
   return null;
 end
 $$;
@@ -14476,7 +14484,8 @@ begin
     delete from memory_internal.fact_terms t
      using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
      where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.fact_id = o.fact_id;
+       and t.fact_id = o.fact_id
+       and t.org_id = memory_internal.current_org();  -- named, for Citus
   else
     delete from memory_internal.fact_terms t
      where t.org_id = old.org_id and t.project_id = old.project_id and t.fact_id = old.fact_id

@@ -98,10 +98,14 @@ def test_a_transition_table_is_read_into_an_array_in_its_own_branch() -> None:
         "  end if;\n  return null;\nend"
     )
     out = squash(citus_plpgsql_body(body, {"new_rows": "memory.notes", "old_rows": "memory.notes"}))
-    # `using` is not a FROM: only reads after FROM and JOIN are rewritten, so a DELETE
-    # ... USING is reported by the cluster run, not changed silently.
-    assert "using old_rows o" in out
-    assert out.startswith("declare citus_new_rows memory.notes[]; begin")
+    # A DELETE ... USING reads it as a FROM does.
+    assert (
+        "then citus_old_rows := array(select citus_row from old_rows citus_row);"
+        " delete from memory.notes x using unnest(citus_old_rows) o" in out
+    )
+    assert out.startswith(
+        "declare citus_new_rows memory.notes[]; citus_old_rows memory.notes[]; begin"
+    )
     assert (
         "else citus_new_rows := array(select citus_row from new_rows citus_row);"
         " for r in select n.org_id from unnest(citus_new_rows) n loop" in out

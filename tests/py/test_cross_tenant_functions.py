@@ -75,7 +75,7 @@ VEC = "array_fill(0.25::real, array[memory.embedding_dim()])::vector"
 LEASE = """do $$ begin
   for i in 1..50 loop
     exit when exists (select from cross_tenant_reads.rows(
-                        'select from memory.jobs where job_id = $1[1]::bigint'
+                        'select 1 from memory.jobs where job_id = $1[1]::bigint'
                         ' and status = ''running'' and locked_by = ''xt''', {job}::text));
     perform memory_worker.claim_jobs('xt', array['{kind}'], 1000);
   end loop;
@@ -127,7 +127,7 @@ CASES: dict[str, Case] = {
         check="with o as (select memory.create_org('xt new org') as id) "
         "select memory_internal.current_org() = %(b_org)s "
         "and not exists (select from cross_tenant_reads.rows("
-        "'select from memory.orgs where org_id = $1[1]::uuid', o.id::text)) from o",
+        "'select 1 from memory.orgs where org_id = $1[1]::uuid', o.id::text)) from o",
     ),
     P + "create_project(uuid,text)": Case(
         probes=("select memory.create_project(%(org)s, 'intruder')",),
