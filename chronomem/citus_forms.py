@@ -121,6 +121,19 @@ select distinct quote_ident(n.nspname) || '.' || quote_ident(p.proname)
  where n.nspname = any(%(schemas)s) and p.proretset
 """
 
+# Parameters that take a row of a table, by function and position (from 0).
+_ROW_PARAMETERS = """
+select quote_ident(n.nspname) || '.' || quote_ident(p.proname), a.i::integer - 1,
+       format_type(a.t, null)
+  from pg_proc p
+  join pg_namespace n on n.oid = p.pronamespace
+ cross join lateral unnest(p.proargtypes::oid[]) with ordinality a(t, i)
+  join pg_type t on t.oid = a.t
+  join pg_class c on c.oid = t.typrelid and c.relkind in ('r', 'p')
+ where n.nspname = any(%(schemas)s)
+ order by 1, 2
+"""
+
 _FUNCTION_BODIES = """
 select p.proname, p.prosrc
   from pg_proc p join pg_namespace n on n.oid = p.pronamespace
@@ -252,11 +265,16 @@ def apply_forms(conn: psycopg.Connection[Any]) -> Forms:
         name for (name,) in conn.execute(_ROWS_WITH_DROPPED_COLUMNS, params).fetchall()
     )
     changers = scope_changers(conn.execute(_FUNCTION_BODIES, params).fetchall())
+    row_parameters: dict[str, dict[int, str]] = {}
+    for name, position, row_type in conn.execute(_ROW_PARAMETERS, params).fetchall():
+        row_parameters.setdefault(name, {})[position] = row_type
     for fn in bodies:
         if fn["transition_tables"] > 1:
             raise FormError(f"{fn['signature']}: transition tables of several tables")
         try:
-            body = citus_plpgsql_body(fn["body"], fn["transition"], row_functions, changers)
+            body = citus_plpgsql_body(
+                fn["body"], fn["transition"], row_functions, changers, row_parameters
+            )
         except FormError as err:
             raise FormError(f"{fn['signature']}: {err}") from err
         if body == fn["body"]:
@@ -438,13 +456,15 @@ def citus_plpgsql_body(
     transition: dict[str, str],
     row_functions: frozenset[str] = frozenset(),
     scope_changers: frozenset[str] = frozenset(),
+    row_parameters: dict[str, dict[int, str]] | None = None,
 ) -> str:
     """A PL/pgSQL body in its Citus form. `transition` maps a trigger's transition
     table names (new_rows) to its table's row type (memory.episodes). A function may
     serve triggers with different transition tables (one per TG_OP branch), so each
     statement reads its table into the array just before it, in its own branch.
     `row_functions` return rows of a table with a dropped column; `scope_changers`
-    change the org scope (`scope_changers()`)."""
+    change the org scope (`scope_changers()`); `row_parameters` take rows of a table
+    (function -> position -> table)."""
     out, pos, wrapped, pending_count = [], 0, False, False
     read: set[str] = set()
     for chunk in split_statements(body):
@@ -477,6 +497,7 @@ def citus_plpgsql_body(
         declarations.append("citus_rows bigint;")
     result, scoped = _org_as_variable(result, scope_changers)
     result = _row_functions_as_subqueries(result, row_functions)
+    result = _table_rows_as_their_type(result, row_parameters or {})
     if scoped:
         # First, so that the function's own declarations may read it.
         declarations.insert(0, "citus_org uuid := memory_internal.current_org();")
@@ -554,4 +575,47 @@ def _row_functions_as_subqueries(body: str, names: frozenset[str]) -> str:
                     break
             call = body[m.start(1) : end + 1]
             body = body[: m.start(1)] + f"(select * from {call})" + body[end + 1 :]
+    return body
+
+
+def _call_arguments(masked: str, opening: int) -> list[tuple[int, int]]:
+    """The (start, end) of each top-level argument of the call whose `(` is at
+    `opening`."""
+    spans, depth, start = [], 0, opening + 1
+    for i in range(opening, len(masked)):
+        c = masked[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i))
+                return spans
+        elif c == "," and depth == 1:
+            spans.append((start, i))
+            start = i + 1
+    raise FormError("a call without its closing parenthesis")
+
+
+def _table_rows_as_their_type(body: str, row_parameters: dict[str, dict[int, str]]) -> str:
+    """Each `f(alias)` whose parameter takes a row of a table, `alias` a FROM item of
+    the body, as `f(row(alias.*)::table)`: Citus sends the call to a shard with the
+    row typed as the shard (memory.entities_102008), for which there is no f."""
+    for name, positions in sorted(row_parameters.items()):
+        masked = mask_code(body)
+        calls = list(re.finditer(rf"\b{re.escape(name)}\s*\(", masked, re.I))
+        for m in reversed(calls):
+            spans = _call_arguments(masked, m.end() - 1)
+            for position in sorted(positions, reverse=True):
+                if position >= len(spans):
+                    continue
+                start, end = spans[position]
+                alias = masked[start:end].strip()
+                if not re.fullmatch(r"\w+", alias) or not re.search(
+                    rf"\b(?:from|join)\s+[\w.]+\s+(?:as\s+)?{alias}\b", masked, re.I
+                ):
+                    continue  # a variable of the row type, or an expression
+                at = start + masked[start:end].index(alias)
+                typed = f"row({alias}.*)::{positions[position]}"
+                body = body[:at] + typed + body[at + len(alias) :]
     return body

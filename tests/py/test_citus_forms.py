@@ -90,6 +90,24 @@ def test_an_insert_select_in_a_cte_returns_its_rows() -> None:
     assert "listed as (insert into memory.z (org_id) values (1))" in out
 
 
+def test_a_row_of_a_table_is_passed_as_the_table_s_type() -> None:
+    body = (
+        "declare e memory.notes;\nbegin\n"
+        "  select jsonb_agg(memory_internal.note_json(v_org, m) order by m.at)\n"
+        "    from memory.notes m where m.org_id = v_org;\n"
+        "  return memory_internal.note_json(v_org, e);\n"
+        "end"
+    )
+    out = squash(
+        citus_plpgsql_body(
+            body, {}, row_parameters={"memory_internal.note_json": {1: "memory.notes"}}
+        )
+    )
+    assert "memory_internal.note_json(v_org, row(m.*)::memory.notes) order by m.at" in out
+    # A variable of the row type is not a FROM item: left as it is.
+    assert "return memory_internal.note_json(v_org, e);" in out
+
+
 def test_a_transition_table_is_read_into_an_array_in_its_own_branch() -> None:
     body = (
         "begin\n  if tg_op = 'DELETE' then\n"
