@@ -422,6 +422,32 @@ def _wrap_insert(statement: str) -> str | None:
 
 
 _NOT_ALIASES = {"where", "group", "order", "join", "on", "cross", "left", "inner", "limit"}
+_CLOCK = re.compile(r"\bclock_timestamp\s*\(\s*\)", re.I)
+_UPDATE = re.compile(r"\bupdate\b", re.I)
+_WORD_BEFORE = re.compile(r"(\w+)\W*$")
+
+
+def _clock_read_first(statement: str) -> tuple[str, bool]:
+    """An UPDATE's `clock_timestamp()` calls as `citus_now`, assigned just before the
+    statement: Citus refuses a volatile function in an UPDATE of a distributed table,
+    routed or not."""
+    masked = mask_code(statement)
+    calls = list(_CLOCK.finditer(masked))
+    updates = [  # not a row lock's FOR [NO KEY] UPDATE
+        m.start()
+        for m in _UPDATE.finditer(masked)
+        if not (w := _WORD_BEFORE.search(masked[: m.start()]))
+        or w.group(1).lower() not in ("for", "key")
+    ]
+    if not calls or not updates:
+        return statement, False
+    start = _statement_start(masked, _depths(masked), updates[0])
+    for m in reversed(calls):
+        statement = statement[: m.start()] + "citus_now" + statement[m.end() :]
+    statement = (
+        statement[:start] + "\n  citus_now := clock_timestamp();\n  " + statement[start:].lstrip()
+    )
+    return statement, True
 
 
 def _read_transition(statement: str, names: list[str]) -> tuple[str, set[str]]:
@@ -465,7 +491,7 @@ def citus_plpgsql_body(
     `row_functions` return rows of a table with a dropped column; `scope_changers`
     change the org scope (`scope_changers()`); `row_parameters` take rows of a table
     (function -> position -> table)."""
-    out, pos, wrapped, pending_count = [], 0, False, False
+    out, pos, wrapped, pending_count, timed = [], 0, False, False, False
     read: set[str] = set()
     for chunk in split_statements(body):
         at = body.find(chunk, pos)
@@ -478,6 +504,8 @@ def citus_plpgsql_body(
         pending_count = False
         text, reads = _read_transition(text, sorted(transition))
         read |= reads
+        text, clocked = _clock_read_first(text)
+        timed = timed or clocked
         text = _cte_inserts_returning(text)
         if (new := _wrap_insert(text)) is not None:
             text, wrapped, pending_count = new, True, True
@@ -495,6 +523,8 @@ def citus_plpgsql_body(
     declarations = [f"citus_{name} {transition[name]}[];" for name in sorted(read)]
     if wrapped:
         declarations.append("citus_rows bigint;")
+    if timed:
+        declarations.append("citus_now timestamptz;")
     result, scoped = _org_as_variable(result, scope_changers)
     result = _row_functions_as_subqueries(result, row_functions)
     result = _table_rows_as_their_type(result, row_parameters or {})

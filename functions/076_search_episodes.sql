@@ -272,10 +272,12 @@ create or replace function memory_internal.adjust_episode_term_df(
 as $$
 begin
   if exists (select from unnest(p_delta) d where d < 0) then
+    -- The org named in each statement: on Citus, where the episode triggers
+    -- that call this run on the org's shard, it routes them there.
     perform from memory_internal.episode_term_df d
       join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
         on d.org_id = x.org_id and d.project_id = x.project_id and d.lexeme = x.lexeme
-     where x.delta < 0
+     where x.delta < 0 and d.org_id = memory_internal.current_org()
      order by d.org_id, d.project_id, d.lexeme, d.shard
        for update of d;
   end if;
@@ -291,10 +293,11 @@ begin
               from memory_internal.episode_term_df d2
               join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
                 on d2.org_id = x.org_id and d2.project_id = x.project_id and d2.lexeme = x.lexeme
-             where x.delta < 0
+             where x.delta < 0 and d2.org_id = memory_internal.current_org()
              group by 1, 2, 3
             having sum(d2.df) <= 0) z
-     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme;
+     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme
+       and d.org_id = memory_internal.current_org();
   end if;
 end
 $$;
@@ -367,7 +370,8 @@ declare
 begin
   with moved as (
     delete from memory_internal.episode_term_df_pending p
-     where (p.org_id, p.project_id, p.id) in (
+     where p.org_id = p_org and p.project_id = p_project  -- on Citus, routed to the org's shard
+       and (p.org_id, p.project_id, p.id) in (
              select p2.org_id, p2.project_id, p2.id from memory_internal.episode_term_df_pending p2
               where p2.org_id = p_org and p2.project_id = p_project
                 for update skip locked)

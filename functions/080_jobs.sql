@@ -52,11 +52,19 @@ end
 $$;
 
 -- A renamed entity or a new summary changes the embedded text: embed it
--- again, unless a queued job already will.
+-- again, unless a queued job already will.  The queued jobs' entities are
+-- read first (few: queued jobs are soon claimed), not probed per row: on
+-- Citus, where this runs on the org's shard, a subquery correlated with the
+-- statement's rows is refused.
 create or replace function memory_internal.tg_entities__reembed() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
+declare
+  v_queued text[] := array(
+    select i.id from memory.jobs j cross join lateral jsonb_array_elements_text(j.payload -> 'ids') i(id)
+     where j.org_id = memory_internal.current_org() and j.kind = 'embed' and j.status = 'queued'
+       and j.payload ->> 'kind' = 'entity');
 begin
   insert into memory.jobs (org_id, project_id, kind, payload)
   select n.org_id, n.project_id, 'embed',
@@ -64,10 +72,7 @@ begin
     from new_rows n
     join old_rows o on o.org_id = n.org_id and o.entity_id = n.entity_id
    where (n.name, n.summary) is distinct from (o.name, o.summary)
-     and not exists (select from memory.jobs j
-                      where j.org_id = n.org_id and j.kind = 'embed' and j.status = 'queued'
-                        and j.payload ->> 'kind' = 'entity'
-                        and j.payload -> 'ids' ? n.entity_id::text)
+     and not n.entity_id::text = any (v_queued)
    group by n.org_id, n.project_id;
   return null;
 end

@@ -472,14 +472,15 @@ begin
      set payload = (j.payload - 'body') || jsonb_build_object('body_wiped', p_at),
          status = case when j.status in ('queued', 'waiting') then 'done' else j.status end,
          result = case when j.status in ('queued', 'waiting')
-                       then jsonb_build_object('skipped', 'wiped before delivery') else j.result end,
+                       then '{"skipped": "wiped before delivery"}'::jsonb else j.result end,
          finished_at = case when j.status in ('queued', 'waiting') then clock_timestamp()
                             else j.finished_at end
    where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
      and j.payload ? 'body'
      and exists (select from jsonb_array_elements_text(j.payload -> 'fact_ids') x(id)
-                  where not exists (select from memory_internal.fact_versions(p_project) v
-                                     where v.org_id = p_org and v.fact_id = x.id::uuid));
+                  where not exists (select from memory.facts v
+                                     where v.org_id = p_org and v.project_id = p_project
+                                       and v.fact_id = x.id::uuid));
   get diagnostics v_n = row_count;
   return v_n;
 end

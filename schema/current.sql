@@ -7552,10 +7552,12 @@ CREATE FUNCTION memory_internal.adjust_episode_term_df(p_org uuid[], p_project u
     AS $$
 begin
   if exists (select from unnest(p_delta) d where d < 0) then
+    -- The org named in each statement: on Citus, where the episode triggers
+    -- that call this run on the org's shard, it routes them there.
     perform from memory_internal.episode_term_df d
       join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
         on d.org_id = x.org_id and d.project_id = x.project_id and d.lexeme = x.lexeme
-     where x.delta < 0
+     where x.delta < 0 and d.org_id = memory_internal.current_org()
      order by d.org_id, d.project_id, d.lexeme, d.shard
        for update of d;
   end if;
@@ -7571,10 +7573,11 @@ begin
               from memory_internal.episode_term_df d2
               join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
                 on d2.org_id = x.org_id and d2.project_id = x.project_id and d2.lexeme = x.lexeme
-             where x.delta < 0
+             where x.delta < 0 and d2.org_id = memory_internal.current_org()
              group by 1, 2, 3
             having sum(d2.df) <= 0) z
-     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme;
+     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme
+       and d.org_id = memory_internal.current_org();
   end if;
 end
 $$;
@@ -9566,14 +9569,15 @@ begin
      set payload = (j.payload - 'body') || jsonb_build_object('body_wiped', p_at),
          status = case when j.status in ('queued', 'waiting') then 'done' else j.status end,
          result = case when j.status in ('queued', 'waiting')
-                       then jsonb_build_object('skipped', 'wiped before delivery') else j.result end,
+                       then '{"skipped": "wiped before delivery"}'::jsonb else j.result end,
          finished_at = case when j.status in ('queued', 'waiting') then clock_timestamp()
                             else j.finished_at end
    where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
      and j.payload ? 'body'
      and exists (select from jsonb_array_elements_text(j.payload -> 'fact_ids') x(id)
-                  where not exists (select from memory_internal.fact_versions(p_project) v
-                                     where v.org_id = p_org and v.fact_id = x.id::uuid));
+                  where not exists (select from memory.facts v
+                                     where v.org_id = p_org and v.project_id = p_project
+                                       and v.fact_id = x.id::uuid));
   get diagnostics v_n = row_count;
   return v_n;
 end
@@ -10669,7 +10673,8 @@ declare
 begin
   with moved as (
     delete from memory_internal.episode_term_df_pending p
-     where (p.org_id, p.project_id, p.id) in (
+     where p.org_id = p_org and p.project_id = p_project  -- on Citus, routed to the org's shard
+       and (p.org_id, p.project_id, p.id) in (
              select p2.org_id, p2.project_id, p2.id from memory_internal.episode_term_df_pending p2
               where p2.org_id = p_org and p2.project_id = p_project
                 for update skip locked)
@@ -14105,6 +14110,11 @@ CREATE FUNCTION memory_internal.tg_entities__reembed() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
+declare
+  v_queued text[] := array(
+    select i.id from memory.jobs j cross join lateral jsonb_array_elements_text(j.payload -> 'ids') i(id)
+     where j.org_id = memory_internal.current_org() and j.kind = 'embed' and j.status = 'queued'
+       and j.payload ->> 'kind' = 'entity');
 begin
   insert into memory.jobs (org_id, project_id, kind, payload)
   select n.org_id, n.project_id, 'embed',
@@ -14112,10 +14122,7 @@ begin
     from new_rows n
     join old_rows o on o.org_id = n.org_id and o.entity_id = n.entity_id
    where (n.name, n.summary) is distinct from (o.name, o.summary)
-     and not exists (select from memory.jobs j
-                      where j.org_id = n.org_id and j.kind = 'embed' and j.status = 'queued'
-                        and j.payload ->> 'kind' = 'entity'
-                        and j.payload -> 'ids' ? n.entity_id::text)
+     and not n.entity_id::text = any (v_queued)
    group by n.org_id, n.project_id;
   return null;
 end

@@ -108,6 +108,30 @@ def test_a_row_of_a_table_is_passed_as_the_table_s_type() -> None:
     assert "return memory_internal.note_json(v_org, e);" in out
 
 
+def test_an_update_reads_the_clock_into_a_variable_first() -> None:
+    body = (
+        "declare v integer;\nbegin\n"
+        "  if p then update memory.jobs j set done_at = clock_timestamp() where j.id = 1;\n"
+        "    get diagnostics v = row_count; end if;\n"
+        "  with d as (update memory.jobs j set at = clock_timestamp() returning 1)\n"
+        "    select count(*) into v from d;\n"
+        "  for r in select x.id from memory.jobs x where x.at < clock_timestamp()\n"
+        "    for update skip locked loop null; end loop;\n"
+        "end"
+    )
+    out = squash(citus_plpgsql_body(body, {}))
+    assert out.startswith("declare citus_now timestamptz; v integer; begin")
+    assert (
+        "if p then citus_now := clock_timestamp(); update memory.jobs j set done_at = citus_now"
+        " where j.id = 1; get diagnostics v = row_count; end if;" in out
+    )
+    assert (
+        "citus_now := clock_timestamp(); with d as (update memory.jobs j set at = citus_now" in out
+    )
+    # A locking read is not an UPDATE: its clock stays.
+    assert "where x.at < clock_timestamp() for update skip locked" in out
+
+
 def test_a_transition_table_is_read_into_an_array_in_its_own_branch() -> None:
     body = (
         "begin\n  if tg_op = 'DELETE' then\n"
