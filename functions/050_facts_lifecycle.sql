@@ -267,9 +267,10 @@ begin
                      'event', e.event_type, 'at', e.occurred_at, 'window', e.new_range::text,
                      'new_fact_id', e.new_fact_id, 'actor', e.actor, 'reason', e.reason)
                    order by e.occurred_at, e.event_id)
-              from memory.fact_events e where e.org_id = v.org_id and e.fact_id = v.fact_id)
+              from memory.fact_events e where e.org_id = v_org and e.fact_id = v.fact_id)
       from v
-      left join memory.entities o on o.org_id = v.org_id and o.entity_id = v.object_entity_id
+      -- (The org as a value, not v's column: on Citus that routes the query.)
+      left join memory.entities o on o.org_id = v_org and o.entity_id = v.object_entity_id
      order by v.predicate, v.valid_from, v.fact_seq;
 end
 $$;

@@ -235,8 +235,10 @@ begin
     raise exception 'ids and vectors differ in length' using errcode = 'invalid_parameter_value';
   end if;
   if p_kind = 'episode' then
+    -- The org named (as the policy implies): on Citus, routed to its shard.
     update memory.episodes e set embedding = u.v
-      from unnest(p_ids, p_vectors) u(id, v) where e.episode_id = u.id;
+      from unnest(p_ids, p_vectors) u(id, v)
+     where e.org_id = memory_internal.current_org() and e.episode_id = u.id;
   elsif p_kind = 'fact' then
     -- The write lock (shared) of each project holding one of the versions,
     -- in project order, before the versions are read again and stored: a
@@ -288,7 +290,8 @@ begin
     return v_n;
   else
     update memory.entities n set embedding = u.v
-      from unnest(p_ids, p_vectors) u(id, v) where n.entity_id = u.id;
+      from unnest(p_ids, p_vectors) u(id, v)
+     where n.org_id = memory_internal.current_org() and n.entity_id = u.id;
   end if;
   get diagnostics v_n = row_count;
   return v_n;

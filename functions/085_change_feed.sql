@@ -83,18 +83,20 @@ begin
              and (v_after_id is null or e.occurred_at > v_after_at or e.event_id > v_after_id)
            order by e.occurred_at, e.event_id
            limit p_limit + 1) e
+   -- (The org as a value in each, not a column of the row before: on Citus
+   -- that routes the statement to the org's shard.)
    cross join lateral (
      select x.org_id, x.subject_id, x.object_entity_id, x.predicate_label, x.object_literal, x.content
-       from memory_internal.fact_versions(p_project) x
-      where x.org_id = e.org_id and x.fact_id = e.fact_id
+       from memory.facts x
+      where x.org_id = v_org and x.project_id = p_project and x.fact_id = e.fact_id
      offset 0) v
    -- And its names by key (as a join, the object's was a hash of the
    -- org's every entity on a page of a hundred events).
    cross join lateral (
-     select n.name from memory.entities n where n.org_id = v.org_id and n.entity_id = v.subject_id
+     select n.name from memory.entities n where n.org_id = v_org and n.entity_id = v.subject_id
      offset 0) s
     left join lateral (
-     select n.name from memory.entities n where n.org_id = v.org_id and n.entity_id = v.object_entity_id
+     select n.name from memory.entities n where n.org_id = v_org and n.entity_id = v.object_entity_id
      offset 0) o on true;
   if v_n > p_limit then
     v_rows := v_rows - p_limit;

@@ -1628,18 +1628,20 @@ begin
              and (v_after_id is null or e.occurred_at > v_after_at or e.event_id > v_after_id)
            order by e.occurred_at, e.event_id
            limit p_limit + 1) e
+   -- (The org as a value in each, not a column of the row before: on Citus
+   -- that routes the statement to the org's shard.)
    cross join lateral (
      select x.org_id, x.subject_id, x.object_entity_id, x.predicate_label, x.object_literal, x.content
-       from memory_internal.fact_versions(p_project) x
-      where x.org_id = e.org_id and x.fact_id = e.fact_id
+       from memory.facts x
+      where x.org_id = v_org and x.project_id = p_project and x.fact_id = e.fact_id
      offset 0) v
    -- And its names by key (as a join, the object's was a hash of the
    -- org's every entity on a page of a hundred events).
    cross join lateral (
-     select n.name from memory.entities n where n.org_id = v.org_id and n.entity_id = v.subject_id
+     select n.name from memory.entities n where n.org_id = v_org and n.entity_id = v.subject_id
      offset 0) s
     left join lateral (
-     select n.name from memory.entities n where n.org_id = v.org_id and n.entity_id = v.object_entity_id
+     select n.name from memory.entities n where n.org_id = v_org and n.entity_id = v.object_entity_id
      offset 0) o on true;
   if v_n > p_limit then
     v_rows := v_rows - p_limit;
@@ -1690,12 +1692,14 @@ begin
                       'excerpt', left(e.content, 500), 'truncated', length(e.content) > 500)
                from memory.episodes e
                join memory.sessions ss on ss.org_id = e.org_id and ss.session_id = e.session_id
-              where e.org_id = f.org_id and e.episode_id = f.source_episode_id))
+              where e.org_id = v_org and e.episode_id = f.source_episode_id))
     into v_answer
-    from memory_internal.fact_versions(p_project) f
-    join memory.entities s on s.org_id = f.org_id and s.entity_id = f.subject_id
-    left join memory.entities o on o.org_id = f.org_id and o.entity_id = f.object_entity_id
-   where f.org_id = v_org and f.fact_id = p_fact;
+    -- The version itself (memory.facts, not fact_versions) and the org as a
+    -- value in each table's condition: on Citus, one statement on its shard.
+    from memory.facts f
+    join memory.entities s on s.org_id = v_org and s.entity_id = f.subject_id
+    left join memory.entities o on o.org_id = v_org and o.entity_id = f.object_entity_id
+   where f.org_id = v_org and f.project_id = p_project and f.fact_id = p_fact;
   if v_answer is null then
     raise exception 'fact % not found in project %', p_fact, p_project
       using errcode = 'no_data_found';
@@ -5087,9 +5091,10 @@ begin
                      'event', e.event_type, 'at', e.occurred_at, 'window', e.new_range::text,
                      'new_fact_id', e.new_fact_id, 'actor', e.actor, 'reason', e.reason)
                    order by e.occurred_at, e.event_id)
-              from memory.fact_events e where e.org_id = v.org_id and e.fact_id = v.fact_id)
+              from memory.fact_events e where e.org_id = v_org and e.fact_id = v.fact_id)
       from v
-      left join memory.entities o on o.org_id = v.org_id and o.entity_id = v.object_entity_id
+      -- (The org as a value, not v's column: on Citus that routes the query.)
+      left join memory.entities o on o.org_id = v_org and o.entity_id = v.object_entity_id
      order by v.predicate, v.valid_from, v.fact_seq;
 end
 $$;
@@ -13120,6 +13125,9 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
     LANGUAGE sql STABLE
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
+    -- q.org_id: the project's org, or "not found"; the tables' conditions
+    -- name the scope's org (the same org) as a value, which routes the whole
+    -- statement to the org's shard on Citus (docs/scale-out.md).
     with q as materialized (
       select memory_internal.project_org(p_project) as org_id,
              array(select distinct l from unnest(tsvector_to_array(
@@ -13147,7 +13155,7 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
        cross join lateral (
          select count(*) as n
            from (select from memory_internal.episode_terms t
-                  where t.org_id = q.org_id and t.project_id = p_project and t.lexeme = p.lexeme
+                  where t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = p.lexeme
                   limit q.c_budget + 1) z) k
     ), matched as materialized (
       -- The candidates.  Uncut (no picked word past the budget): every
@@ -13166,13 +13174,13 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
          select t.episode_id
            from memory_internal.episode_terms t
           where not b.bound
-            and t.org_id = q.org_id and t.project_id = p_project and t.lexeme = p.lexeme
+            and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = p.lexeme
          union all
          (select e.episode_id
             from memory_internal.episode_terms t
-            join memory.episodes e on e.org_id = q.org_id and e.episode_id = t.episode_id
+            join memory.episodes e on e.org_id = memory_internal.current_org() and e.episode_id = t.episode_id
            where b.bound
-             and t.org_id = q.org_id and t.project_id = p_project and t.lexeme = p.lexeme
+             and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = p.lexeme
              and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
            order by t.impact desc, t.episode_id
            limit q.c_budget)) c
@@ -13184,7 +13192,7 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
              coalesce(case when s.docs > 0 and s.tokens > 0 then s.tokens::float8 / s.docs end,
                       (select avg(greatest(e.token_count, 1))::float8
                          from matched m cross join q
-                         join memory.episodes e on e.org_id = q.org_id and e.episode_id = m.episode_id
+                         join memory.episodes e on e.org_id = memory_internal.current_org() and e.episode_id = m.episode_id
                         where memory_internal.episode_visible(e.occurred_at, e.created_at,
                                                               p_at, p_known_at)), 1) as avgdl
         from stats s
@@ -13212,12 +13220,12 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
          select t.episode_id, t.lexeme, t.tf, t.dl
            from memory_internal.episode_terms t
           where w.whole
-            and t.org_id = q.org_id and t.project_id = p_project and t.lexeme = w.lexeme
+            and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = w.lexeme
          union all
          select t.episode_id, t.lexeme, t.tf, t.dl
            from memory_internal.episode_terms t
           where not w.whole
-            and t.org_id = q.org_id and t.project_id = p_project and t.lexeme = w.lexeme
+            and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = w.lexeme
             and t.episode_id = any (array(select m.episode_id from matched m))) t
     ), scored as (
       -- Summed in the words' byte order (content_tsv's order), one fixed
@@ -13236,7 +13244,7 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
     select s.episode_id, s.score
       from scored s cross join q
      where exists (select from memory.episodes e
-                    where e.org_id = q.org_id and e.episode_id = s.episode_id
+                    where e.org_id = memory_internal.current_org() and e.episode_id = s.episode_id
                       and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at))
      order by s.score desc, s.episode_id
      limit p_n
@@ -16378,8 +16386,10 @@ begin
     raise exception 'ids and vectors differ in length' using errcode = 'invalid_parameter_value';
   end if;
   if p_kind = 'episode' then
+    -- The org named (as the policy implies): on Citus, routed to its shard.
     update memory.episodes e set embedding = u.v
-      from unnest(p_ids, p_vectors) u(id, v) where e.episode_id = u.id;
+      from unnest(p_ids, p_vectors) u(id, v)
+     where e.org_id = memory_internal.current_org() and e.episode_id = u.id;
   elsif p_kind = 'fact' then
     -- The write lock (shared) of each project holding one of the versions,
     -- in project order, before the versions are read again and stored: a
@@ -16431,7 +16441,8 @@ begin
     return v_n;
   else
     update memory.entities n set embedding = u.v
-      from unnest(p_ids, p_vectors) u(id, v) where n.entity_id = u.id;
+      from unnest(p_ids, p_vectors) u(id, v)
+     where n.org_id = memory_internal.current_org() and n.entity_id = u.id;
   end if;
   get diagnostics v_n = row_count;
   return v_n;
