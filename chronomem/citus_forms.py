@@ -80,6 +80,8 @@ select p.oid::regprocedure::text as signature,
        p.provolatile as volatility, p.proisstrict as strict, p.proparallel as parallel,
        p.prosecdef as definer, coalesce(p.proconfig, '{}') as config,
        p.prosrc as body, p.prosqlbody is not null as atomic,
+       coalesce(p.proargnames, '{}') as argument_names, p.pronargs as arity,
+       p.pronargdefaults as defaults, t.typrelid <> 0 as returns_rows,
        -- The types of the rows a SETOF function returns, in order (SQL functions cast
        -- their last statement's columns to them; RETURN QUERY does not).
        case when not p.proretset then '{}'::text[]
@@ -253,6 +255,7 @@ def apply_forms(conn: psycopg.Connection[Any]) -> Forms:
     params = {"schemas": list(SCHEMAS)}
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
         functions = cur.execute(_SQL_ON_TABLES, params).fetchall()
+    readers = inline_readers(functions)
     for fn in functions:
         try:
             _as_plpgsql(conn, fn)
@@ -273,7 +276,7 @@ def apply_forms(conn: psycopg.Connection[Any]) -> Forms:
             raise FormError(f"{fn['signature']}: transition tables of several tables")
         try:
             body = citus_plpgsql_body(
-                fn["body"], fn["transition"], row_functions, changers, row_parameters
+                fn["body"], fn["transition"], row_functions, changers, row_parameters, readers
             )
         except FormError as err:
             raise FormError(f"{fn['signature']}: {err}") from err
@@ -483,6 +486,7 @@ def citus_plpgsql_body(
     row_functions: frozenset[str] = frozenset(),
     scope_changers: frozenset[str] = frozenset(),
     row_parameters: dict[str, dict[int, str]] | None = None,
+    readers: dict[str, tuple[list[str], str]] | None = None,
 ) -> str:
     """A PL/pgSQL body in its Citus form. `transition` maps a trigger's transition
     table names (new_rows) to its table's row type (memory.episodes). A function may
@@ -490,7 +494,8 @@ def citus_plpgsql_body(
     statement reads its table into the array just before it, in its own branch.
     `row_functions` return rows of a table with a dropped column; `scope_changers`
     change the org scope (`scope_changers()`); `row_parameters` take rows of a table
-    (function -> position -> table)."""
+    (function -> position -> table); `readers` are inlined (`inline_readers()`)."""
+    body = _readers_inlined(body, readers or {})
     out, pos, wrapped, pending_count, timed = [], 0, False, False, False
     read: set[str] = set()
     for chunk in split_statements(body):
@@ -649,3 +654,70 @@ def _table_rows_as_their_type(body: str, row_parameters: dict[str, dict[int, str
                 typed = f"row({alias}.*)::{positions[position]}"
                 body = body[:at] + typed + body[at + len(alias) :]
     return body
+
+
+def inline_readers(functions: list[dict[str, Any]]) -> dict[str, tuple[list[str], str]]:
+    """The SQL functions, of `_SQL_ON_TABLES`' rows, that the forms inline where a
+    PL/pgSQL body reads them in FROM, as PostgreSQL inlines them on one server: those
+    that return a table's rows from one SELECT, every argument named and given (no
+    defaults). As PL/pgSQL functions (their form) they would be table functions to
+    Citus, which it cannot join with a distributed table; inlined, the statement reads
+    the table, by the org named, and is routed. Name -> (argument names, the SELECT)."""
+    out: dict[str, tuple[list[str], str]] = {}
+    for fn in functions:
+        statements = split_statements(fn["body"])
+        names = list(fn["argument_names"])[: fn["arity"]]
+        if (
+            fn["returns_set"]
+            and fn["returns_rows"]
+            and not fn["defaults"]
+            and not fn["definer"]
+            and len(statements) == 1
+            and _LEADING_SELECT.match(mask_code(statements[0]))
+            and len(names) == fn["arity"]
+            and all(names)
+        ):
+            out[fn["name"]] = (names, statements[0].strip())
+    return out
+
+
+_ALIASES = re.compile(r"\b(?:from|join)\s+[\w.]+(?:\s+(?:as\s+)?(\w+))?", re.I)
+
+
+def _readers_inlined(body: str, readers: dict[str, tuple[list[str], str]]) -> str:
+    """Each FROM item `name(args)` of `readers` as `(its SELECT, args for parameters)`."""
+    for name, (parameters, select) in sorted(readers.items()):
+        pattern = re.compile(rf"(?:\bfrom|\bjoin|,)\s*({re.escape(name)})\s*\(", re.I)
+        masked = mask_code(body)
+        select = _aliases_renamed(select)
+        inner = {m.group(1).lower() for m in _ALIASES.finditer(mask_code(select)) if m.group(1)}
+        for m in reversed(list(pattern.finditer(masked))):
+            spans = _call_arguments(masked, m.end() - 1)
+            if len(spans) != len(parameters):
+                raise FormError(f"{name} called with {len(spans)} argument(s)")
+            arguments = [body[a:b].strip() for a, b in spans]
+            for argument in arguments:
+                qualifiers = {q.lower() for q in re.findall(r"\b(\w+)\.", mask_code(argument))}
+                if qualifiers & inner:
+                    raise FormError(f"{name}: an argument names an alias of its body")
+            text, text_masked = select, mask_code(select)
+            for parameter, argument in zip(parameters, arguments, strict=True):
+                for p in reversed(list(re.finditer(rf"\b{re.escape(parameter)}\b", text_masked))):
+                    text = text[: p.start()] + f"({argument})" + text[p.end() :]
+                text_masked = mask_code(text)
+            end = spans[-1][1] if spans else m.end()
+            body = body[: m.start(1)] + f"({text})" + body[end + 1 :]
+    return body
+
+
+def _aliases_renamed(select: str) -> str:
+    """`select` with each FROM alias `x` as `citus_x`: inlined into a PL/pgSQL body, an
+    alias that is also one of its variables' names would be ambiguous."""
+    masked = mask_code(select)
+    spans = [(m.start(1), m.end(1)) for m in _ALIASES.finditer(masked) if m.group(1)]
+    aliases = {masked[a:b] for a, b in spans}
+    for alias in aliases:
+        spans += [(m.start(), m.end()) for m in re.finditer(rf"\b{alias}\b(?=\s*\.)", masked)]
+    for a, b in sorted(set(spans), reverse=True):
+        select = select[:a] + "citus_" + select[a:b] + select[b:]
+    return select

@@ -308,8 +308,7 @@ as $$
 begin
   delete from memory.fact_embeddings e
    using old_rows o
-   where e.org_id = o.org_id and e.fact_id = o.fact_id
-     and e.org_id = memory_internal.current_org();  -- named, for Citus
+   where e.org_id = o.org_id and e.fact_id = o.fact_id;
   return null;
 end
 $$;

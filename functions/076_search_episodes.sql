@@ -272,12 +272,10 @@ create or replace function memory_internal.adjust_episode_term_df(
 as $$
 begin
   if exists (select from unnest(p_delta) d where d < 0) then
-    -- The org named in each statement: on Citus, where the episode triggers
-    -- that call this run on the org's shard, it routes them there.
     perform from memory_internal.episode_term_df d
       join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
         on d.org_id = x.org_id and d.project_id = x.project_id and d.lexeme = x.lexeme
-     where x.delta < 0 and d.org_id = memory_internal.current_org()
+     where x.delta < 0
      order by d.org_id, d.project_id, d.lexeme, d.shard
        for update of d;
   end if;
@@ -293,11 +291,10 @@ begin
               from memory_internal.episode_term_df d2
               join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
                 on d2.org_id = x.org_id and d2.project_id = x.project_id and d2.lexeme = x.lexeme
-             where x.delta < 0 and d2.org_id = memory_internal.current_org()
+             where x.delta < 0
              group by 1, 2, 3
             having sum(d2.df) <= 0) z
-     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme
-       and d.org_id = memory_internal.current_org();
+     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme;
   end if;
 end
 $$;
@@ -465,8 +462,7 @@ begin
     delete from memory_internal.episode_terms t
      using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
      where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.episode_id = o.episode_id
-       and t.org_id = memory_internal.current_org();  -- named, for Citus
+       and t.episode_id = o.episode_id;
     -- Pending deltas are folded first, so no row keeps a wiped word.  Wipe
     -- holds the project lock exclusive, so no ingest of the project holds
     -- the fold lock now.

@@ -41,8 +41,7 @@ begin
     delete from memory_internal.fact_terms t
      using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
      where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.fact_id = o.fact_id
-       and t.org_id = memory_internal.current_org();  -- named, for Citus
+       and t.fact_id = o.fact_id;
   else
     delete from memory_internal.fact_terms t
      where t.org_id = old.org_id and t.project_id = old.project_id and t.fact_id = old.fact_id

@@ -81,17 +81,12 @@ as $$
            cross join lateral unnest(string_to_array(o.name, ' ')) w(token)) d
    where t.org_id = d.org_id and t.project_id = d.project_id and t.token = d.token
      and t.entity_id = d.entity_id
-     -- The org named in each table's condition: on Citus it routes the delete to
-     -- the org's shard (the triggers that call this run there).
-     and t.org_id = memory_internal.current_org()
      and not exists (select from memory.entities n
                       where n.org_id = d.org_id and n.entity_id = d.entity_id
-                        and n.org_id = memory_internal.current_org()
                         and n.project_id = d.project_id
                         and d.token = any (string_to_array(n.normalized_name, ' ')))
      and not exists (select from memory.entity_aliases a
                       where a.org_id = d.org_id and a.entity_id = d.entity_id
-                        and a.org_id = memory_internal.current_org()
                         and a.project_id = d.project_id
                         and d.token = any (string_to_array(a.normalized_alias, ' ')))
 $$;

@@ -85,12 +85,12 @@ begin
                join memory.sessions ss on ss.org_id = e.org_id and ss.session_id = e.session_id
               where e.org_id = v_org and e.episode_id = f.source_episode_id))
     into v_answer
-    -- The version itself (memory.facts, not fact_versions) and the org as a
-    -- value in each table's condition: on Citus, one statement on its shard.
-    from memory.facts f
+    -- The org as a value in each table's condition: on Citus, one statement
+    -- on the org's shard.
+    from memory_internal.fact_versions(p_project) f
     join memory.entities s on s.org_id = v_org and s.entity_id = f.subject_id
     left join memory.entities o on o.org_id = v_org and o.entity_id = f.object_entity_id
-   where f.org_id = v_org and f.project_id = p_project and f.fact_id = p_fact;
+   where f.org_id = v_org and f.fact_id = p_fact;
   if v_answer is null then
     raise exception 'fact % not found in project %', p_fact, p_project
       using errcode = 'no_data_found';

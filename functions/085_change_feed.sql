@@ -87,8 +87,8 @@ begin
    -- that routes the statement to the org's shard.)
    cross join lateral (
      select x.org_id, x.subject_id, x.object_entity_id, x.predicate_label, x.object_literal, x.content
-       from memory.facts x
-      where x.org_id = v_org and x.project_id = p_project and x.fact_id = e.fact_id
+       from memory_internal.fact_versions(p_project) x
+      where x.org_id = v_org and x.fact_id = e.fact_id
      offset 0) v
    -- And its names by key (as a join, the object's was a hash of the
    -- org's every entity on a page of a hundred events).

@@ -425,9 +425,12 @@ begin
                  'project_id', ev.project_id, 'org_id', ev.org_id, 'at', ev.occurred_at))::text
              as body
       from ev
-      join memory.facts f
-        on f.org_id = memory_internal.current_org() and f.project_id = ev.project_id
-       and f.fact_id = ev.fact_id
+     cross join lateral (
+       select v.subject_id, v.predicate_label, v.object_entity_id, v.object_literal, v.valid_from,
+              v.content
+         from memory_internal.fact_versions(ev.project_id) v
+        where v.org_id = memory_internal.current_org() and v.fact_id = ev.fact_id
+       offset 0) f
       join memory.entities s
         on s.org_id = memory_internal.current_org() and s.entity_id = f.subject_id
       left join memory.entities o
@@ -478,9 +481,8 @@ begin
    where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
      and j.payload ? 'body'
      and exists (select from jsonb_array_elements_text(j.payload -> 'fact_ids') x(id)
-                  where not exists (select from memory.facts v
-                                     where v.org_id = p_org and v.project_id = p_project
-                                       and v.fact_id = x.id::uuid));
+                  where not exists (select from memory_internal.fact_versions(p_project) v
+                                     where v.org_id = p_org and v.fact_id = x.id::uuid));
   get diagnostics v_n = row_count;
   return v_n;
 end

@@ -1632,8 +1632,8 @@ begin
    -- that routes the statement to the org's shard.)
    cross join lateral (
      select x.org_id, x.subject_id, x.object_entity_id, x.predicate_label, x.object_literal, x.content
-       from memory.facts x
-      where x.org_id = v_org and x.project_id = p_project and x.fact_id = e.fact_id
+       from memory_internal.fact_versions(p_project) x
+      where x.org_id = v_org and x.fact_id = e.fact_id
      offset 0) v
    -- And its names by key (as a join, the object's was a hash of the
    -- org's every entity on a page of a hundred events).
@@ -1694,12 +1694,12 @@ begin
                join memory.sessions ss on ss.org_id = e.org_id and ss.session_id = e.session_id
               where e.org_id = v_org and e.episode_id = f.source_episode_id))
     into v_answer
-    -- The version itself (memory.facts, not fact_versions) and the org as a
-    -- value in each table's condition: on Citus, one statement on its shard.
-    from memory.facts f
+    -- The org as a value in each table's condition: on Citus, one statement
+    -- on the org's shard.
+    from memory_internal.fact_versions(p_project) f
     join memory.entities s on s.org_id = v_org and s.entity_id = f.subject_id
     left join memory.entities o on o.org_id = v_org and o.entity_id = f.object_entity_id
-   where f.org_id = v_org and f.project_id = p_project and f.fact_id = p_fact;
+   where f.org_id = v_org and f.fact_id = p_fact;
   if v_answer is null then
     raise exception 'fact % not found in project %', p_fact, p_project
       using errcode = 'no_data_found';
@@ -7557,12 +7557,10 @@ CREATE FUNCTION memory_internal.adjust_episode_term_df(p_org uuid[], p_project u
     AS $$
 begin
   if exists (select from unnest(p_delta) d where d < 0) then
-    -- The org named in each statement: on Citus, where the episode triggers
-    -- that call this run on the org's shard, it routes them there.
     perform from memory_internal.episode_term_df d
       join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
         on d.org_id = x.org_id and d.project_id = x.project_id and d.lexeme = x.lexeme
-     where x.delta < 0 and d.org_id = memory_internal.current_org()
+     where x.delta < 0
      order by d.org_id, d.project_id, d.lexeme, d.shard
        for update of d;
   end if;
@@ -7578,11 +7576,10 @@ begin
               from memory_internal.episode_term_df d2
               join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
                 on d2.org_id = x.org_id and d2.project_id = x.project_id and d2.lexeme = x.lexeme
-             where x.delta < 0 and d2.org_id = memory_internal.current_org()
+             where x.delta < 0
              group by 1, 2, 3
             having sum(d2.df) <= 0) z
-     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme
-       and d.org_id = memory_internal.current_org();
+     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme;
   end if;
 end
 $$;
@@ -9506,17 +9503,12 @@ CREATE FUNCTION memory_internal.drop_name_tokens(p_org uuid[], p_project uuid[],
            cross join lateral unnest(string_to_array(o.name, ' ')) w(token)) d
    where t.org_id = d.org_id and t.project_id = d.project_id and t.token = d.token
      and t.entity_id = d.entity_id
-     -- The org named in each table's condition: on Citus it routes the delete to
-     -- the org's shard (the triggers that call this run there).
-     and t.org_id = memory_internal.current_org()
      and not exists (select from memory.entities n
                       where n.org_id = d.org_id and n.entity_id = d.entity_id
-                        and n.org_id = memory_internal.current_org()
                         and n.project_id = d.project_id
                         and d.token = any (string_to_array(n.normalized_name, ' ')))
      and not exists (select from memory.entity_aliases a
                       where a.org_id = d.org_id and a.entity_id = d.entity_id
-                        and a.org_id = memory_internal.current_org()
                         and a.project_id = d.project_id
                         and d.token = any (string_to_array(a.normalized_alias, ' ')))
 $$;
@@ -9580,9 +9572,8 @@ begin
    where j.org_id = p_org and j.project_id = p_project and j.kind = 'deliver_webhook'
      and j.payload ? 'body'
      and exists (select from jsonb_array_elements_text(j.payload -> 'fact_ids') x(id)
-                  where not exists (select from memory.facts v
-                                     where v.org_id = p_org and v.project_id = p_project
-                                       and v.fact_id = x.id::uuid));
+                  where not exists (select from memory_internal.fact_versions(p_project) v
+                                     where v.org_id = p_org and v.fact_id = x.id::uuid));
   get diagnostics v_n = row_count;
   return v_n;
 end
@@ -14251,8 +14242,7 @@ begin
     delete from memory_internal.episode_terms t
      using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
      where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.episode_id = o.episode_id
-       and t.org_id = memory_internal.current_org();  -- named, for Citus
+       and t.episode_id = o.episode_id;
     -- Pending deltas are folded first, so no row keeps a wiped word.  Wipe
     -- holds the project lock exclusive, so no ingest of the project holds
     -- the fold lock now.
@@ -14410,9 +14400,12 @@ begin
                  'project_id', ev.project_id, 'org_id', ev.org_id, 'at', ev.occurred_at))::text
              as body
       from ev
-      join memory.facts f
-        on f.org_id = memory_internal.current_org() and f.project_id = ev.project_id
-       and f.fact_id = ev.fact_id
+     cross join lateral (
+       select v.subject_id, v.predicate_label, v.object_entity_id, v.object_literal, v.valid_from,
+              v.content
+         from memory_internal.fact_versions(ev.project_id) v
+        where v.org_id = memory_internal.current_org() and v.fact_id = ev.fact_id
+       offset 0) f
       join memory.entities s
         on s.org_id = memory_internal.current_org() and s.entity_id = f.subject_id
       left join memory.entities o
@@ -14451,8 +14444,7 @@ CREATE FUNCTION memory_internal.tg_facts__embeddings() RETURNS trigger
 begin
   delete from memory.fact_embeddings e
    using old_rows o
-   where e.org_id = o.org_id and e.fact_id = o.fact_id
-     and e.org_id = memory_internal.current_org();  -- named, for Citus
+   where e.org_id = o.org_id and e.fact_id = o.fact_id;
   return null;
 end
 $$;
@@ -14504,8 +14496,7 @@ begin
     delete from memory_internal.fact_terms t
      using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
      where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.fact_id = o.fact_id
-       and t.org_id = memory_internal.current_org();  -- named, for Citus
+       and t.fact_id = o.fact_id;
   else
     delete from memory_internal.fact_terms t
      where t.org_id = old.org_id and t.project_id = old.project_id and t.fact_id = old.fact_id

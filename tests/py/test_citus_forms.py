@@ -132,6 +132,32 @@ def test_an_update_reads_the_clock_into_a_variable_first() -> None:
     assert "where x.at < clock_timestamp() for update skip locked" in out
 
 
+def test_a_reader_of_a_table_s_rows_is_inlined_with_its_arguments() -> None:
+    readers = {
+        "memory_internal.note_versions": (
+            ["p_project"],
+            "select n.* from memory.notes n where n.org_id = memory_internal.current_org()"
+            " and n.project_id = p_project",
+        )
+    }
+    body = (
+        "begin\n  perform 1 from memory_internal.note_versions(ev.project_id) v where v.id = 1;\n"
+        "end"
+    )
+    out = squash(citus_plpgsql_body(body, {}, readers=readers))
+    # Its aliases renamed, so that none is taken for a variable or an outer alias.
+    assert (
+        "perform 1 from (select citus_n.* from memory.notes citus_n where citus_n.org_id ="
+        " citus_org and citus_n.project_id = (ev.project_id)) v where v.id = 1;" in out
+    )
+    with pytest.raises(FormError, match="alias of its body"):
+        citus_plpgsql_body(
+            "begin perform 1 from memory_internal.note_versions(citus_n.project_id) v; end",
+            {},
+            readers=readers,
+        )
+
+
 def test_a_transition_table_is_read_into_an_array_in_its_own_branch() -> None:
     body = (
         "begin\n  if tg_op = 'DELETE' then\n"
