@@ -301,14 +301,21 @@ $$;
 -- wipe: found by key from the deleted rows), as a foreign key's cascade
 -- would take it (there is none:
 -- docs/decisions/007-plans-made-without-statistics.md).
+-- Per org of the rows (one, but for an operator's own SQL, which runs without
+-- a scope), the org a value in each condition: on Citus, where the trigger runs
+-- on the org's shard, each delete stays there.
 create or replace function memory_internal.tg_facts__embeddings() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
+declare
+  v_org uuid;
 begin
-  delete from memory.fact_embeddings e
-   using old_rows o
-   where e.org_id = o.org_id and e.fact_id = o.fact_id;
+  for v_org in select distinct x.org_id from old_rows x loop
+    delete from memory.fact_embeddings e
+     using old_rows o
+     where e.org_id = v_org and o.org_id = v_org and e.fact_id = o.fact_id;
+  end loop;
   return null;
 end
 $$;

@@ -270,14 +270,21 @@ create or replace function memory_internal.adjust_episode_term_df(
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
+declare
+  v_org uuid;
 begin
+  -- The locks and deletes per org of the rows (one, but for an operator's own
+  -- SQL, which runs without a scope), the org a value: on Citus, where the
+  -- episode triggers that call this run on the org's shard, they stay there.
   if exists (select from unnest(p_delta) d where d < 0) then
-    perform from memory_internal.episode_term_df d
-      join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
-        on d.org_id = x.org_id and d.project_id = x.project_id and d.lexeme = x.lexeme
-     where x.delta < 0
-     order by d.org_id, d.project_id, d.lexeme, d.shard
-       for update of d;
+    for v_org in select distinct x from unnest(p_org) x order by 1 loop
+      perform from memory_internal.episode_term_df d
+        join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
+          on d.org_id = x.org_id and d.project_id = x.project_id and d.lexeme = x.lexeme
+       where x.delta < 0 and d.org_id = v_org
+       order by d.org_id, d.project_id, d.lexeme, d.shard
+         for update of d;
+    end loop;
   end if;
   insert into memory_internal.episode_term_df as d (org_id, project_id, lexeme, shard, df)
   select x.org_id, x.project_id, x.lexeme, (pg_backend_pid() % 8)::smallint, x.delta
@@ -286,15 +293,17 @@ begin
    order by 1, 2, 3
   on conflict (org_id, project_id, lexeme, shard) do update set df = d.df + excluded.df;
   if exists (select from unnest(p_delta) d where d < 0) then
-    delete from memory_internal.episode_term_df d
-     using (select d2.org_id, d2.project_id, d2.lexeme
-              from memory_internal.episode_term_df d2
-              join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
-                on d2.org_id = x.org_id and d2.project_id = x.project_id and d2.lexeme = x.lexeme
-             where x.delta < 0
-             group by 1, 2, 3
-            having sum(d2.df) <= 0) z
-     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme;
+    for v_org in select distinct x from unnest(p_org) x order by 1 loop
+      delete from memory_internal.episode_term_df d
+       using (select d2.org_id, d2.project_id, d2.lexeme
+                from memory_internal.episode_term_df d2
+                join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
+                  on d2.org_id = x.org_id and d2.project_id = x.project_id and d2.lexeme = x.lexeme
+               where x.delta < 0 and d2.org_id = v_org
+               group by 1, 2, 3
+              having sum(d2.df) <= 0) z
+       where d.org_id = v_org and d.project_id = z.project_id and d.lexeme = z.lexeme;
+    end loop;
   end if;
 end
 $$;
@@ -415,6 +424,7 @@ create or replace function memory_internal.tg_episodes__terms() returns trigger
 as $$
 declare
   r record;
+  v_org uuid;
 begin
   if tg_op = 'INSERT' then
     -- Impact uses the project's mean length with these episodes counted
@@ -459,10 +469,14 @@ begin
     -- The postings, by their key from the deleted rows' content_tsv (no
     -- foreign key cascades to them:
     -- docs/decisions/007-plans-made-without-statistics.md).
-    delete from memory_internal.episode_terms t
-     using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
-     where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.episode_id = o.episode_id;
+    -- Per org of the rows (one, but for an operator's own SQL, which runs
+    -- without a scope), the org a value: on Citus the delete stays on its shard.
+    for v_org in select distinct x.org_id from old_rows x loop
+      delete from memory_internal.episode_terms t
+       using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
+       where t.org_id = v_org and o.org_id = v_org and t.project_id = o.project_id
+         and t.lexeme = u.lexeme and t.episode_id = o.episode_id;
+    end loop;
     -- Pending deltas are folded first, so no row keeps a wiped word.  Wipe
     -- holds the project lock exclusive, so no ingest of the project holds
     -- the fold lock now.

@@ -28,6 +28,8 @@ create or replace function memory_internal.tg_facts__terms() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
+declare
+  v_org uuid;
 begin
   if tg_op = 'INSERT' then
     -- Unsorted: every posting is a new key (its fact is new), and sorting
@@ -38,10 +40,14 @@ begin
       from new_rows n
      cross join lateral memory_internal.fact_term_postings(n.content_tsv) u;
   elsif tg_op = 'DELETE' then
-    delete from memory_internal.fact_terms t
-     using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
-     where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.fact_id = o.fact_id;
+    -- Per org of the rows (one, but for an operator's own SQL, which runs
+    -- without a scope), the org a value: on Citus the delete stays on its shard.
+    for v_org in select distinct x.org_id from old_rows x loop
+      delete from memory_internal.fact_terms t
+       using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
+       where t.org_id = v_org and o.org_id = v_org and t.project_id = o.project_id
+         and t.lexeme = u.lexeme and t.fact_id = o.fact_id;
+    end loop;
   else
     delete from memory_internal.fact_terms t
      where t.org_id = old.org_id and t.project_id = old.project_id and t.fact_id = old.fact_id

@@ -72,23 +72,33 @@ comment on function memory_internal.add_name_tokens(uuid[], uuid[], uuid[], text
 -- entity's and its aliases' (cascaded) deletes runs first.
 create or replace function memory_internal.drop_name_tokens(
   p_org uuid[], p_project uuid[], p_entity uuid[], p_name text[]) returns void
-  language sql
+  language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
-  delete from memory_internal.entity_name_tokens t
-   using (select distinct o.org_id, o.project_id, o.entity_id, w.token
-            from unnest(p_org, p_project, p_entity, p_name) o(org_id, project_id, entity_id, name)
-           cross join lateral unnest(string_to_array(o.name, ' ')) w(token)) d
-   where t.org_id = d.org_id and t.project_id = d.project_id and t.token = d.token
-     and t.entity_id = d.entity_id
-     and not exists (select from memory.entities n
-                      where n.org_id = d.org_id and n.entity_id = d.entity_id
-                        and n.project_id = d.project_id
-                        and d.token = any (string_to_array(n.normalized_name, ' ')))
-     and not exists (select from memory.entity_aliases a
-                      where a.org_id = d.org_id and a.entity_id = d.entity_id
-                        and a.project_id = d.project_id
-                        and d.token = any (string_to_array(a.normalized_alias, ' ')))
+declare
+  v_org uuid;
+begin
+  -- Per org of the rows (one, but for an operator's own SQL, which runs
+  -- without a scope), the org a value in each table's condition: on Citus,
+  -- where the triggers that call this run on the org's shard, it stays there.
+  for v_org in select distinct x from unnest(p_org) x loop
+    delete from memory_internal.entity_name_tokens t
+     using (select distinct o.org_id, o.project_id, o.entity_id, w.token
+              from unnest(p_org, p_project, p_entity, p_name) o(org_id, project_id, entity_id, name)
+             cross join lateral unnest(string_to_array(o.name, ' ')) w(token)
+             where o.org_id = v_org) d
+     where t.org_id = v_org and t.project_id = d.project_id and t.token = d.token
+       and t.entity_id = d.entity_id
+       and not exists (select from memory.entities n
+                        where n.org_id = v_org and n.entity_id = d.entity_id
+                          and n.project_id = d.project_id
+                          and d.token = any (string_to_array(n.normalized_name, ' ')))
+       and not exists (select from memory.entity_aliases a
+                        where a.org_id = v_org and a.entity_id = d.entity_id
+                          and a.project_id = d.project_id
+                          and d.token = any (string_to_array(a.normalized_alias, ' ')));
+  end loop;
+end
 $$;
 comment on function memory_internal.drop_name_tokens(uuid[], uuid[], uuid[], text[]) is
   'For the name-token triggers: deletes the entity_name_tokens of the given (org, project, entity, normalized name) rows, except words the entity still has in its current name or an alias.';

@@ -7555,14 +7555,21 @@ CREATE FUNCTION memory_internal.adjust_episode_term_df(p_org uuid[], p_project u
     LANGUAGE plpgsql
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
+declare
+  v_org uuid;
 begin
+  -- The locks and deletes per org of the rows (one, but for an operator's own
+  -- SQL, which runs without a scope), the org a value: on Citus, where the
+  -- episode triggers that call this run on the org's shard, they stay there.
   if exists (select from unnest(p_delta) d where d < 0) then
-    perform from memory_internal.episode_term_df d
-      join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
-        on d.org_id = x.org_id and d.project_id = x.project_id and d.lexeme = x.lexeme
-     where x.delta < 0
-     order by d.org_id, d.project_id, d.lexeme, d.shard
-       for update of d;
+    for v_org in select distinct x from unnest(p_org) x order by 1 loop
+      perform from memory_internal.episode_term_df d
+        join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
+          on d.org_id = x.org_id and d.project_id = x.project_id and d.lexeme = x.lexeme
+       where x.delta < 0 and d.org_id = v_org
+       order by d.org_id, d.project_id, d.lexeme, d.shard
+         for update of d;
+    end loop;
   end if;
   insert into memory_internal.episode_term_df as d (org_id, project_id, lexeme, shard, df)
   select x.org_id, x.project_id, x.lexeme, (pg_backend_pid() % 8)::smallint, x.delta
@@ -7571,15 +7578,17 @@ begin
    order by 1, 2, 3
   on conflict (org_id, project_id, lexeme, shard) do update set df = d.df + excluded.df;
   if exists (select from unnest(p_delta) d where d < 0) then
-    delete from memory_internal.episode_term_df d
-     using (select d2.org_id, d2.project_id, d2.lexeme
-              from memory_internal.episode_term_df d2
-              join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
-                on d2.org_id = x.org_id and d2.project_id = x.project_id and d2.lexeme = x.lexeme
-             where x.delta < 0
-             group by 1, 2, 3
-            having sum(d2.df) <= 0) z
-     where d.org_id = z.org_id and d.project_id = z.project_id and d.lexeme = z.lexeme;
+    for v_org in select distinct x from unnest(p_org) x order by 1 loop
+      delete from memory_internal.episode_term_df d
+       using (select d2.org_id, d2.project_id, d2.lexeme
+                from memory_internal.episode_term_df d2
+                join unnest(p_org, p_project, p_lexeme, p_delta) x(org_id, project_id, lexeme, delta)
+                  on d2.org_id = x.org_id and d2.project_id = x.project_id and d2.lexeme = x.lexeme
+               where x.delta < 0 and d2.org_id = v_org
+               group by 1, 2, 3
+              having sum(d2.df) <= 0) z
+       where d.org_id = v_org and d.project_id = z.project_id and d.lexeme = z.lexeme;
+    end loop;
   end if;
 end
 $$;
@@ -9494,23 +9503,33 @@ COMMENT ON FUNCTION memory_internal.detect_conflicts(p_org uuid, p_project uuid,
 --
 
 CREATE FUNCTION memory_internal.drop_name_tokens(p_org uuid[], p_project uuid[], p_entity uuid[], p_name text[]) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
-  delete from memory_internal.entity_name_tokens t
-   using (select distinct o.org_id, o.project_id, o.entity_id, w.token
-            from unnest(p_org, p_project, p_entity, p_name) o(org_id, project_id, entity_id, name)
-           cross join lateral unnest(string_to_array(o.name, ' ')) w(token)) d
-   where t.org_id = d.org_id and t.project_id = d.project_id and t.token = d.token
-     and t.entity_id = d.entity_id
-     and not exists (select from memory.entities n
-                      where n.org_id = d.org_id and n.entity_id = d.entity_id
-                        and n.project_id = d.project_id
-                        and d.token = any (string_to_array(n.normalized_name, ' ')))
-     and not exists (select from memory.entity_aliases a
-                      where a.org_id = d.org_id and a.entity_id = d.entity_id
-                        and a.project_id = d.project_id
-                        and d.token = any (string_to_array(a.normalized_alias, ' ')))
+declare
+  v_org uuid;
+begin
+  -- Per org of the rows (one, but for an operator's own SQL, which runs
+  -- without a scope), the org a value in each table's condition: on Citus,
+  -- where the triggers that call this run on the org's shard, it stays there.
+  for v_org in select distinct x from unnest(p_org) x loop
+    delete from memory_internal.entity_name_tokens t
+     using (select distinct o.org_id, o.project_id, o.entity_id, w.token
+              from unnest(p_org, p_project, p_entity, p_name) o(org_id, project_id, entity_id, name)
+             cross join lateral unnest(string_to_array(o.name, ' ')) w(token)
+             where o.org_id = v_org) d
+     where t.org_id = v_org and t.project_id = d.project_id and t.token = d.token
+       and t.entity_id = d.entity_id
+       and not exists (select from memory.entities n
+                        where n.org_id = v_org and n.entity_id = d.entity_id
+                          and n.project_id = d.project_id
+                          and d.token = any (string_to_array(n.normalized_name, ' ')))
+       and not exists (select from memory.entity_aliases a
+                        where a.org_id = v_org and a.entity_id = d.entity_id
+                          and a.project_id = d.project_id
+                          and d.token = any (string_to_array(a.normalized_alias, ' ')));
+  end loop;
+end
 $$;
 
 
@@ -14195,6 +14214,7 @@ CREATE FUNCTION memory_internal.tg_episodes__terms() RETURNS trigger
     AS $$
 declare
   r record;
+  v_org uuid;
 begin
   if tg_op = 'INSERT' then
     -- Impact uses the project's mean length with these episodes counted
@@ -14239,10 +14259,14 @@ begin
     -- The postings, by their key from the deleted rows' content_tsv (no
     -- foreign key cascades to them:
     -- docs/decisions/007-plans-made-without-statistics.md).
-    delete from memory_internal.episode_terms t
-     using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
-     where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.episode_id = o.episode_id;
+    -- Per org of the rows (one, but for an operator's own SQL, which runs
+    -- without a scope), the org a value: on Citus the delete stays on its shard.
+    for v_org in select distinct x.org_id from old_rows x loop
+      delete from memory_internal.episode_terms t
+       using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
+       where t.org_id = v_org and o.org_id = v_org and t.project_id = o.project_id
+         and t.lexeme = u.lexeme and t.episode_id = o.episode_id;
+    end loop;
     -- Pending deltas are folded first, so no row keeps a wiped word.  Wipe
     -- holds the project lock exclusive, so no ingest of the project holds
     -- the fold lock now.
@@ -14441,10 +14465,14 @@ CREATE FUNCTION memory_internal.tg_facts__embeddings() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
+declare
+  v_org uuid;
 begin
-  delete from memory.fact_embeddings e
-   using old_rows o
-   where e.org_id = o.org_id and e.fact_id = o.fact_id;
+  for v_org in select distinct x.org_id from old_rows x loop
+    delete from memory.fact_embeddings e
+     using old_rows o
+     where e.org_id = v_org and o.org_id = v_org and e.fact_id = o.fact_id;
+  end loop;
   return null;
 end
 $$;
@@ -14483,6 +14511,8 @@ CREATE FUNCTION memory_internal.tg_facts__terms() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
+declare
+  v_org uuid;
 begin
   if tg_op = 'INSERT' then
     -- Unsorted: every posting is a new key (its fact is new), and sorting
@@ -14493,10 +14523,14 @@ begin
       from new_rows n
      cross join lateral memory_internal.fact_term_postings(n.content_tsv) u;
   elsif tg_op = 'DELETE' then
-    delete from memory_internal.fact_terms t
-     using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
-     where t.org_id = o.org_id and t.project_id = o.project_id and t.lexeme = u.lexeme
-       and t.fact_id = o.fact_id;
+    -- Per org of the rows (one, but for an operator's own SQL, which runs
+    -- without a scope), the org a value: on Citus the delete stays on its shard.
+    for v_org in select distinct x.org_id from old_rows x loop
+      delete from memory_internal.fact_terms t
+       using old_rows o cross join lateral unnest(tsvector_to_array(o.content_tsv)) u(lexeme)
+       where t.org_id = v_org and o.org_id = v_org and t.project_id = o.project_id
+         and t.lexeme = u.lexeme and t.fact_id = o.fact_id;
+    end loop;
   else
     delete from memory_internal.fact_terms t
      where t.org_id = old.org_id and t.project_id = old.project_id and t.fact_id = old.fact_id
