@@ -603,20 +603,17 @@ def _row_functions_as_subqueries(body: str, names: frozenset[str]) -> str:
         for m in reversed(list(pattern.finditer(masked))):
             if _SUBQUERY_OPENING.search(masked[: m.start(1)]):
                 continue
-            depth, end = 0, m.end() - 1
-            for end in range(m.end() - 1, len(masked)):
-                depth += {"(": 1, ")": -1}.get(masked[end], 0)
-                if depth == 0:
-                    break
+            _, end = _call_arguments(masked, m.end() - 1)
             call = body[m.start(1) : end + 1]
             body = body[: m.start(1)] + f"(select * from {call})" + body[end + 1 :]
     return body
 
 
-def _call_arguments(masked: str, opening: int) -> list[tuple[int, int]]:
+def _call_arguments(masked: str, opening: int) -> tuple[list[tuple[int, int]], int]:
     """The (start, end) of each top-level argument of the call whose `(` is at
-    `opening`."""
-    spans, depth, start = [], 0, opening + 1
+    `opening` (none for `f()`), and where its `)` is."""
+    spans: list[tuple[int, int]] = []
+    depth, start = 0, opening + 1
     for i in range(opening, len(masked)):
         c = masked[i]
         if c == "(":
@@ -624,8 +621,9 @@ def _call_arguments(masked: str, opening: int) -> list[tuple[int, int]]:
         elif c == ")":
             depth -= 1
             if depth == 0:
-                spans.append((start, i))
-                return spans
+                if spans or masked[start:i].strip():
+                    spans.append((start, i))
+                return spans, i
         elif c == "," and depth == 1:
             spans.append((start, i))
             start = i + 1
@@ -640,7 +638,7 @@ def _table_rows_as_their_type(body: str, row_parameters: dict[str, dict[int, str
         masked = mask_code(body)
         calls = list(re.finditer(rf"\b{re.escape(name)}\s*\(", masked, re.I))
         for m in reversed(calls):
-            spans = _call_arguments(masked, m.end() - 1)
+            spans, _ = _call_arguments(masked, m.end() - 1)
             for position in sorted(positions, reverse=True):
                 if position >= len(spans):
                     continue
@@ -692,7 +690,7 @@ def _readers_inlined(body: str, readers: dict[str, tuple[list[str], str]]) -> st
         select = _aliases_renamed(select)
         inner = {m.group(1).lower() for m in _ALIASES.finditer(mask_code(select)) if m.group(1)}
         for m in reversed(list(pattern.finditer(masked))):
-            spans = _call_arguments(masked, m.end() - 1)
+            spans, end = _call_arguments(masked, m.end() - 1)
             if len(spans) != len(parameters):
                 raise FormError(f"{name} called with {len(spans)} argument(s)")
             arguments = [body[a:b].strip() for a, b in spans]
@@ -705,7 +703,6 @@ def _readers_inlined(body: str, readers: dict[str, tuple[list[str], str]]) -> st
                 for p in reversed(list(re.finditer(rf"\b{re.escape(parameter)}\b", text_masked))):
                     text = text[: p.start()] + f"({argument})" + text[p.end() :]
                 text_masked = mask_code(text)
-            end = spans[-1][1] if spans else m.end()
             body = body[: m.start(1)] + f"({text})" + body[end + 1 :]
     return body
 

@@ -1061,32 +1061,35 @@ create or replace function memory_internal.tg_conflict_events__webhooks() return
   set enable_sort = off
 as $$
 declare
+  v_org uuid;
   r record;
 begin
   -- Each event's conflict by its key (offset 0: a probe per event, whatever
-  -- the planner guesses of the transition table).
-  for r in select n.org_id, n.project_id, n.conflict_id, n.event_type, n.detail, c.subject_id,
-                  c.predicate, c.cause, c.resolution
-             from new_rows n
-             cross join lateral (
-               select x.subject_id, x.predicate, x.cause, x.resolution from memory.conflicts x
-                where x.org_id = n.org_id and x.conflict_id = n.conflict_id
-                  -- the org named: on Citus, so the statement stays on the shard
-                  and x.org_id = memory_internal.current_org()
-                order by x.org_id, x.conflict_id
-               offset 0) c
-            where n.event_type in ('opened', 'resolved')
-            order by n.event_id loop
-    perform memory_internal.enqueue_webhook_event(
-      r.org_id, r.project_id,
-      case r.event_type when 'opened' then 'conflict.detected' else 'conflict.resolved' end,
-      jsonb_build_object('conflict_id', r.conflict_id, 'subject_id', r.subject_id,
-                         'predicate', r.predicate, 'cause', r.cause, 'resolution', r.resolution)
-      || r.detail,
-      array(select jsonb_array_elements_text(coalesce(r.detail -> 'fact_ids', '[]')
-                                             || coalesce(r.detail -> 'closed', '[]')
-                                             || coalesce(r.detail -> 'retracted', '[]')
-                                             || coalesce(r.detail -> 'asserted', '[]'))::uuid));
+  -- the planner guesses of the transition table), per org of the rows (one,
+  -- but for an operator's own SQL, which runs without a scope), the org a
+  -- value: on Citus, where this runs on the org's shard, the read stays there.
+  for v_org in select distinct x.org_id from new_rows x order by 1 loop
+    for r in select n.org_id, n.project_id, n.conflict_id, n.event_type, n.detail, c.subject_id,
+                    c.predicate, c.cause, c.resolution
+               from new_rows n
+               cross join lateral (
+                 select x.subject_id, x.predicate, x.cause, x.resolution from memory.conflicts x
+                  where x.org_id = v_org and x.conflict_id = n.conflict_id
+                  order by x.org_id, x.conflict_id
+                 offset 0) c
+              where n.org_id = v_org and n.event_type in ('opened', 'resolved')
+              order by n.event_id loop
+      perform memory_internal.enqueue_webhook_event(
+        r.org_id, r.project_id,
+        case r.event_type when 'opened' then 'conflict.detected' else 'conflict.resolved' end,
+        jsonb_build_object('conflict_id', r.conflict_id, 'subject_id', r.subject_id,
+                           'predicate', r.predicate, 'cause', r.cause, 'resolution', r.resolution)
+        || r.detail,
+        array(select jsonb_array_elements_text(coalesce(r.detail -> 'fact_ids', '[]')
+                                               || coalesce(r.detail -> 'closed', '[]')
+                                               || coalesce(r.detail -> 'retracted', '[]')
+                                               || coalesce(r.detail -> 'asserted', '[]'))::uuid));
+    end loop;
   end loop;
   return null;
 end

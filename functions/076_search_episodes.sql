@@ -636,7 +636,8 @@ create or replace function memory_internal.search_episode_fulltext(
        cross join lateral (
          select count(*) as n
            from (select from memory_internal.episode_terms t
-                  where t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = p.lexeme
+                  where t.org_id = memory_internal.current_org()
+                     and t.project_id = p_project and t.lexeme = p.lexeme
                   limit q.c_budget + 1) z) k
     ), matched as materialized (
       -- The candidates.  Uncut (no picked word past the budget): every
@@ -655,13 +656,16 @@ create or replace function memory_internal.search_episode_fulltext(
          select t.episode_id
            from memory_internal.episode_terms t
           where not b.bound
-            and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = p.lexeme
+            and t.org_id = memory_internal.current_org()
+            and t.project_id = p_project and t.lexeme = p.lexeme
          union all
          (select e.episode_id
             from memory_internal.episode_terms t
-            join memory.episodes e on e.org_id = memory_internal.current_org() and e.episode_id = t.episode_id
+            join memory.episodes e on e.org_id = memory_internal.current_org()
+               and e.episode_id = t.episode_id
            where b.bound
-             and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = p.lexeme
+             and t.org_id = memory_internal.current_org()
+             and t.project_id = p_project and t.lexeme = p.lexeme
              and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
            order by t.impact desc, t.episode_id
            limit q.c_budget)) c
@@ -673,7 +677,8 @@ create or replace function memory_internal.search_episode_fulltext(
              coalesce(case when s.docs > 0 and s.tokens > 0 then s.tokens::float8 / s.docs end,
                       (select avg(greatest(e.token_count, 1))::float8
                          from matched m cross join q
-                         join memory.episodes e on e.org_id = memory_internal.current_org() and e.episode_id = m.episode_id
+                         join memory.episodes e on e.org_id = memory_internal.current_org()
+                            and e.episode_id = m.episode_id
                         where memory_internal.episode_visible(e.occurred_at, e.created_at,
                                                               p_at, p_known_at)), 1) as avgdl
         from stats s
@@ -701,12 +706,14 @@ create or replace function memory_internal.search_episode_fulltext(
          select t.episode_id, t.lexeme, t.tf, t.dl
            from memory_internal.episode_terms t
           where w.whole
-            and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = w.lexeme
+            and t.org_id = memory_internal.current_org()
+            and t.project_id = p_project and t.lexeme = w.lexeme
          union all
          select t.episode_id, t.lexeme, t.tf, t.dl
            from memory_internal.episode_terms t
           where not w.whole
-            and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = w.lexeme
+            and t.org_id = memory_internal.current_org()
+            and t.project_id = p_project and t.lexeme = w.lexeme
             and t.episode_id = any (array(select m.episode_id from matched m))) t
     ), scored as (
       -- Summed in the words' byte order (content_tsv's order), one fixed

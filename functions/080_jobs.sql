@@ -52,28 +52,37 @@ end
 $$;
 
 -- A renamed entity or a new summary changes the embedded text: embed it
--- again, unless a queued job already will.  The queued jobs' entities are
--- read first (few: queued jobs are soon claimed), not probed per row: on
--- Citus, where this runs on the org's shard, a subquery correlated with the
--- statement's rows is refused.
+-- again, unless a queued job already will.  Per org of the changed rows (one,
+-- but for an operator's own SQL, which runs without a scope), the org a value;
+-- its queued jobs' entities are read first (few: queued jobs are soon
+-- claimed), not probed per row: on Citus, where this runs on the org's shard,
+-- a subquery correlated with the statement's rows is refused.
 create or replace function memory_internal.tg_entities__reembed() returns trigger
   language plpgsql
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 declare
-  v_queued text[] := array(
-    select i.id from memory.jobs j cross join lateral jsonb_array_elements_text(j.payload -> 'ids') i(id)
-     where j.org_id = memory_internal.current_org() and j.kind = 'embed' and j.status = 'queued'
-       and j.payload ->> 'kind' = 'entity');
+  v_org uuid;
+  v_queued text[];
 begin
-  insert into memory.jobs (org_id, project_id, kind, payload)
-  select n.org_id, n.project_id, 'embed',
-         jsonb_build_object('kind', 'entity', 'ids', jsonb_agg(n.entity_id))
-    from new_rows n
-    join old_rows o on o.org_id = n.org_id and o.entity_id = n.entity_id
-   where (n.name, n.summary) is distinct from (o.name, o.summary)
-     and not n.entity_id::text = any (v_queued)
-   group by n.org_id, n.project_id;
+  for v_org in select distinct n.org_id
+                 from new_rows n
+                 join old_rows o on o.org_id = n.org_id and o.entity_id = n.entity_id
+                where (n.name, n.summary) is distinct from (o.name, o.summary) loop
+    v_queued := array(
+      select i.id
+        from memory.jobs j cross join lateral jsonb_array_elements_text(j.payload -> 'ids') i(id)
+       where j.org_id = v_org and j.kind = 'embed' and j.status = 'queued'
+         and j.payload ->> 'kind' = 'entity');
+    insert into memory.jobs (org_id, project_id, kind, payload)
+    select n.org_id, n.project_id, 'embed',
+           jsonb_build_object('kind', 'entity', 'ids', jsonb_agg(n.entity_id))
+      from new_rows n
+      join old_rows o on o.org_id = n.org_id and o.entity_id = n.entity_id
+     where n.org_id = v_org and (n.name, n.summary) is distinct from (o.name, o.summary)
+       and not n.entity_id::text = any (v_queued)
+     group by n.org_id, n.project_id;
+  end loop;
   return null;
 end
 $$;

@@ -13165,7 +13165,8 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
        cross join lateral (
          select count(*) as n
            from (select from memory_internal.episode_terms t
-                  where t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = p.lexeme
+                  where t.org_id = memory_internal.current_org()
+                     and t.project_id = p_project and t.lexeme = p.lexeme
                   limit q.c_budget + 1) z) k
     ), matched as materialized (
       -- The candidates.  Uncut (no picked word past the budget): every
@@ -13184,13 +13185,16 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
          select t.episode_id
            from memory_internal.episode_terms t
           where not b.bound
-            and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = p.lexeme
+            and t.org_id = memory_internal.current_org()
+            and t.project_id = p_project and t.lexeme = p.lexeme
          union all
          (select e.episode_id
             from memory_internal.episode_terms t
-            join memory.episodes e on e.org_id = memory_internal.current_org() and e.episode_id = t.episode_id
+            join memory.episodes e on e.org_id = memory_internal.current_org()
+               and e.episode_id = t.episode_id
            where b.bound
-             and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = p.lexeme
+             and t.org_id = memory_internal.current_org()
+             and t.project_id = p_project and t.lexeme = p.lexeme
              and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
            order by t.impact desc, t.episode_id
            limit q.c_budget)) c
@@ -13202,7 +13206,8 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
              coalesce(case when s.docs > 0 and s.tokens > 0 then s.tokens::float8 / s.docs end,
                       (select avg(greatest(e.token_count, 1))::float8
                          from matched m cross join q
-                         join memory.episodes e on e.org_id = memory_internal.current_org() and e.episode_id = m.episode_id
+                         join memory.episodes e on e.org_id = memory_internal.current_org()
+                            and e.episode_id = m.episode_id
                         where memory_internal.episode_visible(e.occurred_at, e.created_at,
                                                               p_at, p_known_at)), 1) as avgdl
         from stats s
@@ -13230,12 +13235,14 @@ CREATE FUNCTION memory_internal.search_episode_fulltext(p_project uuid, p_query 
          select t.episode_id, t.lexeme, t.tf, t.dl
            from memory_internal.episode_terms t
           where w.whole
-            and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = w.lexeme
+            and t.org_id = memory_internal.current_org()
+            and t.project_id = p_project and t.lexeme = w.lexeme
          union all
          select t.episode_id, t.lexeme, t.tf, t.dl
            from memory_internal.episode_terms t
           where not w.whole
-            and t.org_id = memory_internal.current_org() and t.project_id = p_project and t.lexeme = w.lexeme
+            and t.org_id = memory_internal.current_org()
+            and t.project_id = p_project and t.lexeme = w.lexeme
             and t.episode_id = any (array(select m.episode_id from matched m))) t
     ), scored as (
       -- Summed in the words' byte order (content_tsv's order), one fixed
@@ -14028,32 +14035,35 @@ CREATE FUNCTION memory_internal.tg_conflict_events__webhooks() RETURNS trigger
     SET enable_sort TO 'off'
     AS $$
 declare
+  v_org uuid;
   r record;
 begin
   -- Each event's conflict by its key (offset 0: a probe per event, whatever
-  -- the planner guesses of the transition table).
-  for r in select n.org_id, n.project_id, n.conflict_id, n.event_type, n.detail, c.subject_id,
-                  c.predicate, c.cause, c.resolution
-             from new_rows n
-             cross join lateral (
-               select x.subject_id, x.predicate, x.cause, x.resolution from memory.conflicts x
-                where x.org_id = n.org_id and x.conflict_id = n.conflict_id
-                  -- the org named: on Citus, so the statement stays on the shard
-                  and x.org_id = memory_internal.current_org()
-                order by x.org_id, x.conflict_id
-               offset 0) c
-            where n.event_type in ('opened', 'resolved')
-            order by n.event_id loop
-    perform memory_internal.enqueue_webhook_event(
-      r.org_id, r.project_id,
-      case r.event_type when 'opened' then 'conflict.detected' else 'conflict.resolved' end,
-      jsonb_build_object('conflict_id', r.conflict_id, 'subject_id', r.subject_id,
-                         'predicate', r.predicate, 'cause', r.cause, 'resolution', r.resolution)
-      || r.detail,
-      array(select jsonb_array_elements_text(coalesce(r.detail -> 'fact_ids', '[]')
-                                             || coalesce(r.detail -> 'closed', '[]')
-                                             || coalesce(r.detail -> 'retracted', '[]')
-                                             || coalesce(r.detail -> 'asserted', '[]'))::uuid));
+  -- the planner guesses of the transition table), per org of the rows (one,
+  -- but for an operator's own SQL, which runs without a scope), the org a
+  -- value: on Citus, where this runs on the org's shard, the read stays there.
+  for v_org in select distinct x.org_id from new_rows x order by 1 loop
+    for r in select n.org_id, n.project_id, n.conflict_id, n.event_type, n.detail, c.subject_id,
+                    c.predicate, c.cause, c.resolution
+               from new_rows n
+               cross join lateral (
+                 select x.subject_id, x.predicate, x.cause, x.resolution from memory.conflicts x
+                  where x.org_id = v_org and x.conflict_id = n.conflict_id
+                  order by x.org_id, x.conflict_id
+                 offset 0) c
+              where n.org_id = v_org and n.event_type in ('opened', 'resolved')
+              order by n.event_id loop
+      perform memory_internal.enqueue_webhook_event(
+        r.org_id, r.project_id,
+        case r.event_type when 'opened' then 'conflict.detected' else 'conflict.resolved' end,
+        jsonb_build_object('conflict_id', r.conflict_id, 'subject_id', r.subject_id,
+                           'predicate', r.predicate, 'cause', r.cause, 'resolution', r.resolution)
+        || r.detail,
+        array(select jsonb_array_elements_text(coalesce(r.detail -> 'fact_ids', '[]')
+                                               || coalesce(r.detail -> 'closed', '[]')
+                                               || coalesce(r.detail -> 'retracted', '[]')
+                                               || coalesce(r.detail -> 'asserted', '[]'))::uuid));
+    end loop;
   end loop;
   return null;
 end
@@ -14129,19 +14139,27 @@ CREATE FUNCTION memory_internal.tg_entities__reembed() RETURNS trigger
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
 declare
-  v_queued text[] := array(
-    select i.id from memory.jobs j cross join lateral jsonb_array_elements_text(j.payload -> 'ids') i(id)
-     where j.org_id = memory_internal.current_org() and j.kind = 'embed' and j.status = 'queued'
-       and j.payload ->> 'kind' = 'entity');
+  v_org uuid;
+  v_queued text[];
 begin
-  insert into memory.jobs (org_id, project_id, kind, payload)
-  select n.org_id, n.project_id, 'embed',
-         jsonb_build_object('kind', 'entity', 'ids', jsonb_agg(n.entity_id))
-    from new_rows n
-    join old_rows o on o.org_id = n.org_id and o.entity_id = n.entity_id
-   where (n.name, n.summary) is distinct from (o.name, o.summary)
-     and not n.entity_id::text = any (v_queued)
-   group by n.org_id, n.project_id;
+  for v_org in select distinct n.org_id
+                 from new_rows n
+                 join old_rows o on o.org_id = n.org_id and o.entity_id = n.entity_id
+                where (n.name, n.summary) is distinct from (o.name, o.summary) loop
+    v_queued := array(
+      select i.id
+        from memory.jobs j cross join lateral jsonb_array_elements_text(j.payload -> 'ids') i(id)
+       where j.org_id = v_org and j.kind = 'embed' and j.status = 'queued'
+         and j.payload ->> 'kind' = 'entity');
+    insert into memory.jobs (org_id, project_id, kind, payload)
+    select n.org_id, n.project_id, 'embed',
+           jsonb_build_object('kind', 'entity', 'ids', jsonb_agg(n.entity_id))
+      from new_rows n
+      join old_rows o on o.org_id = n.org_id and o.entity_id = n.entity_id
+     where n.org_id = v_org and (n.name, n.summary) is distinct from (o.name, o.summary)
+       and not n.entity_id::text = any (v_queued)
+     group by n.org_id, n.project_id;
+  end loop;
   return null;
 end
 $$;
