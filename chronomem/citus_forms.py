@@ -442,9 +442,14 @@ def _clock_read_first(statement: str) -> tuple[str, bool]:
         if not (w := _WORD_BEFORE.search(masked[: m.start()]))
         or w.group(1).lower() not in ("for", "key")
     ]
-    if not calls or not updates:
+    if not updates:
         return statement, False
     start = _statement_start(masked, _depths(masked), updates[0])
+    # The UPDATE's own calls: a block's head before it (FOREACH ... LOOP) reads the
+    # clock as it is.
+    calls = [m for m in calls if m.start() >= start]
+    if not calls:
+        return statement, False
     for m in reversed(calls):
         statement = statement[: m.start()] + "citus_now" + statement[m.end() :]
     statement = (

@@ -180,12 +180,12 @@ create or replace function memory_internal.webhook_claim_lock_key(p_org uuid) re
   language sql immutable parallel safe
   as $$ select hashtextextended('chronomem deliver_webhook claim ' || p_org::text, 0) $$;
 
--- Lease one deliver_webhook job (already locked FOR UPDATE by the caller's
--- scan) unless its org or endpoint is at its cap.  The count and the claim
--- happen under the org's advisory lock, held to the claim's commit, so two
--- claimers cannot both take the last place (each statement of the caller,
--- a READ COMMITTED plpgsql function, sees what committed before the lock
--- was granted).  p_held: the orgs whose lock this claim holds; it waits for
+-- Lease one deliver_webhook job (a candidate the caller read without a lock)
+-- unless its org or endpoint is at its cap, or it is no longer ready, or
+-- another claim holds its row.  The count and the claim happen under the
+-- org's advisory lock, held to the claim's commit, so two claimers cannot
+-- both take the last place (each statement, READ COMMITTED, sees what
+-- committed before the lock was granted).  p_held: the orgs whose lock this claim holds; it waits for
 -- a lock only while it holds none (so no two claims can wait for each
 -- other), otherwise an org whose lock is taken is skipped like a locked row.
 create or replace function memory_internal.claim_delivery(
@@ -214,15 +214,24 @@ begin
   if v_org_n >= p_org_cap or v_endpoint_n >= p_endpoint_cap then
     return;  -- it stays queued (or expired) for a later claim
   end if;
+  -- Ready as memory_worker.claim_jobs reads its candidates: queued and due,
+  -- or running with an expired lease and attempts left.
   update memory.jobs j
      set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
          locked_until = clock_timestamp() + p_lease
-   where j.org_id = p_org and j.job_id = p_job
+   where j.org_id = p_org
+     and j.job_id in (
+           select c.job_id from memory.jobs c
+            where c.org_id = p_org and c.job_id = p_job and c.kind = 'deliver_webhook'
+              and (c.status = 'queued' and c.run_at <= clock_timestamp()
+                   or c.status = 'running' and c.locked_until < clock_timestamp()
+                      and c.attempts < c.max_attempts)
+              for update skip locked)
   returning j.* into claimed;
 end
 $$;
 comment on function memory_internal.claim_delivery(text, interval, uuid, bigint, text, integer, integer, uuid[]) is
-  'For memory_worker.claim_jobs: lease one deliver_webhook job unless its org or endpoint already has its cap of deliveries in flight, counted and claimed under the org''s advisory lock.';
+  'For memory_worker.claim_jobs: lease one deliver_webhook job, if it is still ready and no other claim holds it (SKIP LOCKED), unless its org or endpoint already has its cap of deliveries in flight, counted and claimed under the org''s advisory lock.';
 
 -- The worker completes, fails and parks jobs unscoped or under the job's org
 -- scope; a transaction scoped to another org (a tenant's request) must not

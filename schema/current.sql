@@ -8521,10 +8521,19 @@ begin
   if v_org_n >= p_org_cap or v_endpoint_n >= p_endpoint_cap then
     return;  -- it stays queued (or expired) for a later claim
   end if;
+  -- Ready as memory_worker.claim_jobs reads its candidates: queued and due,
+  -- or running with an expired lease and attempts left.
   update memory.jobs j
      set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
          locked_until = clock_timestamp() + p_lease
-   where j.org_id = p_org and j.job_id = p_job
+   where j.org_id = p_org
+     and j.job_id in (
+           select c.job_id from memory.jobs c
+            where c.org_id = p_org and c.job_id = p_job and c.kind = 'deliver_webhook'
+              and (c.status = 'queued' and c.run_at <= clock_timestamp()
+                   or c.status = 'running' and c.locked_until < clock_timestamp()
+                      and c.attempts < c.max_attempts)
+              for update skip locked)
   returning j.* into claimed;
 end
 $$;
@@ -8534,7 +8543,7 @@ $$;
 -- Name: FUNCTION claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs) IS 'For memory_worker.claim_jobs: lease one deliver_webhook job unless its org or endpoint already has its cap of deliveries in flight, counted and claimed under the org''s advisory lock.';
+COMMENT ON FUNCTION memory_internal.claim_delivery(p_worker text, p_lease interval, p_org uuid, p_job bigint, p_endpoint text, p_org_cap integer, p_endpoint_cap integer, INOUT p_held uuid[], OUT claimed memory.jobs) IS 'For memory_worker.claim_jobs: lease one deliver_webhook job, if it is still ready and no other claim holds it (SKIP LOCKED), unless its org or endpoint already has its cap of deliveries in flight, counted and claimed under the org''s advisory lock.';
 
 
 --
@@ -11824,6 +11833,55 @@ CREATE FUNCTION memory_internal.read_instants(p_at timestamp with time zone, p_k
 --
 
 COMMENT ON FUNCTION memory_internal.read_instants(p_at timestamp with time zone, p_known_at timestamp with time zone) IS 'The instants a read asks about: p_at, else now(); p_known_at, else this transaction''s record-time instant (its own writes included). NULL and omitted mean the same for every read.';
+
+
+--
+-- Name: ready_jobs(text[], boolean, timestamp with time zone, bigint, integer, uuid[], uuid[], text[]); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.ready_jobs(p_kinds text[], p_expired boolean, p_after_at timestamp with time zone, p_after_job bigint, p_limit integer, p_paused uuid[] DEFAULT '{}'::uuid[], p_skip_orgs uuid[] DEFAULT '{}'::uuid[], p_skip_endpoints text[] DEFAULT '{}'::text[]) RETURNS TABLE(org_id uuid, job_id bigint, endpoint_id text, ready_at timestamp with time zone)
+    LANGUAGE plpgsql
+    SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+declare
+  v_model_kinds constant text[] := memory_internal.model_job_kinds();
+begin
+  if p_expired then
+    return query
+    select x.org_id, x.job_id, x.payload ->> 'endpoint_id', x.locked_until
+      from memory.jobs x
+     where x.status = 'running' and x.locked_until < clock_timestamp()
+       and x.attempts < x.max_attempts and x.kind = any (p_kinds)
+       and (p_after_job is null or (x.locked_until, x.job_id) > (p_after_at, p_after_job))
+       and (cardinality(p_paused) = 0 or not x.kind = any (v_model_kinds)
+            or x.project_id is null or not x.project_id = any (p_paused))
+       and not x.org_id = any (p_skip_orgs)
+       and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (p_skip_endpoints)
+     order by x.locked_until, x.job_id
+     limit p_limit;
+  else
+    return query
+    select x.org_id, x.job_id, x.payload ->> 'endpoint_id', x.run_at
+      from memory.jobs x
+     where x.status = 'queued' and x.run_at <= clock_timestamp() and x.kind = any (p_kinds)
+       and (p_after_job is null or (x.run_at, x.job_id) > (p_after_at, p_after_job))
+       and (cardinality(p_paused) = 0 or not x.kind = any (v_model_kinds)
+            or x.project_id is null or not x.project_id = any (p_paused))
+       and not x.org_id = any (p_skip_orgs)
+       and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (p_skip_endpoints)
+     order by x.run_at, x.job_id
+     limit p_limit;
+  end if;
+end
+$$;
+
+
+--
+-- Name: FUNCTION ready_jobs(p_kinds text[], p_expired boolean, p_after_at timestamp with time zone, p_after_job bigint, p_limit integer, p_paused uuid[], p_skip_orgs uuid[], p_skip_endpoints text[]); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.ready_jobs(p_kinds text[], p_expired boolean, p_after_at timestamp with time zone, p_after_job bigint, p_limit integer, p_paused uuid[], p_skip_orgs uuid[], p_skip_endpoints text[]) IS 'For memory_worker.claim_jobs: up to p_limit ready jobs of these kinds after (p_after_at, p_after_job) in the queue''s order, read without a lock: expired leases with attempts left (p_expired, by locked_until) or due queued jobs (by run_at, job_id); without the model jobs of paused projects and the deliveries of the orgs and endpoints given.';
 
 
 --
@@ -15635,11 +15693,22 @@ declare
   v_full_orgs uuid[];
   v_full_endpoints text[];
   v_held uuid[] := '{}';
-  v_cand record;
   v_try record;
   v_job memory.jobs;
   v_paused uuid[] := '{}';
-  v_model_kinds constant text[] := memory_internal.model_job_kinds();
+  v_expired boolean;
+  v_window integer;
+  v_org uuid;
+  v_org_jobs bigint[];
+  v_pos integer;
+  v_end integer;
+  -- One window of candidates, in the queue's order.
+  v_orgs uuid[];
+  v_jobs bigint[];
+  v_endpoints text[];
+  v_ready_at timestamptz[];
+  v_after_at timestamptz;
+  v_after_job bigint;
 begin
   if p_worker is null or p_worker = '' then
     raise exception 'worker name must not be empty' using errcode = 'invalid_parameter_value';
@@ -15648,15 +15717,23 @@ begin
     raise exception 'limit must be between 1 and 1000' using errcode = 'invalid_parameter_value';
   end if;
   -- A job whose worker died on its last attempt is dead, not running forever.
-  update memory.jobs j
-     set status = 'dead', locked_by = null, locked_until = null, finished_at = clock_timestamp(),
-         last_error = format('lease expired on attempt %s of %s (worker %s)',
-                             j.attempts, j.max_attempts, j.locked_by)
-   where (j.org_id, j.job_id) in (
-           select c.org_id, c.job_id from memory.jobs c
-            where c.status = 'running' and c.locked_until < clock_timestamp()
-              and c.attempts >= c.max_attempts
-              for update skip locked);
+  -- The running rows are few (one per lane at most): jobs_lease_idx.
+  foreach v_org in array array(
+      select distinct c.org_id from memory.jobs c
+       where c.status = 'running' and c.locked_until < clock_timestamp()
+         and c.attempts >= c.max_attempts)
+  loop
+    update memory.jobs j
+       set status = 'dead', locked_by = null, locked_until = null, finished_at = clock_timestamp(),
+           last_error = format('lease expired on attempt %s of %s (worker %s)',
+                               j.attempts, j.max_attempts, j.locked_by)
+     where j.org_id = v_org
+       and j.job_id in (
+             select c.job_id from memory.jobs c
+              where c.org_id = v_org and c.status = 'running'
+                and c.locked_until < clock_timestamp() and c.attempts >= c.max_attempts
+                for update skip locked);
+  end loop;
   -- Deliveries first: a lane that takes them (workers/runner.py keeps one
   -- lane apart from them) runs them before other kinds, within the caps.
   if 'deliver_webhook' = any (p_kinds) then
@@ -15664,7 +15741,6 @@ begin
     v_endpoint_cap := memory_internal.webhook_in_flight_cap('endpoint');
     -- Orgs and endpoints at their cap now (read without a lock; each claim
     -- counts again under the org's lock): their deliveries are not candidates.
-    -- The running rows are few (one per lane at most): jobs_lease_idx.
     select coalesce(array_agg(distinct r.org_id) filter (where r.org_n >= v_org_cap), '{}'),
            coalesce(array_agg(r.org_id::text || ' ' || r.endpoint_id)
                       filter (where r.endpoint_n >= v_endpoint_cap), '{}')
@@ -15675,92 +15751,98 @@ begin
               from memory.jobs x
              where x.status = 'running' and x.locked_until >= clock_timestamp()
                and x.kind = 'deliver_webhook') r;
-    -- Expired leases first, then ready deliveries, each in its index's order.
-    for v_cand in
-      select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
-       where x.status = 'running' and x.locked_until < clock_timestamp()
-         and x.attempts < x.max_attempts and x.kind = 'deliver_webhook'
-         and not x.org_id = any (v_full_orgs)
-         and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
-       order by x.locked_until
-         for update skip locked
-    loop
-      v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
-                                              v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
-      v_held := v_try.p_held;
-      v_job := v_try.claimed;
-      if v_job.job_id is not null then
-        return next v_job;
-        v_claimed := v_claimed + 1;
-        exit when v_claimed >= p_limit;
-      end if;
-    end loop;
-    if v_claimed < p_limit then
-      for v_cand in
-        select x.org_id, x.job_id, x.payload ->> 'endpoint_id' as endpoint_id from memory.jobs x
-         where x.status = 'queued' and x.run_at <= clock_timestamp() and x.kind = 'deliver_webhook'
-           and not x.org_id = any (v_full_orgs)
-           and not (x.org_id::text || ' ' || (x.payload ->> 'endpoint_id')) = any (v_full_endpoints)
-         order by x.run_at, x.job_id
-           for update skip locked
-      loop
-        v_try := memory_internal.claim_delivery(p_worker, p_lease, v_cand.org_id, v_cand.job_id,
-                                                v_cand.endpoint_id, v_org_cap, v_endpoint_cap, v_held);
-        v_held := v_try.p_held;
-        v_job := v_try.claimed;
-        if v_job.job_id is not null then
-          return next v_job;
-          v_claimed := v_claimed + 1;
-          exit when v_claimed >= p_limit;
-        end if;
+    -- Expired leases first, then ready deliveries, one candidate at a time.
+    foreach v_expired in array array[true, false] loop
+      v_after_job := null;
+      while v_claimed < p_limit loop
+        v_window := least(1000, 2 * (p_limit - v_claimed) + 8);
+        select array_agg(r.org_id order by r.ready_at, r.job_id),
+               array_agg(r.job_id order by r.ready_at, r.job_id),
+               array_agg(r.endpoint_id order by r.ready_at, r.job_id),
+               array_agg(r.ready_at order by r.ready_at, r.job_id)
+          into v_orgs, v_jobs, v_endpoints, v_ready_at
+          from memory_internal.ready_jobs(array['deliver_webhook'], v_expired, v_after_at,
+                                          v_after_job, v_window, '{}', v_full_orgs,
+                                          v_full_endpoints) r;
+        exit when v_jobs is null;
+        for i in 1 .. cardinality(v_jobs) loop
+          v_try := memory_internal.claim_delivery(p_worker, p_lease, v_orgs[i], v_jobs[i],
+                                                  v_endpoints[i], v_org_cap, v_endpoint_cap, v_held);
+          v_held := v_try.p_held;
+          v_job := v_try.claimed;
+          if v_job.job_id is not null then
+            return next v_job;
+            v_claimed := v_claimed + 1;
+            exit when v_claimed >= p_limit;
+          end if;
+        end loop;
+        exit when cardinality(v_jobs) < v_window;
+        v_after_at := v_ready_at[cardinality(v_jobs)];
+        v_after_job := v_jobs[cardinality(v_jobs)];
       end loop;
-    end if;
+    end loop;
   end if;
   if cardinality(v_kinds) > 0 and v_claimed < p_limit then
     -- Projects whose model budget is reached: their model jobs stay where
     -- they are until the period rolls or the budget is raised
-    -- (functions/083_model_usage.sql).  None paused (the plan is custom):
-    -- the condition folds away and the claims below plan as without it.
-    if v_kinds && v_model_kinds then
+    -- (functions/083_model_usage.sql).
+    if v_kinds && memory_internal.model_job_kinds() then
       v_paused := memory_internal.budget_paused_projects();
     end if;
-    -- Expired leases first, then ready jobs: two statements, so each walks its
-    -- own partial index in order (one OR-ed condition made the planner sort
-    -- every ready row of a long queue).
-    return query
-    update memory.jobs j
-       set attempts = j.attempts + 1, locked_by = p_worker,
-           locked_until = clock_timestamp() + p_lease
-     where (j.org_id, j.job_id) in (
-             select c.org_id, c.job_id from memory.jobs c
-              where c.status = 'running' and c.locked_until < clock_timestamp()
-                and c.attempts < c.max_attempts and c.kind = any (v_kinds)
-                and (cardinality(v_paused) = 0 or not c.kind = any (v_model_kinds) or c.project_id is null
-                     or not c.project_id = any (v_paused))
-              order by c.locked_until
-              limit p_limit - v_claimed
-                for update skip locked)
-    returning j.*;
-    get diagnostics v_n = row_count;
-    v_claimed := v_claimed + v_n;
-    if v_claimed < p_limit then
-      return query
-      update memory.jobs j
-         set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
-             locked_until = clock_timestamp() + p_lease
-       where (j.org_id, j.job_id) in (
-               select c.org_id, c.job_id from memory.jobs c
-                where c.status = 'queued' and c.run_at <= clock_timestamp()
-                  and c.kind = any (v_kinds)
-                  and (cardinality(v_paused) = 0 or not c.kind = any (v_model_kinds) or c.project_id is null
-                       or not c.project_id = any (v_paused))
-                order by c.run_at, c.job_id
-                limit p_limit - v_claimed
-                  for update skip locked)
-      returning j.*;
-      get diagnostics v_n = row_count;
-      v_claimed := v_claimed + v_n;
-    end if;
+    -- Expired leases first, then ready jobs.
+    foreach v_expired in array array[true, false] loop
+      v_after_job := null;
+      while v_claimed < p_limit loop
+        v_window := least(1000, 2 * (p_limit - v_claimed) + 8);
+        select array_agg(r.org_id order by r.ready_at, r.job_id),
+               array_agg(r.job_id order by r.ready_at, r.job_id),
+               array_agg(r.ready_at order by r.ready_at, r.job_id)
+          into v_orgs, v_jobs, v_ready_at
+          from memory_internal.ready_jobs(v_kinds, v_expired, v_after_at, v_after_job,
+                                          v_window, v_paused) r;
+        exit when v_jobs is null;
+        -- The window's candidates in chunks of as many as are still wanted,
+        -- each chunk claimed org by org (the orgs in the order of their
+        -- first candidate): what is claimed is the oldest of the queue,
+        -- whichever orgs it is of.  A candidate another claim took is made
+        -- up for by the next chunk.
+        v_pos := 1;
+        while v_claimed < p_limit and v_pos <= cardinality(v_jobs) loop
+          v_end := least(cardinality(v_jobs), v_pos + (p_limit - v_claimed) - 1);
+          foreach v_org in array array(
+              select u.o from unnest(v_orgs[v_pos:v_end]) with ordinality u(o, n)
+               group by u.o order by min(u.n))
+          loop
+            v_org_jobs := array(select u.j from unnest(v_orgs[v_pos:v_end], v_jobs[v_pos:v_end]) u(o, j)
+                                 where u.o = v_org);
+            -- Ready as memory_internal.ready_jobs reads it, checked again
+            -- under the row's lock: a job another claim took meanwhile is
+            -- left out.  (A CTE, locked once: as an IN subquery beside the
+            -- org's index scan, a LIMIT could be run again per row.)
+            return query
+            with locked as materialized (
+              select c.job_id from memory.jobs c
+               where c.org_id = v_org and c.job_id = any (v_org_jobs)
+                 and (c.status = 'queued' and c.run_at <= clock_timestamp()
+                      or c.status = 'running' and c.locked_until < clock_timestamp()
+                         and c.attempts < c.max_attempts)
+                 for update skip locked)
+            update memory.jobs j
+               set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
+                   locked_until = clock_timestamp() + p_lease
+              from locked l
+             where j.org_id = v_org and j.job_id = l.job_id
+            returning j.*;
+            get diagnostics v_n = row_count;
+            v_claimed := v_claimed + v_n;
+          end loop;
+          v_pos := v_end + 1;
+        end loop;
+        exit when cardinality(v_jobs) < v_window;
+        v_after_at := v_ready_at[cardinality(v_jobs)];
+        v_after_job := v_jobs[cardinality(v_jobs)];
+      end loop;
+    end loop;
   end if;
 end
 $$;
@@ -15770,7 +15852,7 @@ $$;
 -- Name: FUNCTION claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval); Type: COMMENT; Schema: memory_worker; Owner: -
 --
 
-COMMENT ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker (FOR UPDATE SKIP LOCKED: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued. A project whose model budget is reached (memory.model_budget: paused) gets none of its model jobs (memory_internal.model_job_kinds: enrich, summarize_communities) leased until the period rolls or the budget is raised; they stay queued.';
+COMMENT ON FUNCTION memory_worker.claim_jobs(p_worker text, p_kinds text[], p_limit integer, p_lease interval) IS 'Lease up to p_limit ready jobs of the given kinds to a worker, oldest first (FOR UPDATE SKIP LOCKED, org by org: concurrent workers never get the same job). A running job whose lease expired is ready again. A deliver_webhook job is leased only while its org and its endpoint have fewer deliveries in flight than their caps (the session''s chronomem.webhook_max_in_flight_per_org / _per_endpoint, default 4 and 2), counted under a per-org lock; the others stay queued. A project whose model budget is reached (memory.model_budget: paused) gets none of its model jobs (memory_internal.model_job_kinds: enrich, summarize_communities) leased until the period rolls or the budget is raised; they stay queued.';
 
 
 --
@@ -15899,23 +15981,38 @@ COMMENT ON FUNCTION memory_worker.embedding_inputs(p_project uuid, p_kind text, 
 --
 
 CREATE FUNCTION memory_worker.enqueue_due_jobs() RETURNS integer
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
+declare
+  v_org uuid;
+  v_kinds text[];
+  v_queued integer := 0;
+begin
+  foreach v_org in array array(
+      select distinct s.org_id from memory.job_schedules s where s.next_run_at <= clock_timestamp())
+  loop
     with due as (
-      select s.org_id, s.kind from memory.job_schedules s
-       where s.next_run_at <= clock_timestamp()
+      select s.kind from memory.job_schedules s
+       where s.org_id = v_org and s.next_run_at <= clock_timestamp()
          for update skip locked
     ), advanced as (
-      update memory.job_schedules s set next_run_at = clock_timestamp() + s.every
-        from due d where s.org_id = d.org_id and s.kind = d.kind
-      returning s.org_id, s.kind
-    ), queued as (
-      insert into memory.jobs (org_id, kind, payload)
-      select a.org_id, a.kind, '{}' from advanced a
-      returning 1)
-    select count(*)::integer from queued
-  $$;
+      -- On UTC timestamps: a schedule runs every so long whatever the
+      -- session's time zone (and the arithmetic is immutable, which Citus
+      -- requires of an UPDATE's expressions on a column).
+      update memory.job_schedules s
+         set next_run_at = (clock_timestamp() at time zone 'UTC' + s.every) at time zone 'UTC'
+        from due d where s.org_id = v_org and s.kind = d.kind
+      returning s.kind)
+    select array_agg(a.kind) into v_kinds from advanced a;
+    if v_kinds is not null then
+      insert into memory.jobs (org_id, kind, payload) select v_org, k, '{}' from unnest(v_kinds) k;
+      v_queued := v_queued + cardinality(v_kinds);
+    end if;
+  end loop;
+  return v_queued;
+end
+$$;
 
 
 --
@@ -16035,8 +16132,11 @@ CREATE FUNCTION memory_worker.fail_job(p_org uuid, p_job bigint, p_worker text, 
     AS $$
     update memory.jobs j
        set status = case when p_retryable and j.attempts < j.max_attempts then 'queued' else 'dead' end,
-           -- Exponential backoff: 2, 4, 8 ... seconds, at most an hour.
-           run_at = clock_timestamp() + least(interval '1 hour', interval '1 second' * power(2, j.attempts)),
+           -- Exponential backoff: 2, 4, 8 ... seconds, at most an hour (on UTC
+           -- timestamps: immutable, which Citus requires of an UPDATE's
+           -- expressions on a column).
+           run_at = (clock_timestamp() at time zone 'UTC'
+                     + least(interval '1 hour', interval '1 second' * power(2, j.attempts))) at time zone 'UTC',
            last_error = left(p_error, 4000), locked_by = null, locked_until = null,
            finished_at = case when p_retryable and j.attempts < j.max_attempts then null else clock_timestamp() end
      where j.org_id = p_org and j.job_id = p_job and j.status = 'running' and j.locked_by = p_worker
@@ -16122,23 +16222,27 @@ COMMENT ON FUNCTION memory_worker.park_job(p_org uuid, p_job bigint, p_worker te
 --
 
 CREATE FUNCTION memory_worker.purge_done_jobs(p_older_than interval DEFAULT '7 days'::interval) RETURNS integer
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
-    -- The periodic kinds' done jobs (those the org has a schedule for)
-    -- after a day at most: the communities job runs every 5 minutes per
-    -- org, and what it did is also in memory.community_runs.
-    with gone as (
-      delete from memory.jobs j
-       where j.org_id = memory_internal.current_org() and j.status = 'done'
-         and j.finished_at < clock_timestamp()
-                             - case when exists (select from memory.job_schedules s
-                                                  where s.org_id = j.org_id and s.kind = j.kind)
-                                    then least(p_older_than, interval '1 day')
-                                    else p_older_than end
-      returning 1)
-    select count(*)::integer from gone
-  $$;
+declare
+  v_org constant uuid := memory_internal.current_org();
+  -- The periodic kinds' done jobs (those the org has a schedule for) go
+  -- after a day at most: the communities job runs every 5 minutes per org,
+  -- and what it did is also in memory.community_runs.  The cut-offs are
+  -- read first: Citus refuses a volatile call in a DELETE's condition.
+  v_periodic constant text[] := array(select s.kind from memory.job_schedules s where s.org_id = v_org);
+  v_before constant timestamptz := clock_timestamp() - p_older_than;
+  v_periodic_before constant timestamptz := clock_timestamp() - least(p_older_than, interval '1 day');
+  v_n integer;
+begin
+  delete from memory.jobs j
+   where j.org_id = v_org and j.status = 'done'
+     and j.finished_at < case when j.kind = any (v_periodic) then v_periodic_before else v_before end;
+  get diagnostics v_n = row_count;
+  return v_n;
+end
+$$;
 
 
 --
@@ -22663,6 +22767,13 @@ GRANT ALL ON FUNCTION memory_internal.rarest_words(p_words text[], p_counts doub
 REVOKE ALL ON FUNCTION memory_internal.read_instants(p_at timestamp with time zone, p_known_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.read_instants(p_at timestamp with time zone, p_known_at timestamp with time zone) TO chronomem_app;
 GRANT ALL ON FUNCTION memory_internal.read_instants(p_at timestamp with time zone, p_known_at timestamp with time zone) TO chronomem_analyst;
+
+
+--
+-- Name: FUNCTION ready_jobs(p_kinds text[], p_expired boolean, p_after_at timestamp with time zone, p_after_job bigint, p_limit integer, p_paused uuid[], p_skip_orgs uuid[], p_skip_endpoints text[]); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.ready_jobs(p_kinds text[], p_expired boolean, p_after_at timestamp with time zone, p_after_job bigint, p_limit integer, p_paused uuid[], p_skip_orgs uuid[], p_skip_endpoints text[]) FROM PUBLIC;
 
 
 --

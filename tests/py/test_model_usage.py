@@ -246,17 +246,17 @@ def test_claim_plan_without_paused_projects_has_no_budget_filter(
     admin_dsn: str, tenant: Tenant
 ) -> None:
     """claim_jobs is the hot path: with no project paused, the budget condition folds
-    away (a custom plan), so the ready-job claim plans as it did without budgets; with
-    one paused, the filter names the paused projects."""
+    away (a custom plan), so the read of ready jobs (memory_internal.ready_jobs) plans as
+    it did without budgets; with one paused, the filter names the paused projects."""
 
     def claim_plan(conn: psycopg.Connection[Any]) -> str:
         with nested_plans(conn) as plans:
             conn.execute("select * from memory_worker.claim_jobs('plan-test', array['enrich'], 5)")
-        ready = [p for p in plans if "status = 'running'" in p and "run_at <=" in p]
+        ready = [p for p in plans if "x.status = 'queued'" in p and "limit p_limit" in p]
         assert ready, plans
         # The plan's lines, not the statement's text above them, without index names
         # (memory.jobs' indexes by project are named after the column).
-        return re.sub(r"\w+_idx\b", "<index>", ready[0].split("returning j.*", 1)[1])
+        return re.sub(r"\w+_idx\b", "<index>", ready[0].split("limit p_limit", 1)[1])
 
     with psycopg.connect(admin_dsn) as conn, conn.transaction(force_rollback=True):
         conn.execute("select memory.use_org(%s)", (tenant.org,))

@@ -306,14 +306,27 @@ def test_notify_wakes_an_idle_worker(
 def test_concurrent_workers_never_run_a_job_twice(
     tenant: Tenant, llm: ScriptedOpenAI, app_dsn: str, admin_dsn: str, quiet: Any
 ) -> None:
+    """200 jobs of three orgs, interleaved in the queue (claim_jobs claims org by org),
+    drained by four workers: each runs once."""
+    owners = [(tenant.org, tenant.project)]
+    for i in range(2):
+        with psycopg.connect(app_dsn) as conn:  # one transaction: use_org's scope
+            org = conn.execute("select memory.create_org(%s)", (f"drain {i}",)).fetchone()
+            assert org is not None
+            conn.execute("select memory.use_org(%s)", org)
+            project = conn.execute("select memory.create_project(%s, 'p')", org).fetchone()
+            assert project is not None
+            owners.append((org[0], project[0]))
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         ids = [
             r[0]
             for r in conn.execute(
-                "insert into memory.jobs (org_id, project_id, kind, payload) "
-                'select %s, %s, \'embed\', \'{"kind": "episode", "ids": []}\' '
-                "from generate_series(1, 200) returning job_id",
-                (tenant.org, tenant.project),
+                "insert into memory.jobs (org_id, project_id, kind, payload, run_at) "
+                "select (%s::uuid[])[1 + g %% 3], (%s::uuid[])[1 + g %% 3], 'embed', "
+                '\'{"kind": "episode", "ids": []}\', '
+                "now() - interval '1 minute' + g * interval '1 ms' "
+                "from generate_series(1, 200) g returning job_id",
+                ([o for o, _ in owners], [p for _, p in owners]),
             ).fetchall()
         ]
     runs: list[tuple[int, str]] = []
@@ -336,12 +349,13 @@ def test_concurrent_workers_never_run_a_job_twice(
     assert set(ids) <= set(counts)
     assert [j for j, n in counts.items() if n > 1] == []
     assert len({w.name for w in workers}) == 4
-    status = tenant.rows(
-        "select status, attempts, count(*) as n from memory.jobs where job_id = any(%s) "
-        "group by 1, 2",
-        (ids,),
-    )
-    assert status == [{"status": "done", "attempts": 1, "n": 200}]
+    with psycopg.connect(admin_dsn) as conn:
+        status = conn.execute(
+            "select status, attempts, count(distinct org_id), count(*) from memory.jobs"
+            " where job_id = any(%s) group by 1, 2",
+            (ids,),
+        ).fetchall()
+    assert status == [("done", 1, 3, 200)]
 
 
 @pytest.mark.parametrize("heartbeat", [True, False], ids=["heartbeat", "no-heartbeat-control"])

@@ -10,7 +10,7 @@
 -- by difference.  Leases and backoff are moved into the past with
 -- pg_temp.set_job, which runs as superuser (security definer).
 BEGIN;
-select plan(81);
+select plan(84);
 
 create temp table claimed (tag text not null, org_id uuid, job_id bigint, kind text, status text,
                            attempts integer, locked_by text, locked_until timestamptz);
@@ -38,6 +38,12 @@ create procedure pg_temp.claim(p_tag text, p_worker text, p_kinds text[], p_leas
   insert into pg_temp.claimed
   select p_tag, c.org_id, c.job_id, c.kind, c.status, c.attempts, c.locked_by, c.locked_until
     from memory_worker.claim_jobs(p_worker, p_kinds, 1000, p_lease) c $$;
+-- A ready job of an org, due at 2000-01-01 + p_second seconds: older than any
+-- other test's, so claims of its kind take these first.
+create function pg_temp.old_job(p_org text, p_second integer) returns bigint language sql security definer as $$
+  insert into memory.jobs (org_id, kind, run_at)
+  values (pg_temp.id(p_org), 'reconcile_edges', timestamptz '2000-01-01 00:00:00+00' + p_second * interval '1 second')
+  returning job_id $$;
 create function pg_temp.got(p_tag text, p_id bigint) returns boolean language sql stable as $$
   select exists (select from pg_temp.claimed c where c.tag = p_tag and c.job_id = p_id) $$;
 -- 'status attempts locked_by' of a job.
@@ -371,6 +377,22 @@ select throws_ok(format($$ select memory.project_backlog(%L) $$, pg_temp.id('p_b
 do $$ begin perform memory.use_org(pg_temp.id('org_b'), true); end $$;
 select ok(memory.project_backlog(pg_temp.id('p_b')) ? 'caught_up', 'control: in its org''s scope it answers');
 do $$ begin perform memory.use_org(pg_temp.id('org'), true); end $$;
+
+-- I. Claims follow the queue's order across orgs (claim_jobs claims org by org)
+-- and never take more than their limit.
+create temp table old_jobs (n integer primary key, job_id bigint not null);
+insert into old_jobs select g, pg_temp.old_job(case when g % 2 = 1 then 'org' else 'org_b' end, g)
+  from generate_series(1, 6) g;  -- A B A B A B, oldest first
+select is(array(select c.job_id from memory_worker.claim_jobs('order', array['reconcile_edges'], 1) c),
+          array(select o.job_id from old_jobs o where o.n = 1),
+          'a claim of one takes the oldest ready job (A''s) and no other');
+select is(array(select c.job_id from memory_worker.claim_jobs('order', array['reconcile_edges'], 3) c
+                 order by c.job_id),
+          array(select o.job_id from old_jobs o where o.n between 2 and 4 order by o.job_id),
+          'a claim of three takes the next three, B A B, though org A has more ready after them');
+select is((select string_agg(j.status, ' ' order by o.n) from old_jobs o join lateral pg_temp.job(o.job_id) j on true),
+          'running running running running queued queued',
+          'exactly four leased; the two youngest still queued');
 
 set local role chronomem_analyst;
 select throws_ok($$ select * from memory_worker.claim_jobs('analyst', array['enrich']) $$, '42501', null,
