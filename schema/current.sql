@@ -15697,11 +15697,14 @@ declare
   v_job memory.jobs;
   v_paused uuid[] := '{}';
   v_expired boolean;
+  v_dead_orgs uuid[];
+  v_any_expired boolean;
   v_window integer;
   v_org uuid;
   v_org_jobs bigint[];
   v_pos integer;
   v_end integer;
+  v_take integer;
   -- One window of candidates, in the queue's order.
   v_orgs uuid[];
   v_jobs bigint[];
@@ -15716,13 +15719,16 @@ begin
   if p_limit is null or p_limit < 1 or p_limit > 1000 then
     raise exception 'limit must be between 1 and 1000' using errcode = 'invalid_parameter_value';
   end if;
+  -- Expired leases (the running rows are few, one per lane at most:
+  -- jobs_lease_idx): the orgs of those on their last attempt, and whether
+  -- any other is there to claim again.
+  select coalesce(array_agg(distinct c.org_id) filter (where c.attempts >= c.max_attempts), '{}'),
+         coalesce(bool_or(c.attempts < c.max_attempts), false)
+    into v_dead_orgs, v_any_expired
+    from memory.jobs c
+   where c.status = 'running' and c.locked_until < clock_timestamp();
   -- A job whose worker died on its last attempt is dead, not running forever.
-  -- The running rows are few (one per lane at most): jobs_lease_idx.
-  foreach v_org in array array(
-      select distinct c.org_id from memory.jobs c
-       where c.status = 'running' and c.locked_until < clock_timestamp()
-         and c.attempts >= c.max_attempts)
-  loop
+  foreach v_org in array v_dead_orgs loop
     update memory.jobs j
        set status = 'dead', locked_by = null, locked_until = null, finished_at = clock_timestamp(),
            last_error = format('lease expired on attempt %s of %s (worker %s)',
@@ -15754,7 +15760,7 @@ begin
     -- Expired leases first, then ready deliveries, one candidate at a time.
     foreach v_expired in array array[true, false] loop
       v_after_job := null;
-      while v_claimed < p_limit loop
+      while v_claimed < p_limit and (v_any_expired or not v_expired) loop
         v_window := least(1000, 2 * (p_limit - v_claimed) + 8);
         select array_agg(r.org_id order by r.ready_at, r.job_id),
                array_agg(r.job_id order by r.ready_at, r.job_id),
@@ -15792,7 +15798,7 @@ begin
     -- Expired leases first, then ready jobs.
     foreach v_expired in array array[true, false] loop
       v_after_job := null;
-      while v_claimed < p_limit loop
+      while v_claimed < p_limit and (v_any_expired or not v_expired) loop
         v_window := least(1000, 2 * (p_limit - v_claimed) + 8);
         select array_agg(r.org_id order by r.ready_at, r.job_id),
                array_agg(r.job_id order by r.ready_at, r.job_id),
@@ -15804,8 +15810,10 @@ begin
         -- The window's candidates in chunks of as many as are still wanted,
         -- each chunk claimed org by org (the orgs in the order of their
         -- first candidate): what is claimed is the oldest of the queue,
-        -- whichever orgs it is of.  A candidate another claim took is made
-        -- up for by the next chunk.
+        -- whichever orgs it is of.  An org takes as many as it has in the
+        -- chunk, of its candidates from the chunk on: one that another
+        -- claim holds is made up for by the org's next (SKIP LOCKED, in one
+        -- statement), or else by the next chunk.
         v_pos := 1;
         while v_claimed < p_limit and v_pos <= cardinality(v_jobs) loop
           v_end := least(cardinality(v_jobs), v_pos + (p_limit - v_claimed) - 1);
@@ -15813,12 +15821,13 @@ begin
               select u.o from unnest(v_orgs[v_pos:v_end]) with ordinality u(o, n)
                group by u.o order by min(u.n))
           loop
-            v_org_jobs := array(select u.j from unnest(v_orgs[v_pos:v_end], v_jobs[v_pos:v_end]) u(o, j)
+            v_take := cardinality(array_positions(v_orgs[v_pos:v_end], v_org));
+            v_org_jobs := array(select u.j from unnest(v_orgs[v_pos:], v_jobs[v_pos:]) u(o, j)
                                  where u.o = v_org);
             -- Ready as memory_internal.ready_jobs reads it, checked again
             -- under the row's lock: a job another claim took meanwhile is
             -- left out.  (A CTE, locked once: as an IN subquery beside the
-            -- org's index scan, a LIMIT could be run again per row.)
+            -- org's index scan, its LIMIT could be run again per row.)
             return query
             with locked as materialized (
               select c.job_id from memory.jobs c
@@ -15826,6 +15835,10 @@ begin
                  and (c.status = 'queued' and c.run_at <= clock_timestamp()
                       or c.status = 'running' and c.locked_until < clock_timestamp()
                          and c.attempts < c.max_attempts)
+               -- Expired leases (locked_until is set only while running)
+               -- before queued jobs, each in the queue's order.
+               order by c.locked_until nulls last, c.run_at, c.job_id
+               limit v_take
                  for update skip locked)
             update memory.jobs j
                set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
