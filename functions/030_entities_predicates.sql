@@ -866,7 +866,10 @@ create or replace function memory.predicates_of(p_project uuid)
   returns table (predicate text, cardinality text, declared_at timestamptz)
   language sql stable
   as $$
+    -- The org named as a value (the scope RLS applies): Citus routes the read.
     select d.predicate, d.cardinality, d.declared_at
-    from memory.predicates d where d.project_id = p_project order by d.predicate
+    from memory.predicates d
+   where d.org_id = memory_internal.current_org() and d.project_id = p_project
+   order by d.predicate
   $$;
 comment on function memory.predicates_of(uuid) is 'Declared predicates of a project with their cardinality.';

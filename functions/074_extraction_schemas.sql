@@ -408,7 +408,9 @@ as $$
 declare
   ep memory.episodes;
 begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  -- The org named as a value (the scope RLS applies): Citus routes the read.
+  select e.* into ep from memory.episodes e
+   where e.org_id = memory_internal.current_org() and e.episode_id = p_episode;
   if ep.episode_id is null then
     raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
   end if;

@@ -21,7 +21,9 @@ declare
   v_cand uuid[];
   v_named uuid[];
 begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  -- The org named as a value (the scope RLS applies): Citus routes the read.
+  select e.* into ep from memory.episodes e
+   where e.org_id = memory_internal.current_org() and e.episode_id = p_episode;
   if ep.episode_id is null then
     return;
   end if;
@@ -74,7 +76,9 @@ declare
   v_predicates jsonb;
   v_schema jsonb;
 begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  -- The org named as a value (the scope RLS applies): Citus routes the read.
+  select e.* into ep from memory.episodes e
+   where e.org_id = memory_internal.current_org() and e.episode_id = p_episode;
   if ep.episode_id is null then
     raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
   end if;
@@ -267,7 +271,9 @@ declare
   v_message text;
   v_key text;
 begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  -- The org named as a value (the scope RLS applies): Citus routes the read.
+  select e.* into ep from memory.episodes e
+   where e.org_id = memory_internal.current_org() and e.episode_id = p_episode;
   if ep.episode_id is null then
     raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
   end if;

@@ -259,6 +259,10 @@ create or replace function memory.retry_dead_jobs(
   set search_path = memory_internal, memory, public, pg_temp
 as $$
 declare
+  -- memory_internal.in_scope with the scope read first: the update names
+  -- the org in scope as a value (routed on Citus, which also refuses a
+  -- stable call on a column in an UPDATE spanning shards).
+  v_org constant uuid := memory_internal.current_org();
   v_n integer;
 begin
   if p_kind is not null and not p_kind = any (memory_internal.job_kinds()) then
@@ -267,7 +271,7 @@ begin
   end if;
   update memory.jobs j
      set status = 'queued', attempts = 0, run_at = clock_timestamp(), finished_at = null
-   where j.status = 'dead' and memory_internal.in_scope(j.org_id)
+   where j.status = 'dead' and (v_org is null or j.org_id = v_org)
      and (p_kind is null or j.kind = p_kind)
      and (p_project is null or j.project_id = p_project);
   get diagnostics v_n = row_count;

@@ -3284,8 +3284,11 @@ COMMENT ON FUNCTION memory.predicate_changes(p_project uuid, p_limit integer) IS
 CREATE FUNCTION memory.predicates_of(p_project uuid) RETURNS TABLE(predicate text, cardinality text, declared_at timestamp with time zone)
     LANGUAGE sql STABLE
     AS $$
+    -- The org named as a value (the scope RLS applies): Citus routes the read.
     select d.predicate, d.cardinality, d.declared_at
-    from memory.predicates d where d.project_id = p_project order by d.predicate
+    from memory.predicates d
+   where d.org_id = memory_internal.current_org() and d.project_id = p_project
+   order by d.predicate
   $$;
 
 
@@ -4028,6 +4031,10 @@ CREATE FUNCTION memory.retry_dead_jobs(p_kind text DEFAULT NULL::text, p_project
     SET search_path TO 'memory_internal', 'memory', 'public', 'pg_temp'
     AS $$
 declare
+  -- memory_internal.in_scope with the scope read first: the update names
+  -- the org in scope as a value (routed on Citus, which also refuses a
+  -- stable call on a column in an UPDATE spanning shards).
+  v_org constant uuid := memory_internal.current_org();
   v_n integer;
 begin
   if p_kind is not null and not p_kind = any (memory_internal.job_kinds()) then
@@ -4036,7 +4043,7 @@ begin
   end if;
   update memory.jobs j
      set status = 'queued', attempts = 0, run_at = clock_timestamp(), finished_at = null
-   where j.status = 'dead' and memory_internal.in_scope(j.org_id)
+   where j.status = 'dead' and (v_org is null or j.org_id = v_org)
      and (p_kind is null or j.kind = p_kind)
      and (p_project is null or j.project_id = p_project);
   get diagnostics v_n = row_count;
@@ -10203,7 +10210,9 @@ declare
   v_cand uuid[];
   v_named uuid[];
 begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  -- The org named as a value (the scope RLS applies): Citus routes the read.
+  select e.* into ep from memory.episodes e
+   where e.org_id = memory_internal.current_org() and e.episode_id = p_episode;
   if ep.episode_id is null then
     return;
   end if;
@@ -15356,7 +15365,9 @@ declare
   v_message text;
   v_key text;
 begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  -- The org named as a value (the scope RLS applies): Citus routes the read.
+  select e.* into ep from memory.episodes e
+   where e.org_id = memory_internal.current_org() and e.episode_id = p_episode;
   if ep.episode_id is null then
     raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
   end if;
@@ -16081,7 +16092,9 @@ declare
   v_predicates jsonb;
   v_schema jsonb;
 begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  -- The org named as a value (the scope RLS applies): Citus routes the read.
+  select e.* into ep from memory.episodes e
+   where e.org_id = memory_internal.current_org() and e.episode_id = p_episode;
   if ep.episode_id is null then
     raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
   end if;
@@ -16360,7 +16373,9 @@ CREATE FUNCTION memory_worker.record_extraction_rejections(p_episode uuid, p_ite
 declare
   ep memory.episodes;
 begin
-  select e.* into ep from memory.episodes e where e.episode_id = p_episode;
+  -- The org named as a value (the scope RLS applies): Citus routes the read.
+  select e.* into ep from memory.episodes e
+   where e.org_id = memory_internal.current_org() and e.episode_id = p_episode;
   if ep.episode_id is null then
     raise exception 'episode % not found', p_episode using errcode = 'no_data_found';
   end if;

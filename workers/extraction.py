@@ -377,21 +377,25 @@ def enrich_episode(
     the attempt's end); without one they are written here, in the current transaction."""
     if extractor is None:
         raise ParkJob(NO_LLM_REASON)
+    # Two statements: the context is built where this session runs (on Citus, the
+    # coordinator), not inside a read of memory.episodes on the episode's shard.
     found = plpy.prepare(
-        "select memory_worker.extraction_context($1, $2)::text as ctx, project_id::text "
-        "from memory.episodes where episode_id = $1",
-        ["uuid", "integer"],
-    ).execute([episode_id, turns])
+        "select project_id::text from memory.episodes where episode_id = $1", ["uuid"]
+    ).execute([episode_id])
     if not found:  # wiped since it was ingested: nothing left to understand
         return {"episode_id": str(episode_id), "skipped": "episode not found"}
+    project = found[0]["project_id"]
+    context = plpy.prepare(
+        "select memory_worker.extraction_context($1, $2)::text as ctx", ["uuid", "integer"]
+    ).execute([episode_id, turns])[0]["ctx"]
     log = attempt if attempt is not None else AttemptLog()
     calls: list[ModelCall] = []
     rejected: list[dict[str, Any]] = []
     meta: dict[str, Any] = {}
     try:
-        outcome = extractor.run(json.loads(found[0]["ctx"]), calls, rejected, meta)
+        outcome = extractor.run(json.loads(context), calls, rejected, meta)
     finally:
-        log.add_calls(found[0]["project_id"], str(episode_id), calls)
+        log.add_calls(project, str(episode_id), calls)
         log.add_rejections(str(episode_id), rejected, meta)
         if attempt is None:
             _write_directly(plpy, log)

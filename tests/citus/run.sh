@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's SQL-level suites against a distributed database (tests/citus/README.md):
-# the pgTAP files, the cross-tenant function probes and the temporal property tests,
-# through a Citus coordinator.
+# the pgTAP files, the cross-tenant function probes, the temporal property tests and
+# the worker's suites, through a Citus coordinator.
 #
 #   tests/citus/run.sh [COORDINATOR_DSN] [pytest arguments]
 #
@@ -23,6 +23,11 @@ SUITES=(
   tests/py/test_cross_tenant_functions.py
   tests/py/test_known_at_replay.py
   tests/py/test_state_machine_property.py
+  # The worker against the cluster: claims, extraction with the scripted model,
+  # embeddings, webhook delivery and its caps per org and endpoint.
+  tests/py/test_worker.py
+  tests/py/test_webhooks.py
+  tests/py/test_webhook_fairness.py
 )
 
 set +e
