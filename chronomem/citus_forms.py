@@ -6,8 +6,9 @@ planner push a caller's filters and joins into their indexes. Citus runs neither
 (docs/decisions/020-citus-forms-of-the-functions.md):
 
 - a transaction may reach an org's shards as one role only, and the writers are
-  SECURITY DEFINER (the owner): so every invoker-rights function of the API schemas
-  becomes SECURITY DEFINER, with the search_path every definer function has. Forced
+  SECURITY DEFINER (the owner): so every invoker-rights function of the API schemas,
+  and every internal reader of a table the tenant's roles are granted, becomes
+  SECURITY DEFINER, with the search_path every definer function has. Forced
   row-level security keeps the owner in the org's scope; the owner's cross-org
   policies are read only by the functions `tests/py/test_citus_lint.py` names, and
   every other statement on their tables names the org;
@@ -165,7 +166,17 @@ select p.oid::regprocedure::text as signature, p.prosrc as body,
 _INVOKER_API = """
 select p.oid::regprocedure::text
   from pg_proc p join pg_namespace n on n.oid = p.pronamespace
- where n.nspname = any(%(schemas)s) and p.prokind = 'f' and not p.prosecdef
+ where p.prokind = 'f' and not p.prosecdef
+   and (n.nspname = any(%(schemas)s)
+        -- An internal reader of a table that a tenant's role is granted and may call
+        -- directly (memory_internal.fact_versions): the same one-role rule.
+        or n.nspname = 'memory_internal'
+           and (has_function_privilege('chronomem_app', p.oid, 'execute')
+                or has_function_privilege('chronomem_analyst', p.oid, 'execute'))
+           and exists (
+             select from pg_class c join pg_namespace cn on cn.oid = c.relnamespace
+              where cn.nspname in ('memory', 'memory_internal') and c.relkind in ('r', 'p')
+                and p.prosrc ~* ('\\m' || cn.nspname || '\\.' || c.relname || '\\M(?!\\s*\\()')))
  order by 1
 """
 
