@@ -307,7 +307,9 @@ comment on function memory.create_project(uuid, text) is
 -- Fix this transaction's record-time instant once a writer's locks are
 -- held: now(), unless rows it is about to change were stamped later by a
 -- writer that committed while this one waited (p_floor).  Monotonic within
--- the transaction.
+-- the transaction.  Written to the setting even when it is now(): on Citus
+-- the rows' defaults are computed on the shards' nodes, whose now() is
+-- their own transaction's start, and the setting (a SET LOCAL) reaches them.
 create or replace function memory_internal.begin_write(p_floor timestamptz default null)
   returns timestamptz
   language plpgsql
@@ -315,14 +317,12 @@ as $$
 declare
   v_at timestamptz := greatest(now(), p_floor, memory_internal.txn_instant());
 begin
-  if v_at > now() then
-    perform memory_internal.set_local('chronomem.write_instant', v_at::text);
-  end if;
+  perform memory_internal.set_local('chronomem.write_instant', v_at::text);
   return v_at;
 end
 $$;
 comment on function memory_internal.begin_write(timestamptz) is
-  'Fix the record-time instant for the rest of the transaction: now(), or p_floor (the latest stamp on rows the writer will change) when that is later.';
+  'Fix the record-time instant for the rest of the transaction (chronomem.write_instant, which memory_internal.txn_instant reads on every node): now(), or p_floor (the latest stamp on rows the writer will change) when that is later.';
 
 -- Counters: added to in the writing transaction, so they roll back with it.
 -- Several metrics at once: one statement (assert_facts bumps five per

@@ -148,6 +148,9 @@ create or replace function memory_internal.search_episode_vector_within(
   returns table (episode_id uuid, score double precision)
   language sql stable
   as $$
+    -- q.org_id: the project's org, or "not found"; the tables' conditions
+    -- name the scope's org (the same org) as a value, which routes each
+    -- statement to the org's shard on Citus (docs/scale-out.md).
     with q as materialized (
       select memory_internal.project_org(p_project) as org_id, lower(p_period) as lo,
              least(upper(p_period), p_at + interval '1 microsecond') as hi,
@@ -157,7 +160,7 @@ create or replace function memory_internal.search_episode_vector_within(
       select count(*) > q.c_budget as wide
         from q cross join lateral (
           select from memory.episodes e
-           where e.org_id = q.org_id and e.project_id = p_project
+           where e.org_id = memory_internal.current_org() and e.project_id = p_project
              and e.occurred_at >= q.lo and e.occurred_at < q.hi
            limit q.c_budget + 1) c
        group by q.c_budget
@@ -165,7 +168,8 @@ create or replace function memory_internal.search_episode_vector_within(
     select x.episode_id, x.score
       from (select e.episode_id, 1 - (e.embedding <=> p_query_embedding) as score
               from q cross join wide w
-              join memory.episodes e on e.org_id = q.org_id and e.project_id = p_project
+              join memory.episodes e on e.org_id = memory_internal.current_org()
+                                    and e.project_id = p_project
                                     and e.occurred_at >= q.lo and e.occurred_at < q.hi
              where not w.wide and e.embedding is not null
                and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
@@ -173,7 +177,8 @@ create or replace function memory_internal.search_episode_vector_within(
             select h.episode_id, h.score
               from (select e.episode_id, 1 - (e.embedding <=> p_query_embedding) as score
                       from memory.episodes e
-                     where e.project_id = p_project and e.embedding is not null
+                     where e.org_id = memory_internal.current_org() and e.project_id = p_project
+                       and e.embedding is not null
                        and e.occurred_at >= lower(p_period) and e.occurred_at < upper(p_period)
                        and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
                        and (select w.wide from wide w)

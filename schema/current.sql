@@ -7930,9 +7930,7 @@ CREATE FUNCTION memory_internal.begin_write(p_floor timestamp with time zone DEF
 declare
   v_at timestamptz := greatest(now(), p_floor, memory_internal.txn_instant());
 begin
-  if v_at > now() then
-    perform memory_internal.set_local('chronomem.write_instant', v_at::text);
-  end if;
+  perform memory_internal.set_local('chronomem.write_instant', v_at::text);
   return v_at;
 end
 $$;
@@ -7942,7 +7940,7 @@ $$;
 -- Name: FUNCTION begin_write(p_floor timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
 --
 
-COMMENT ON FUNCTION memory_internal.begin_write(p_floor timestamp with time zone) IS 'Fix the record-time instant for the rest of the transaction: now(), or p_floor (the latest stamp on rows the writer will change) when that is later.';
+COMMENT ON FUNCTION memory_internal.begin_write(p_floor timestamp with time zone) IS 'Fix the record-time instant for the rest of the transaction (chronomem.write_instant, which memory_internal.txn_instant reads on every node): now(), or p_floor (the latest stamp on rows the writer will change) when that is later.';
 
 
 --
@@ -13430,6 +13428,9 @@ COMMENT ON FUNCTION memory_internal.search_episode_vector_planned(p_project uuid
 CREATE FUNCTION memory_internal.search_episode_vector_within(p_project uuid, p_query_embedding public.vector, p_period tstzrange, p_at timestamp with time zone, p_known_at timestamp with time zone, p_n integer) RETURNS TABLE(episode_id uuid, score double precision)
     LANGUAGE sql STABLE
     AS $$
+    -- q.org_id: the project's org, or "not found"; the tables' conditions
+    -- name the scope's org (the same org) as a value, which routes each
+    -- statement to the org's shard on Citus (docs/scale-out.md).
     with q as materialized (
       select memory_internal.project_org(p_project) as org_id, lower(p_period) as lo,
              least(upper(p_period), p_at + interval '1 microsecond') as hi,
@@ -13439,7 +13440,7 @@ CREATE FUNCTION memory_internal.search_episode_vector_within(p_project uuid, p_q
       select count(*) > q.c_budget as wide
         from q cross join lateral (
           select from memory.episodes e
-           where e.org_id = q.org_id and e.project_id = p_project
+           where e.org_id = memory_internal.current_org() and e.project_id = p_project
              and e.occurred_at >= q.lo and e.occurred_at < q.hi
            limit q.c_budget + 1) c
        group by q.c_budget
@@ -13447,7 +13448,8 @@ CREATE FUNCTION memory_internal.search_episode_vector_within(p_project uuid, p_q
     select x.episode_id, x.score
       from (select e.episode_id, 1 - (e.embedding <=> p_query_embedding) as score
               from q cross join wide w
-              join memory.episodes e on e.org_id = q.org_id and e.project_id = p_project
+              join memory.episodes e on e.org_id = memory_internal.current_org()
+                                    and e.project_id = p_project
                                     and e.occurred_at >= q.lo and e.occurred_at < q.hi
              where not w.wide and e.embedding is not null
                and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
@@ -13455,7 +13457,8 @@ CREATE FUNCTION memory_internal.search_episode_vector_within(p_project uuid, p_q
             select h.episode_id, h.score
               from (select e.episode_id, 1 - (e.embedding <=> p_query_embedding) as score
                       from memory.episodes e
-                     where e.project_id = p_project and e.embedding is not null
+                     where e.org_id = memory_internal.current_org() and e.project_id = p_project
+                       and e.embedding is not null
                        and e.occurred_at >= lower(p_period) and e.occurred_at < upper(p_period)
                        and memory_internal.episode_visible(e.occurred_at, e.created_at, p_at, p_known_at)
                        and (select w.wide from wide w)
