@@ -17,7 +17,10 @@ Both DSNs are superusers on a maintenance database; on each, the database
   and graph legs), and how many answers had a leg fail;
 - reads: p50/p95 of a subject's current facts read by org (Citus routes it to the
   org's shard) and of the same read without naming the org (as a query that leaves
-  the org to the policy: Citus cannot route it, every shard is asked).
+  the org to the policy: Citus cannot route it, every shard is asked);
+- the job queue: the worker's protocol without a handler, memory_worker.claim_jobs of
+  one job then memory_worker.complete_job, each its own transaction as the app role,
+  over jobs queued in every org: the claim's p50/p95 and jobs per second.
 """
 
 from __future__ import annotations
@@ -215,6 +218,46 @@ def search_latency(
     }
 
 
+def queue_drain(
+    owner: Conn, app: Conn, made: list[tuple[uuid.UUID, uuid.UUID, uuid.UUID]], jobs: int
+) -> dict[str, Any]:
+    """`jobs` embed jobs per org (ids none: nothing for a handler to do), then claims of
+    one job and its completion until the queue is empty."""
+    for org, project, _ in made:
+        with owner.transaction():
+            owner.execute("select memory.use_org(%s)", (org,))
+            owner.execute(
+                "insert into memory.jobs (org_id, project_id, kind, payload)"
+                ' select %s, %s, \'embed\', \'{"kind": "fact", "ids": []}\''
+                " from generate_series(1, %s)",
+                (org, project, jobs),
+            )
+    kinds = ["embed", "enrich", "reconcile_edges", "communities", "purge"]
+    times, done = [], 0
+    started = time.perf_counter()
+    try:
+        while True:
+            with app.transaction():
+                t0 = time.perf_counter()
+                row = app.execute(
+                    "select org_id, job_id from memory_worker.claim_jobs('bench', %s, 1)", (kinds,)
+                ).fetchone()
+                times.append(time.perf_counter() - t0)
+            if row is None:
+                break
+            with app.transaction():
+                app.execute("select memory_worker.complete_job(%s, %s, 'bench')", row)
+            done += 1
+    except psycopg.Error as err:
+        app.rollback()
+        return {"p50": None, "error": str(err).splitlines()[0], "jobs": done}
+    return {
+        "claim_ms": latency_ms(times),
+        "jobs": done,
+        "jobs_per_s": done / (time.perf_counter() - started),
+    }
+
+
 def measure(server_admin: str, citus: bool, args: argparse.Namespace) -> dict[str, Any]:
     owner = prepare(server_admin, citus)
     app = with_params(owner, user="chronomem_app")
@@ -232,6 +275,8 @@ def measure(server_admin: str, citus: bool, args: argparse.Namespace) -> dict[st
     with psycopg.connect(owner) as conn:
         result["read_by_org"] = read_latency(conn, made, args.reads, routed=True)
         result["read_by_policy"] = read_latency(conn, made, args.reads, routed=False)
+    with psycopg.connect(owner) as conn, psycopg.connect(app) as app_conn:
+        result["queue"] = queue_drain(conn, app_conn, made, args.jobs)
     return result
 
 
@@ -247,6 +292,7 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=400)
     parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--scope-calls", type=int, default=20000)
+    parser.add_argument("--jobs", type=int, default=100, help="queued jobs per org to drain")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "citus.json")
     args = parser.parse_args()
     results = {
