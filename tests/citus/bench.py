@@ -229,9 +229,11 @@ def queue_drain(
             owner.execute(
                 "insert into memory.jobs (org_id, project_id, kind, payload)"
                 ' select %s, %s, \'embed\', \'{"kind": "fact", "ids": []}\''
-                " from generate_series(1, %s)",
+                # RETURNING: without it Citus sends the rows as COPY, which forced
+                # row-level security refuses.
+                " from generate_series(1, %s) returning job_id",
                 (org, project, jobs),
-            )
+            ).fetchall()
     kinds = ["embed", "enrich", "reconcile_edges", "communities", "purge"]
     times, done = [], 0
     started = time.perf_counter()
