@@ -68,9 +68,16 @@ class Forms:
         )
 
 
-# SQL-language functions whose body names a table of the schemas (not a function of
+# A condition on pg_proc p: its body names a table of the schemas (not a function of
 # the same name: `memory.facts_at(` is a call).
-_SQL_ON_TABLES = """
+_NAMES_A_TABLE = """exists (
+     select from pg_class c join pg_namespace cn on cn.oid = c.relnamespace
+      where cn.nspname = any(%(schemas)s) and c.relkind in ('r', 'p')
+        and p.prosrc ~* ('\\m' || cn.nspname || '\\.' || c.relname || '\\M(?!\\s*\\()'))"""
+
+# SQL-language functions whose body names a table, or reads a setting.
+_SQL_ON_TABLES = (
+    """
 select p.oid::regprocedure::text as signature,
        quote_ident(n.nspname) || '.' || quote_ident(p.proname) as name,
        pg_get_function_arguments(p.oid) as arguments,
@@ -100,16 +107,15 @@ select p.oid::regprocedure::text as signature,
   join pg_namespace n on n.oid = p.pronamespace
   join pg_language l on l.oid = p.prolang
  where n.nspname = any(%(schemas)s) and l.lanname = 'sql' and p.prokind = 'f'
-   and exists (
-     select from pg_class c join pg_namespace cn on cn.oid = c.relnamespace
-      where cn.nspname = any(%(schemas)s) and c.relkind in ('r', 'p')
-        and p.prosrc ~* ('\\m' || cn.nspname || '\\.' || c.relname || '\\M(?!\\s*\\()')
-     -- A setting's reader (the scope, the record-time instant): inlined, its
-     -- COALESCE of non-immutable calls is refused in a routed UPDATE or DELETE.
-     union all
-     select where p.provolatile <> 'i' and p.prosrc ~* 'current_setting\\s*\\(')
+   and ("""
+    + _NAMES_A_TABLE
+    + """
+        -- A setting's reader (the scope, the record-time instant): inlined, its
+        -- COALESCE of non-immutable calls is refused in a routed UPDATE or DELETE.
+        or p.provolatile <> 'i' and p.prosrc ~* 'current_setting\\s*\\(')
  order by 1
 """
+)
 
 # Functions that return the rows of a table with a dropped column (memory.facts_at):
 # Citus fails on such a function joined with a distributed table (`cache lookup
@@ -163,22 +169,23 @@ select p.oid::regprocedure::text as signature, p.prosrc as body,
  order by 1
 """
 
-_INVOKER_API = """
+_INVOKER_API = (
+    """
 select p.oid::regprocedure::text
   from pg_proc p join pg_namespace n on n.oid = p.pronamespace
  where p.prokind = 'f' and not p.prosecdef
-   and (n.nspname = any(%(schemas)s)
+   and (n.nspname = any(%(api_schemas)s)
         -- An internal reader of a table that a tenant's role is granted and may call
         -- directly (memory_internal.fact_versions): the same one-role rule.
         or n.nspname = 'memory_internal'
            and (has_function_privilege('chronomem_app', p.oid, 'execute')
                 or has_function_privilege('chronomem_analyst', p.oid, 'execute'))
-           and exists (
-             select from pg_class c join pg_namespace cn on cn.oid = c.relnamespace
-              where cn.nspname in ('memory', 'memory_internal') and c.relkind in ('r', 'p')
-                and p.prosrc ~* ('\\m' || cn.nspname || '\\.' || c.relname || '\\M(?!\\s*\\()')))
+           and """
+    + _NAMES_A_TABLE
+    + """)
  order by 1
 """
+)
 
 _GENERIC_PLANS = """
 select p.oid::regprocedure::text
@@ -301,7 +308,8 @@ def apply_forms(conn: psycopg.Connection[Any]) -> Forms:
         except psycopg.Error as err:
             raise FormError(f"{fn['signature']} in its Citus form: {err}") from err
         forms.statements.append(fn["signature"])
-    for (signature,) in conn.execute(_INVOKER_API, {"schemas": list(API_SCHEMAS)}).fetchall():
+    api = {"schemas": list(SCHEMAS), "api_schemas": list(API_SCHEMAS)}
+    for (signature,) in conn.execute(_INVOKER_API, api).fetchall():
         conn.execute(
             sql.SQL("alter function {} security definer set search_path = {}").format(
                 sql.SQL(signature), sql.SQL(DEFINER_SEARCH_PATH)
