@@ -180,6 +180,22 @@ create or replace function memory_internal.webhook_claim_lock_key(p_org uuid) re
   language sql immutable parallel safe
   as $$ select hashtextextended('chronomem deliver_webhook claim ' || p_org::text, 0) $$;
 
+-- A job is ready to claim at p_at: queued and due, or running with an
+-- expired lease (a worker that died) and attempts left.  The claims check it
+-- again under the row's lock; memory_internal.ready_jobs reads the two cases
+-- apart, each through its own partial index.  p_at is the caller's clock
+-- (an immutable function: Citus refuses a volatile one in a modification).
+create or replace function memory_internal.job_ready(
+  p_status text, p_run_at timestamptz, p_locked_until timestamptz, p_attempts integer,
+  p_max_attempts integer, p_at timestamptz) returns boolean
+  language sql immutable parallel safe
+  as $$
+    select p_status = 'queued' and p_run_at <= p_at
+        or p_status = 'running' and p_locked_until < p_at and p_attempts < p_max_attempts
+  $$;
+comment on function memory_internal.job_ready(text, timestamptz, timestamptz, integer, integer, timestamptz) is
+  'Whether a job with this status, run_at, lease and attempts is ready to claim at p_at: queued and due, or running with an expired lease and attempts left.';
+
 -- Lease one deliver_webhook job (a candidate the caller read without a lock)
 -- unless its org or endpoint is at its cap, or it is no longer ready, or
 -- another claim holds its row.  The count and the claim happen under the
@@ -214,8 +230,6 @@ begin
   if v_org_n >= p_org_cap or v_endpoint_n >= p_endpoint_cap then
     return;  -- it stays queued (or expired) for a later claim
   end if;
-  -- Ready as memory_worker.claim_jobs reads its candidates: queued and due,
-  -- or running with an expired lease and attempts left.
   update memory.jobs j
      set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
          locked_until = clock_timestamp() + p_lease
@@ -223,9 +237,8 @@ begin
      and j.job_id in (
            select c.job_id from memory.jobs c
             where c.org_id = p_org and c.job_id = p_job and c.kind = 'deliver_webhook'
-              and (c.status = 'queued' and c.run_at <= clock_timestamp()
-                   or c.status = 'running' and c.locked_until < clock_timestamp()
-                      and c.attempts < c.max_attempts)
+              and memory_internal.job_ready(c.status, c.run_at, c.locked_until, c.attempts,
+                                            c.max_attempts, clock_timestamp())
               for update skip locked)
   returning j.* into claimed;
 end

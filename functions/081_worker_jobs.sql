@@ -3,7 +3,8 @@
 
 -- The ready jobs of the given kinds, in the queue's order, read without a
 -- lock: candidates for memory_worker.claim_jobs, which then claims them org
--- by org under row locks (SKIP LOCKED) and checks again that each is ready.
+-- by org under row locks (SKIP LOCKED) and checks again that each is ready
+-- (memory_internal.job_ready, whose two cases these branches read apart).
 -- p_expired: running jobs whose lease expired (a worker that died) with
 -- attempts left, oldest lease first; else queued jobs that are due, oldest
 -- first.  Those after (p_after_at, p_after_job) in that order, at most
@@ -218,17 +219,16 @@ begin
             v_take := cardinality(array_positions(v_orgs[v_pos:v_end], v_org));
             v_org_jobs := array(select u.j from unnest(v_orgs[v_pos:], v_jobs[v_pos:]) u(o, j)
                                  where u.o = v_org);
-            -- Ready as memory_internal.ready_jobs reads it, checked again
-            -- under the row's lock: a job another claim took meanwhile is
-            -- left out.  (A CTE, locked once: as an IN subquery beside the
-            -- org's index scan, its LIMIT could be run again per row.)
+            -- Ready, checked again under the row's lock: a job another
+            -- claim took meanwhile is left out.  (A CTE, locked once: as an
+            -- IN subquery beside the org's index scan, its LIMIT could be
+            -- run again per row.)
             return query
             with locked as materialized (
               select c.job_id from memory.jobs c
                where c.org_id = v_org and c.job_id = any (v_org_jobs)
-                 and (c.status = 'queued' and c.run_at <= clock_timestamp()
-                      or c.status = 'running' and c.locked_until < clock_timestamp()
-                         and c.attempts < c.max_attempts)
+                 and memory_internal.job_ready(c.status, c.run_at, c.locked_until, c.attempts,
+                                               c.max_attempts, clock_timestamp())
                -- Expired leases (locked_until is set only while running)
                -- before queued jobs, each in the queue's order.
                order by c.locked_until nulls last, c.run_at, c.job_id

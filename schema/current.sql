@@ -8526,8 +8526,6 @@ begin
   if v_org_n >= p_org_cap or v_endpoint_n >= p_endpoint_cap then
     return;  -- it stays queued (or expired) for a later claim
   end if;
-  -- Ready as memory_worker.claim_jobs reads its candidates: queued and due,
-  -- or running with an expired lease and attempts left.
   update memory.jobs j
      set status = 'running', attempts = j.attempts + 1, locked_by = p_worker,
          locked_until = clock_timestamp() + p_lease
@@ -8535,9 +8533,8 @@ begin
      and j.job_id in (
            select c.job_id from memory.jobs c
             where c.org_id = p_org and c.job_id = p_job and c.kind = 'deliver_webhook'
-              and (c.status = 'queued' and c.run_at <= clock_timestamp()
-                   or c.status = 'running' and c.locked_until < clock_timestamp()
-                      and c.attempts < c.max_attempts)
+              and memory_internal.job_ready(c.status, c.run_at, c.locked_until, c.attempts,
+                                            c.max_attempts, clock_timestamp())
               for update skip locked)
   returning j.* into claimed;
 end
@@ -10996,6 +10993,25 @@ COMMENT ON FUNCTION memory_internal.ip_valid(p_text text) IS 'Whether p_text is 
 CREATE FUNCTION memory_internal.is_uuid(p_text text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $_$ select p_text ~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' $_$;
+
+
+--
+-- Name: job_ready(text, timestamp with time zone, timestamp with time zone, integer, integer, timestamp with time zone); Type: FUNCTION; Schema: memory_internal; Owner: -
+--
+
+CREATE FUNCTION memory_internal.job_ready(p_status text, p_run_at timestamp with time zone, p_locked_until timestamp with time zone, p_attempts integer, p_max_attempts integer, p_at timestamp with time zone) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select p_status = 'queued' and p_run_at <= p_at
+        or p_status = 'running' and p_locked_until < p_at and p_attempts < p_max_attempts
+  $$;
+
+
+--
+-- Name: FUNCTION job_ready(p_status text, p_run_at timestamp with time zone, p_locked_until timestamp with time zone, p_attempts integer, p_max_attempts integer, p_at timestamp with time zone); Type: COMMENT; Schema: memory_internal; Owner: -
+--
+
+COMMENT ON FUNCTION memory_internal.job_ready(p_status text, p_run_at timestamp with time zone, p_locked_until timestamp with time zone, p_attempts integer, p_max_attempts integer, p_at timestamp with time zone) IS 'Whether a job with this status, run_at, lease and attempts is ready to claim at p_at: queued and due, or running with an expired lease and attempts left.';
 
 
 --
@@ -15838,17 +15854,16 @@ begin
             v_take := cardinality(array_positions(v_orgs[v_pos:v_end], v_org));
             v_org_jobs := array(select u.j from unnest(v_orgs[v_pos:], v_jobs[v_pos:]) u(o, j)
                                  where u.o = v_org);
-            -- Ready as memory_internal.ready_jobs reads it, checked again
-            -- under the row's lock: a job another claim took meanwhile is
-            -- left out.  (A CTE, locked once: as an IN subquery beside the
-            -- org's index scan, its LIMIT could be run again per row.)
+            -- Ready, checked again under the row's lock: a job another
+            -- claim took meanwhile is left out.  (A CTE, locked once: as an
+            -- IN subquery beside the org's index scan, its LIMIT could be
+            -- run again per row.)
             return query
             with locked as materialized (
               select c.job_id from memory.jobs c
                where c.org_id = v_org and c.job_id = any (v_org_jobs)
-                 and (c.status = 'queued' and c.run_at <= clock_timestamp()
-                      or c.status = 'running' and c.locked_until < clock_timestamp()
-                         and c.attempts < c.max_attempts)
+                 and memory_internal.job_ready(c.status, c.run_at, c.locked_until, c.attempts,
+                                               c.max_attempts, clock_timestamp())
                -- Expired leases (locked_until is set only while running)
                -- before queued jobs, each in the queue's order.
                order by c.locked_until nulls last, c.run_at, c.job_id
@@ -22555,6 +22570,13 @@ REVOKE ALL ON FUNCTION memory_internal.ip_valid(p_text text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION memory_internal.is_uuid(p_text text) FROM PUBLIC;
 GRANT ALL ON FUNCTION memory_internal.is_uuid(p_text text) TO chronomem_app;
+
+
+--
+-- Name: FUNCTION job_ready(p_status text, p_run_at timestamp with time zone, p_locked_until timestamp with time zone, p_attempts integer, p_max_attempts integer, p_at timestamp with time zone); Type: ACL; Schema: memory_internal; Owner: -
+--
+
+REVOKE ALL ON FUNCTION memory_internal.job_ready(p_status text, p_run_at timestamp with time zone, p_locked_until timestamp with time zone, p_attempts integer, p_max_attempts integer, p_at timestamp with time zone) FROM PUBLIC;
 
 
 --
